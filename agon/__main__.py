@@ -1,0 +1,5 @@
+import sys
+
+from agon.cli import main
+
+sys.exit(main())

@@ -1,0 +1,54 @@
+"""The `agon` command line.
+
+Each subcommand lives in its own module that exposes ``add_parser(subparsers)``; the modules
+are imported lazily so that `agon grade` does not pay for torch, and a new subcommand is one
+line in ``SUBCOMMANDS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> module exposing add_parser(subparsers) that sets `func` on its parser
+SUBCOMMANDS: dict[str, str] = {
+    "config": "agon.config",
+    "grade": "agon.grading.cli",
+    "data": "agon.tasks.cli",
+    "sandbox": "agon.sandbox.cli",
+    "toy": "agon.toy.cli",
+    "eval": "agon.evaluate",
+    "train": "agon.train_cli",
+}
+
+
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    """Build the parser, importing only the subcommand named in ``argv`` (all for --help)."""
+    parser = argparse.ArgumentParser(prog="agon", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    wanted = argv[0] if argv and argv[0] in SUBCOMMANDS else None
+    for name, module in SUBCOMMANDS.items():
+        if wanted is not None and name != wanted:
+            sub.add_parser(name, help=f"(see `agon {name} --help`)")
+            continue
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as err:
+            if err.name and (err.name == module or module.startswith(err.name + ".")):
+                continue  # subcommand not built into this version
+            raise
+        mod.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `agon` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv).parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

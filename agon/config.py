@@ -1,0 +1,182 @@
+"""Load and validate an agon config.
+
+One function, :func:`load_config`, used by the Snakefile (when the DAG is built) and by every
+CLI entry point, so a bad family row fails before any job starts, with a message that names
+the row, the field and what was expected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SCHEMA_PATH = Path(__file__).with_name("schemas") / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """A config that does not match the schema; the message says where and why."""
+
+
+def _schema() -> dict:
+    with open(SCHEMA_PATH) as f:
+        return yaml.safe_load(f)
+
+
+def _validator_with_defaults(schema: dict):
+    """A Draft 2020-12 validator that also fills in each property's `default`."""
+    from jsonschema import Draft202012Validator, validators
+
+    base_props = Draft202012Validator.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if isinstance(sub, Mapping) and "default" in sub and name not in instance:
+                    instance[name] = copy.deepcopy(sub["default"])
+        yield from base_props(validator, properties, instance, schema)
+
+    cls = validators.extend(Draft202012Validator, {"properties": set_defaults})
+    return cls(schema)
+
+
+def _describe(error, config: dict) -> str:
+    """Turn a jsonschema error into 'families[1] (name 'qwen3'): field 'model_a.model': ...'."""
+    path = list(error.absolute_path)
+    where = "config"
+    rest = path
+    if len(path) >= 2 and isinstance(path[1], int):
+        section, index = path[0], path[1]
+        where = f"{section}[{index}]"
+        row = config.get(section, [None] * (index + 1))[index]
+        if isinstance(row, dict) and "name" in row:
+            where += f" (name {row['name']!r})"
+        rest = path[2:]
+    # a missing property is reported on the parent; name the field itself
+    if error.validator == "required":
+        missing = [p for p in error.validator_value if p not in (error.instance or {})]
+        rest = rest + missing[:1]
+        expected = "a value (required field is missing)"
+    elif error.validator == "additionalProperties":
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        rest = rest + extra[:1]
+        expected = f"no such field; allowed: {sorted(error.schema.get('properties', {}))}"
+    elif error.validator == "enum":
+        expected = f"one of {error.validator_value}"
+    elif error.validator == "type":
+        expected = f"type {error.validator_value}, got {type(error.instance).__name__}"
+    else:
+        expected = error.message
+    field = ".".join(str(p) for p in rest) or "(whole section)"
+    got = "" if error.validator in ("required", "additionalProperties") else f" (got {error.instance!r:.80})"
+    return f"{where}: field {field!r}: expected {expected}{got}"
+
+
+def validate_config(config: dict) -> dict:
+    """Validate ``config`` in place against the schema, fill defaults, and return it.
+
+    Raises :class:`ConfigError` listing every problem found.
+    """
+    validator = _validator_with_defaults(_schema())
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        lines = "\n  ".join(_describe(e, config) for e in errors)
+        raise ConfigError(f"invalid config ({len(errors)} problem(s)):\n  {lines}")
+    _check_semantics(config)
+    return config
+
+
+def _check_semantics(config: dict) -> None:
+    """Checks JSON Schema cannot express: unique names, k <= n, registered tasks."""
+    problems = []
+    for section in ("families", "tasks"):
+        names = [row["name"] for row in config[section]]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            problems.append(f"{section}: names must be unique, repeated: {dup}")
+    ev = config["eval"]
+    bad_k = [k for k in ev["k"] if k > ev["n_samples"]]
+    if bad_k:
+        problems.append(f"eval: field 'k': expected values <= n_samples={ev['n_samples']}, got {bad_k}")
+    from agon.tasks import available_tasks
+
+    known = available_tasks()
+    for i, row in enumerate(config["tasks"]):
+        if row["name"] not in known:
+            problems.append(f"tasks[{i}] (name {row['name']!r}): field 'name': expected one of {known}")
+    if problems:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+
+
+def load_config(path: str | Path, overrides: dict | None = None) -> dict:
+    """Read a YAML config, apply ``overrides`` (a nested dict, merged), validate and return it."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    with open(path) as f:
+        config = yaml.safe_load(f) or {}
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    if overrides:
+        config = deep_merge(config, overrides)
+    try:
+        return validate_config(config)
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}") from None
+
+
+def deep_merge(base: dict, extra: Mapping) -> dict:
+    """Return ``base`` with ``extra`` merged in recursively (lists and scalars replaced)."""
+    out = copy.deepcopy(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def config_hash(config: Any) -> str:
+    """A short, stable content hash of any JSON-able config fragment."""
+    blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def get_family(config: dict, name: str) -> dict:
+    """The family row called ``name``; a clear error if there is none."""
+    for row in config["families"]:
+        if row["name"] == name:
+            return row
+    raise ConfigError(f"no family {name!r} in config; known: {[r['name'] for r in config['families']]}")
+
+
+def get_task_row(config: dict, name: str) -> dict:
+    """The task row called ``name``; a clear error if there is none."""
+    for row in config["tasks"]:
+        if row["name"] == name:
+            return row
+    raise ConfigError(f"no task {name!r} in config; known: {[r['name'] for r in config['tasks']]}")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """`agon config check FILE`: validate a config and print it with defaults filled in."""
+    p = sub.add_parser("config", help="validate a config file")
+    p.add_argument("action", choices=["check"])
+    p.add_argument("path", help="YAML config, e.g. config/config.yaml")
+    p.set_defaults(func=_cli)
+
+
+def _cli(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.path)
+    except ConfigError as err:
+        print(err)
+        return 2
+    print(yaml.safe_dump(config, sort_keys=False))
+    return 0

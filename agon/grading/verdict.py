@@ -1,0 +1,29 @@
+"""The one record every grader returns."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The grade of one completion.
+
+    ``correct`` is True or False when the grader could decide, and None when it could not
+    (``status`` says why: ``timeout``, ``error``, ``sandbox_error``). It is never a silent 0.
+    """
+
+    correct: bool | None
+    status: str
+    extracted: str | None = None
+    seconds: float = 0.0
+    detail: str | None = None
+
+    def to_dict(self) -> dict:
+        """A JSON-able dict of the verdict."""
+        return asdict(self)
+
+    @property
+    def score(self) -> float:
+        """1.0 if correct else 0.0; callers that must score undecided items do so explicitly."""
+        return 1.0 if self.correct else 0.0

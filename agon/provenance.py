@@ -1,0 +1,97 @@
+"""Every results file goes through here: written atomically, carrying its provenance.
+
+Provenance is the config hash, the seed, the git commit (and whether the tree was dirty),
+package versions, host facts and a UTC timestamp, so a number in table 1 can be traced to
+the code and settings that measured it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from collections.abc import Iterable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from agon.config import config_hash
+
+PACKAGES = ("agon", "torch", "transformers", "trl", "accelerate", "datasets", "math-verify", "vllm", "snakemake", "numpy")
+
+
+def git_commit(cwd: str | Path | None = None) -> dict:
+    """The HEAD commit of the repository holding ``cwd`` (or this package), and if it is dirty."""
+    where = Path(cwd) if cwd else Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10)
+        if commit.returncode != 0:
+            return {"commit": None, "dirty": None}
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where, capture_output=True, text=True, timeout=10)
+        return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+
+
+def package_versions(names: Iterable[str] = PACKAGES) -> dict[str, str | None]:
+    """Installed versions of ``names`` (None when absent)."""
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def provenance(config: Any = None, seed: int | None = None, **extra: Any) -> dict:
+    """The provenance block of a results file."""
+    return {
+        "config_hash": config_hash(config) if config is not None else None,
+        "seed": seed,
+        "git": git_commit(),
+        "packages": package_versions(),
+        "python": platform.python_version(),
+        "host": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        **extra,
+    }
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` via a temp file in the same folder and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_results(path: str | Path, payload: dict, config: Any = None, seed: int | None = None, **extra: Any) -> Path:
+    """Write a JSON results file atomically with a ``provenance`` block added.
+
+    ``config`` is what the numbers depend on (its hash is recorded, and the config itself under
+    ``provenance.config`` so the file is self-describing).
+    """
+    prov = provenance(config, seed, **extra)
+    if config is not None:
+        prov["config"] = config
+    body = {**payload, "provenance": prov}
+    return atomic_write_text(path, json.dumps(body, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def read_results(path: str | Path) -> dict:
+    """Read a results JSON file written by :func:`write_results`."""
+    with open(path) as f:
+        return json.load(f)

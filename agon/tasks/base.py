@@ -1,0 +1,116 @@
+"""What a task is: problems, the solve and reader prompts, and a grade function.
+
+Prompts are chat messages (``[{"role": ..., "content": ...}]``); the engine applies each
+family's chat template and persona. The reader prompt holds the problem, the rival's draft,
+marked as a possibly wrong attempt by a rival, and the instruction to solve the problem itself
+(DESIGN.md §1 step 2). What of the draft is shown is the family's ``draft_view``.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agon.grading.verdict import Verdict
+
+Messages = list[dict[str, str]]
+SPLITS = ("train", "test", "hard", "train_hard")
+"""``hard`` is the hard part of ``test`` (what table 1 reports); ``train_hard`` that of ``train``."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem: its id, the text shown to the model, and the gold answer or test spec."""
+
+    id: str
+    question: str
+    answer: str
+    difficulty: float | None = None
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+SOLVE_TEMPLATE = (
+    "{question}\n\n"
+    "Solve the problem. Put your final answer in \\boxed{{}}."
+)
+READER_TEMPLATE = (
+    "{question}\n\n"
+    "Below is a rival's attempt at this problem. It may be wrong. Check it critically, then "
+    "solve the problem yourself and put your final answer in \\boxed{{}}.\n\n"
+    "<rival_attempt>\n{draft}\n</rival_attempt>"
+)
+
+
+def apply_draft_view(draft: str, view: str, tokenizer: Any = None) -> str:
+    """The part of a draft the reader sees: ``full``, ``answer_section`` or ``last_tokens:N``.
+
+    ``answer_section`` is the text after ``</think>`` (the whole draft if there is none).
+    ``last_tokens:N`` counts tokenizer tokens when a tokenizer is given, else whitespace words.
+    """
+    if view == "full":
+        return draft
+    if view == "answer_section":
+        return draft.rsplit("</think>", 1)[1].lstrip() if "</think>" in draft else draft
+    m = re.fullmatch(r"last_tokens:(\d+)", view)
+    if not m:
+        raise ValueError(f"unknown draft_view {view!r}; expected full, answer_section or last_tokens:N")
+    n = int(m.group(1))
+    if tokenizer is not None:
+        ids = tokenizer.encode(draft, add_special_tokens=False)
+        return tokenizer.decode(ids[-n:]) if len(ids) > n else draft
+    words = draft.split(" ")
+    return " ".join(words[-n:]) if len(words) > n else draft
+
+
+class Task(ABC):
+    """A task of table 1. Subclasses set ``name`` and ``kind`` and implement the loaders."""
+
+    name: str = ""
+    kind: str = "math"  # "math" or "code": which grader family
+    version: str = "1"  # bump when problems, prompts or grading change (lm-eval habit)
+
+    @abstractmethod
+    def problems(self, split: str) -> list[Problem]:
+        """The problems of ``split`` (one of :data:`SPLITS`), in a fixed order."""
+
+    def solve_prompt(self, problem: Problem) -> Messages:
+        """The ordinary prompt: solve the problem."""
+        return [{"role": "user", "content": SOLVE_TEMPLATE.format(question=problem.question)}]
+
+    def reader_prompt(self, problem: Problem, draft: str) -> Messages:
+        """The reader's prompt: the problem, a rival's (possibly wrong) draft, then solve it."""
+        return [{"role": "user", "content": READER_TEMPLATE.format(question=problem.question, draft=draft)}]
+
+    @abstractmethod
+    def grade(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
+        """One verdict per (problem, completion) pair; never raises for a hostile completion."""
+
+    def close(self) -> None:
+        """Release grading resources (worker pools); safe to call twice."""
+
+
+class MathTask(Task):
+    """A task graded by math-verify on the final boxed answer, in a pool that cannot hang."""
+
+    kind = "math"
+
+    def __init__(self, grading_timeout_s: float = 5.0, grading_workers: int = 0):
+        self.grading_timeout_s = grading_timeout_s
+        self.grading_workers = grading_workers
+        self._grader = None
+
+    def grade(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
+        """Grade with a lazily started :class:`agon.grading.math.MathGrader`, reused across calls."""
+        if self._grader is None:
+            from agon.grading.math import MathGrader
+
+            self._grader = MathGrader(timeout_s=self.grading_timeout_s, workers=self.grading_workers)
+        return self._grader.grade([p.answer for p in problems], list(completions))
+
+    def close(self) -> None:
+        if self._grader is not None:
+            self._grader.close()
+            self._grader = None

@@ -1,0 +1,120 @@
+"""DeepMath-103K (zwhe99/DeepMath-103K): hard math with verifiable final answers.
+
+Fields: question, final_answer, difficulty, topic, r1_solution_1..3. Loaded through `datasets`
+from the hub id, or from a local jsonl / json / parquet file with the same fields (tests and
+offline users). The hard split is ``difficulty >= hard_min_difficulty``. The train/test split is
+a seeded shuffle of the source; :meth:`DeepMathTask.write_split` records it with content hashes
+so that a run can prove which problems it trained and tested on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from pathlib import Path
+
+from agon.tasks.base import SPLITS, MathTask, Problem
+
+HUB_ID = "zwhe99/DeepMath-103K"
+REQUIRED_FIELDS = ("question", "final_answer", "difficulty")
+_LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+
+
+def _problem_id(question: str) -> str:
+    return "dm-" + hashlib.sha1(question.encode()).hexdigest()[:12]
+
+
+def load_rows(source: str, revision: str | None = None) -> list[dict]:
+    """Rows of DeepMath-103K from a hub id or a local file, checked for the required fields."""
+    import datasets
+
+    path = Path(source)
+    if path.suffix in _LOCAL_FORMATS:
+        if not path.is_file():
+            raise FileNotFoundError(f"deepmath source {source!r} looks like a file but does not exist")
+        ds = datasets.load_dataset(_LOCAL_FORMATS[path.suffix], data_files=str(path), split="train")
+    else:
+        ds = datasets.load_dataset(source, split="train", revision=revision)
+    missing = [f for f in REQUIRED_FIELDS if f not in ds.column_names]
+    if missing:
+        raise ValueError(f"deepmath source {source!r} lacks fields {missing}; has {ds.column_names}")
+    return ds.to_list()
+
+
+class DeepMathTask(MathTask):
+    """DeepMath-103K with a seeded train/test split and a difficulty-threshold hard split."""
+
+    name = "deepmath"
+    version = "1"
+
+    def __init__(
+        self,
+        source: str = HUB_ID,
+        revision: str | None = None,
+        hard_min_difficulty: float = 8.0,
+        test_size: int = 500,
+        max_train: int | None = None,
+        seed: int = 0,
+        grading_timeout_s: float = 5.0,
+        grading_workers: int = 0,
+    ):
+        """``source``: hub id or local jsonl/parquet. ``hard_min_difficulty``: the hard split is
+        difficulty >= this. ``test_size``: problems held out (seeded). ``max_train``: cap on
+        training problems (None: all). ``seed``: the split's shuffle seed."""
+        super().__init__(grading_timeout_s, grading_workers)
+        self.source, self.revision = source, revision
+        self.hard_min_difficulty = float(hard_min_difficulty)
+        self.test_size, self.max_train, self.seed = int(test_size), max_train, int(seed)
+        self._splits: dict[str, list[Problem]] | None = None
+        self._source_hash = ""
+
+    def _load(self) -> dict[str, list[Problem]]:
+        if self._splits is not None:
+            return self._splits
+        rows = load_rows(self.source, self.revision)
+        digest = hashlib.sha256()
+        problems, seen = [], set()
+        for row in rows:
+            q, a = str(row["question"]).strip(), str(row["final_answer"]).strip()
+            digest.update(f"{q}\x00{a}\x00{row['difficulty']}\x01".encode())
+            pid = _problem_id(q)
+            if pid in seen:  # duplicated questions would leak between train and test
+                continue
+            seen.add(pid)
+            meta = {"topic": row.get("topic")}
+            problems.append(Problem(pid, q, a, float(row["difficulty"]), meta))
+        self._source_hash = digest.hexdigest()
+        if self.test_size >= len(problems):
+            raise ValueError(f"deepmath: test_size={self.test_size} leaves no training problems (source has {len(problems)})")
+        order = list(range(len(problems)))
+        random.Random(self.seed).shuffle(order)
+        test = [problems[i] for i in sorted(order[: self.test_size])]
+        train = [problems[i] for i in sorted(order[self.test_size :])]
+        if self.max_train is not None:
+            train = train[: self.max_train]
+        hard = lambda ps: [p for p in ps if p.difficulty >= self.hard_min_difficulty]  # noqa: E731
+        self._splits = {"train": train, "test": test, "hard": hard(test), "train_hard": hard(train)}
+        return self._splits
+
+    def problems(self, split: str) -> list[Problem]:
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+        return self._load()[split]
+
+    def split_manifest(self) -> dict:
+        """The split as data: ids per split, the source's content hash, and the split's hash."""
+        splits = self._load()
+        ids = {name: [p.id for p in ps] for name, ps in splits.items()}
+        split_hash = hashlib.sha256(repr(sorted(ids.items())).encode()).hexdigest()
+        return {
+            "task": self.name,
+            "version": self.version,
+            "source": self.source,
+            "revision": self.revision,
+            "seed": self.seed,
+            "hard_min_difficulty": self.hard_min_difficulty,
+            "source_sha256": self._source_hash,
+            "split_sha256": split_hash,
+            "sizes": {k: len(v) for k, v in ids.items()},
+            "ids": ids,
+        }
