@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, str] = {
     "toy": "agon.toy.cli",
     "eval": "agon.evaluate",
     "train": "agon.train_cli",
+    "report": "agon.report",
 }
 
 
