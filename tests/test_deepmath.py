@@ -1,0 +1,88 @@
+"""DeepMath loader on a local fixture with the real schema; the seeded split and its hashes."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agon.tasks import available_tasks, get_task
+
+FIXTURE = Path(__file__).parent / "fixtures" / "deepmath_sample.jsonl"
+
+
+def _task(**kw):
+    params = {"source": str(FIXTURE), "test_size": 10, "hard_min_difficulty": 8.0, "seed": 0, "grading_workers": 1}
+    return get_task("deepmath", **{**params, **kw})
+
+
+def test_registry_lists_deepmath():
+    assert "deepmath" in available_tasks()
+    with pytest.raises(KeyError, match="unknown task"):
+        get_task("no-such-task")
+
+
+def test_split_sizes_and_hard_threshold():
+    task = _task()
+    train, test, hard = task.problems("train"), task.problems("test"), task.problems("hard")
+    assert len(test) == 10 and len(train) == 20
+    assert not {p.id for p in train} & {p.id for p in test}
+    assert hard and all(p.difficulty >= 8.0 for p in hard) and set(hard) <= set(test)
+    rows = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+    n_hard_test = sum(1 for p in test if p.difficulty >= 8.0)
+    assert len(hard) == n_hard_test
+    assert len(task.problems("train_hard")) == sum(r["difficulty"] >= 8 for r in rows) - n_hard_test
+
+
+def test_split_is_seeded_and_hashed():
+    a, b, c = _task().split_manifest(), _task().split_manifest(), _task(seed=1).split_manifest()
+    assert a["ids"] == b["ids"] and a["split_sha256"] == b["split_sha256"]
+    assert a["ids"]["test"] != c["ids"]["test"] and a["split_sha256"] != c["split_sha256"]
+    assert a["source_sha256"] == c["source_sha256"]  # same data, different split
+
+
+def test_parquet_gives_the_same_split(tmp_path):
+    import pandas as pd
+
+    pq = tmp_path / "dm.parquet"
+    pd.read_json(FIXTURE, lines=True).to_parquet(pq)
+    assert _task(source=str(pq)).split_manifest()["ids"] == _task().split_manifest()["ids"]
+
+
+def test_missing_fields_and_files_fail_clearly(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"question": "q", "answer": "1"}) + "\n")
+    with pytest.raises(ValueError, match="lacks fields"):
+        _task(source=str(bad)).problems("test")
+    with pytest.raises(FileNotFoundError):
+        _task(source=str(tmp_path / "none.jsonl")).problems("test")
+
+
+def test_prompts_and_grading():
+    task = _task()
+    p = task.problems("test")[0]
+    solve = task.solve_prompt(p)[0]["content"]
+    read = task.reader_prompt(p, "my draft \\boxed{0}")[0]["content"]
+    assert p.question in solve and "\\boxed{}" in solve
+    assert p.question in read and "my draft" in read and "rival" in read and "may be wrong" in read
+    verdicts = task.grade([p, p], [f"\\boxed{{{p.answer}}}", "\\boxed{-12345}"])
+    task.close()
+    assert [v.correct for v in verdicts] == [True, False]
+
+
+def test_cli_writes_split_with_provenance(tmp_path):
+    cfg = {
+        "families": [{"name": "f", "model_a": {"model": "a"}, "model_b": {"model": "b"}}],
+        "tasks": [{"name": "deepmath", "params": {"source": str(FIXTURE), "test_size": 10}}],
+        "methods": ["base"],
+    }
+    cpath = tmp_path / "c.yaml"
+    cpath.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "split.json"
+    res = subprocess.run([sys.executable, "-m", "agon", "data", "split", "--config", str(cpath), "--task", "deepmath", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    body = json.loads(out.read_text())
+    assert body["sizes"]["test"] == 10 and len(body["split_sha256"]) == 64
+    assert body["provenance"]["config_hash"]
