@@ -3,8 +3,13 @@
 A prompt is a list of chat messages; the engine applies the model's chat template with the
 family row's ``chat_template_kwargs`` and prepends its ``system_prompt``. ``generate`` returns,
 for each prompt, ``n`` :class:`Completion` records with token ids and per-token logprobs of the
-sampled tokens (under the sampling distribution's logits before temperature scaling is NOT
-assumed: see each backend's docstring).
+sampled tokens. Which distribution the logprobs are taken under is ``SamplingParams.logprobs``:
+``"raw"`` (default) is the model's own distribution (log-softmax of the logits, before
+temperature and top-p, as vLLM's default ``raw_logprobs``), ``"processed"`` the distribution
+actually sampled from (after temperature and top-p).
+
+Both backends share :func:`render_prompt`, so a prompt is tokenized identically whichever
+engine serves it.
 """
 
 from __future__ import annotations
@@ -12,19 +17,46 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 Messages = list[dict[str, str]]
+LOGPROB_MODES = ("raw", "processed")
 
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """How to sample. ``temperature == 0`` is greedy; ``seed`` makes sampling reproducible."""
+    """How to sample. ``temperature == 0`` is greedy; ``seed`` makes sampling reproducible.
+
+    ``stop`` strings end a completion; the text excludes the stop string (as vLLM does), the
+    token ids keep the tokens generated up to it. ``logprobs`` is ``"raw"`` or ``"processed"``
+    (see the module docstring).
+    """
 
     max_new_tokens: int = 256
     temperature: float = 1.0
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    logprobs: str = "raw"
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"SamplingParams.max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"SamplingParams.temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p}")
+        if self.logprobs not in LOGPROB_MODES:
+            raise ValueError(f"SamplingParams.logprobs must be one of {LOGPROB_MODES}, got {self.logprobs!r}")
+        if isinstance(self.stop, str):  # a lone string would be iterated character by character
+            object.__setattr__(self, "stop", (self.stop,))
+        else:
+            object.__setattr__(self, "stop", tuple(self.stop))
+
+    @property
+    def greedy(self) -> bool:
+        """True when decoding is argmax (temperature 0)."""
+        return self.temperature == 0
 
 
 @dataclass
@@ -38,8 +70,58 @@ class Completion:
     finish_reason: str = "length"  # "stop" (eos or stop string) or "length"
 
 
+class PromptTooLongError(ValueError):
+    """A rendered prompt is longer than the family's ``max_prompt_tokens`` (rejected, not truncated)."""
+
+
+def with_system_prompt(messages: Messages, system_prompt: str | None) -> Messages:
+    """``messages`` with the persona ``system_prompt`` first (merged into an existing system turn)."""
+    messages = [dict(m) for m in messages]
+    if not system_prompt:
+        return messages
+    if messages and messages[0].get("role") == "system":
+        messages[0]["content"] = f"{system_prompt}\n\n{messages[0]['content']}"
+        return messages
+    return [{"role": "system", "content": system_prompt}, *messages]
+
+
+def render_prompt(
+    tokenizer: Any,
+    messages: Messages,
+    system_prompt: str | None = None,
+    chat_template_kwargs: dict | None = None,
+    max_prompt_tokens: int | None = None,
+) -> list[int]:
+    """Token ids of ``messages`` under the tokenizer's chat template, ready for generation.
+
+    The template adds the generation prompt and its own special tokens (BOS where the family
+    has one), so the text is encoded without adding more. A tokenizer without a chat template
+    is an error, since a raw concatenation would silently change what the model sees.
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError(
+            f"tokenizer {getattr(tokenizer, 'name_or_path', tokenizer)!r} has no chat template; "
+            "use an instruct/chat checkpoint or set tokenizer.chat_template"
+        )
+    text = tokenizer.apply_chat_template(
+        with_system_prompt(messages, system_prompt),
+        tokenize=False,
+        add_generation_prompt=True,
+        **(chat_template_kwargs or {}),
+    )
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    if max_prompt_tokens is not None and len(ids) > max_prompt_tokens:
+        raise PromptTooLongError(
+            f"prompt has {len(ids)} tokens, over max_prompt_tokens={max_prompt_tokens}; "
+            "raise the family's max_prompt_tokens or shorten the prompt (e.g. a draft_view of last_tokens:N)"
+        )
+    return list(ids)
+
+
 class Engine(ABC):
     """Generates completions for chat prompts with one model."""
+
+    tokenizer: Any = None
 
     @abstractmethod
     def generate(self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None) -> list[list[Completion]]:
@@ -47,3 +129,9 @@ class Engine(ABC):
 
     def close(self) -> None:
         """Release the model and any worker resources."""
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

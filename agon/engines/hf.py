@@ -1,0 +1,285 @@
+"""The transformers backend: batched ``generate`` on CPU or GPU.
+
+Prompts are rendered with the family's chat template (:func:`agon.engines.base.render_prompt`),
+left-padded into batches of ``batch_size`` rows (``n`` samples of a prompt are ``n`` rows), and
+decoded with the KV cache by ``model.generate``. Rows are sorted by prompt length before
+batching so that little compute goes to padding; results come back in the caller's order.
+
+Sampling (temperature, top-p) is done by one logits processor of ours rather than by
+``generate``'s warpers, so the same processor can record each sampled token's logprob, under the
+raw or the processed distribution, without keeping ``steps x batch x vocab`` logits in memory.
+The checkpoint's own ``generation_config`` (e.g. Qwen3's ``top_k=20``) is deliberately NOT
+applied: every sampling knob comes from :class:`SamplingParams`, so both backends sample the
+same distribution.
+
+Seeded sampling: with ``SamplingParams.seed`` set, batch ``i`` is drawn under
+``torch.manual_seed(seed + i)`` inside a forked RNG, so the caller's global RNG is untouched and
+the same prompts, ``n`` and ``batch_size`` give the same samples.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agon.engines.base import Completion, Engine, Messages, SamplingParams, render_prompt
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def hub_offline() -> bool:
+    """True when ``HF_HUB_OFFLINE`` (or the older ``TRANSFORMERS_OFFLINE``) asks for no network."""
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> Any:
+    """A torch dtype (or ``"auto"``: the checkpoint's own) from a config string."""
+    if isinstance(dtype, torch.dtype) or dtype == "auto":
+        return dtype
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(DTYPES)} or 'auto'")
+    return DTYPES[dtype]
+
+
+def load_tokenizer(name_or_path: str | Path, revision: str | None = None) -> Any:
+    """Load a tokenizer from a hub id or local folder, offline when ``HF_HUB_OFFLINE`` is set."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(name_or_path), revision=revision, local_files_only=hub_offline())
+    except OSError as err:
+        raise OSError(f"cannot load tokenizer {name_or_path!r} (offline={hub_offline()}): {err}") from err
+
+
+def load_model(name_or_path: str | Path, dtype: str | torch.dtype = "auto", device: str | torch.device | None = None, revision: str | None = None) -> Any:
+    """Load a causal LM from a hub id or local folder, offline when ``HF_HUB_OFFLINE`` is set."""
+    from transformers import AutoModelForCausalLM
+
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=resolve_dtype(dtype), revision=revision, local_files_only=hub_offline())
+    except OSError as err:
+        raise OSError(f"cannot load model {name_or_path!r} (offline={hub_offline()}): {err}") from err
+    return model.to(device or default_device())
+
+
+def default_device() -> torch.device:
+    """The first GPU when there is one, else the CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class _SampleAndRecord:
+    """Logits processor: applies temperature / top-p and records the sampled tokens' logprobs.
+
+    ``generate`` calls it once per step with the sequence so far; the last column of
+    ``input_ids`` is the token sampled from the previous step's distribution, so its logprob is
+    gathered one step late from the one stored distribution (``batch x vocab``). The last
+    token's logprob is gathered by :meth:`finish`.
+    """
+
+    def __init__(self, sampling: SamplingParams):
+        self.sampling = sampling
+        self.prev: torch.Tensor | None = None  # log-distribution of the previous step
+        self.logprobs: list[torch.Tensor] = []  # one (batch,) tensor per generated token
+
+    def _gather(self, tokens: torch.Tensor) -> None:
+        if self.prev is not None:
+            self.logprobs.append(self.prev.gather(1, tokens[:, None]).squeeze(1).float().cpu())
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        self._gather(input_ids[:, -1])
+        scores = scores.float()
+        raw = torch.log_softmax(scores, dim=-1)
+        s = self.sampling
+        if not s.greedy:
+            if s.temperature != 1.0:
+                scores = scores / s.temperature
+            if s.top_p < 1.0:
+                scores = _top_p_mask(scores, s.top_p)
+        self.prev = raw if s.logprobs == "raw" else torch.log_softmax(scores, dim=-1)
+        return scores
+
+    def finish(self, sequences: torch.Tensor) -> torch.Tensor:
+        """All recorded logprobs as a ``(batch, new_tokens)`` tensor."""
+        self._gather(sequences[:, -1])
+        self.prev = None
+        return torch.stack(self.logprobs, dim=1) if self.logprobs else torch.zeros(sequences.shape[0], 0)
+
+
+def _top_p_mask(scores: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Nucleus filtering: keep the smallest set of tokens whose probability reaches ``top_p``."""
+    sorted_scores, order = torch.sort(scores, descending=True, dim=-1)
+    cum = torch.softmax(sorted_scores, dim=-1).cumsum(dim=-1)
+    # drop a token when the mass before it already reaches top_p (the top token always stays)
+    drop_sorted = (cum - torch.softmax(sorted_scores, dim=-1)) >= top_p
+    drop = drop_sorted.scatter(1, order, drop_sorted)
+    return scores.masked_fill(drop, float("-inf"))
+
+
+class HFEngine(Engine):
+    """Generation with a transformers model; see the module docstring for the details.
+
+    ``model`` is a hub id, a local folder, or an already-loaded ``PreTrainedModel`` (the duel
+    trainer generates with the live policy it trains; the model is put in eval mode for the
+    call and its training mode restored after). ``tokenizer`` defaults to the model's own.
+    ``max_prompt_tokens`` rejects longer prompts rather than truncating them.
+    """
+
+    def __init__(
+        self,
+        model: str | Path | Any,
+        tokenizer: Any = None,
+        *,
+        system_prompt: str | None = None,
+        chat_template_kwargs: dict | None = None,
+        dtype: str | torch.dtype = "auto",
+        device: str | torch.device | None = None,
+        batch_size: int = 64,
+        max_prompt_tokens: int | None = None,
+        revision: str | None = None,
+    ):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if isinstance(model, (str, Path)):
+            self.model = load_model(model, dtype=dtype, device=device, revision=revision)
+            self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model, revision=revision)
+        else:
+            self.model = model
+            if device is not None:
+                self.model.to(device)
+            if tokenizer is None:
+                source = getattr(model, "name_or_path", None) or getattr(getattr(model, "config", None), "_name_or_path", None)
+                if not source:
+                    raise ValueError("HFEngine got a loaded model without a tokenizer and the model has no name_or_path; pass tokenizer=")
+                tokenizer = load_tokenizer(source)
+            self.tokenizer = tokenizer
+        self.system_prompt = system_prompt
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.batch_size = batch_size
+        self.max_prompt_tokens = max_prompt_tokens
+        self.eos_ids = self._eos_ids()
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else self.eos_ids[0]
+
+    def _eos_ids(self) -> list[int]:
+        """Every token that ends a completion: the tokenizer's eos and the model's eos list."""
+        ids: list[int] = []
+        gen_eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        for e in (self.tokenizer.eos_token_id, gen_eos):
+            for i in e if isinstance(e, (list, tuple)) else [e]:
+                if i is not None and i not in ids:
+                    ids.append(int(i))
+        if not ids:
+            raise ValueError("neither the tokenizer nor the model's generation_config defines an eos token")
+        return ids
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model's weights are."""
+        return next(self.model.parameters()).device
+
+    def encode(self, messages: Messages) -> list[int]:
+        """The prompt token ids of ``messages`` (template, persona and kwargs applied)."""
+        return render_prompt(self.tokenizer, messages, self.system_prompt, self.chat_template_kwargs, self.max_prompt_tokens)
+
+    def generate(self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None) -> list[list[Completion]]:
+        """For each prompt, ``n`` completions with token ids and logprobs."""
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        sampling = sampling or SamplingParams()
+        encoded = [self.encode(p) for p in prompts]
+        rows = [(i, j) for i in range(len(encoded)) for j in range(n)]
+        # longest first: similar lengths share a batch, and an out-of-memory shows up at once
+        rows.sort(key=lambda r: -len(encoded[r[0]]))
+        out: list[list[Completion | None]] = [[None] * n for _ in encoded]
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            for b, start in enumerate(range(0, len(rows), self.batch_size)):
+                chunk = rows[start : start + self.batch_size]
+                seed = None if sampling.seed is None else sampling.seed + b
+                done = self._generate_batch([encoded[i] for i, _ in chunk], sampling, seed)
+                for (i, j), completion in zip(chunk, done):
+                    out[i][j] = completion
+        finally:
+            self.model.train(was_training)
+        return out  # type: ignore[return-value]
+
+    @torch.inference_mode()
+    def _generate_batch(self, prompts: list[list[int]], sampling: SamplingParams, seed: int | None) -> list[Completion]:
+        from transformers import GenerationConfig, LogitsProcessorList
+
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(prompts), width), dtype=torch.long)
+        for r, p in enumerate(prompts):  # left padding: every row's next token is at the end
+            input_ids[r, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            attention[r, width - len(p) :] = 1
+        recorder = _SampleAndRecord(sampling)
+        config = GenerationConfig(
+            max_new_tokens=sampling.max_new_tokens,
+            do_sample=not sampling.greedy,
+            # temperature / top-p are applied by the recorder; neutral values keep generate's
+            # own warpers (and the checkpoint's defaults such as top_k) out of the way
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
+            eos_token_id=self.eos_ids,
+            pad_token_id=self.pad_id,
+            stop_strings=list(sampling.stop) or None,
+            use_cache=True,
+        )
+        device = self.device
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            if seed is not None:
+                torch.manual_seed(seed)
+            sequences = self.model.generate(
+                input_ids=input_ids.to(device),
+                attention_mask=attention.to(device),
+                generation_config=config,
+                logits_processor=LogitsProcessorList([recorder]),
+                tokenizer=self.tokenizer if sampling.stop else None,
+            )
+        new = sequences[:, width:].cpu()
+        logprobs = recorder.finish(sequences)
+        return [self._completion(prompts[r], new[r].tolist(), logprobs[r].tolist(), sampling) for r in range(len(prompts))]
+
+    def _completion(self, prompt: list[int], ids: list[int], logprobs: list[float], sampling: SamplingParams) -> Completion:
+        """Cut a generated row at its end (eos or stop string) and decode it."""
+        finish = "length"
+        cut = len(ids)
+        for k, t in enumerate(ids):
+            if t in self.eos_ids:
+                cut, finish = k + 1, "stop"  # the eos is kept in the ids (it was sampled) but not the text
+                break
+        body = ids[: cut - 1] if finish == "stop" else ids[:cut]
+        text = self.tokenizer.decode(body, skip_special_tokens=False)
+        hit = _first_stop(text, sampling.stop)
+        if hit is not None:
+            # the stop string precedes any padding, so cutting at it is right even when pad == eos
+            stop_at, stop_len = hit
+            m = len(body)
+            while m > 0 and _first_stop(self.tokenizer.decode(body[: m - 1], skip_special_tokens=False), sampling.stop) is not None:
+                m -= 1
+            body, cut, finish = body[:m], m, "stop"
+            text = text[:stop_at]
+        return Completion(text=text, token_ids=ids[:cut], logprobs=logprobs[:cut], prompt_token_ids=list(prompt), finish_reason=finish)
+
+    def close(self) -> None:
+        """Drop the model reference and free cached GPU memory."""
+        self.model = None
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def _first_stop(text: str, stops: Sequence[str]) -> tuple[int, int] | None:
+    """(index, length) of the earliest stop string in ``text``, or None."""
+    best = None
+    for s in stops:
+        i = text.find(s)
+        if i >= 0 and (best is None or i < best[0]):
+            best = (i, len(s))
+    return best
