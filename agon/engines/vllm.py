@@ -1,0 +1,122 @@
+"""The vLLM backend (GPU): the same interface and sampling parameters as :mod:`agon.engines.hf`.
+
+vLLM is an optional extra (``pip install agon[vllm]`` on a GPU machine); it is imported only
+when this engine is built, and its absence is a clear error, never an import failure of agon.
+
+Prompts are rendered to token ids by :func:`agon.engines.base.render_prompt` with the HF
+tokenizer, exactly as the transformers backend does, and handed to vLLM as token prompts, so
+both backends see identical inputs. vLLM applies no checkpoint ``generation_config`` defaults
+here (``generation_config="vllm"``): every knob comes from :class:`SamplingParams`. The
+logprob of each sampled token is requested (``logprobs=0``); whether it is raw or processed is
+vLLM's engine-wide ``logprobs_mode``, set at construction from ``logprobs``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agon.engines.base import Completion, Engine, Messages, SamplingParams, render_prompt
+
+_MODES = {"raw": "raw_logprobs", "processed": "processed_logprobs"}
+
+
+def _import_vllm() -> Any:
+    try:
+        import vllm
+    except ImportError as err:
+        raise ImportError(
+            "the vLLM backend needs the optional 'vllm' package (GPU only): pip install 'agon[vllm]', "
+            "or use backend='hf' (transformers), which runs everywhere"
+        ) from err
+    return vllm
+
+
+def to_vllm_sampling(sampling: SamplingParams, n: int) -> Any:
+    """The ``vllm.SamplingParams`` equivalent of ours (greedy when temperature is 0)."""
+    vllm = _import_vllm()
+    return vllm.SamplingParams(
+        n=n,
+        temperature=sampling.temperature,
+        top_p=1.0 if sampling.greedy else sampling.top_p,
+        top_k=0,
+        max_tokens=sampling.max_new_tokens,
+        stop=list(sampling.stop) or None,
+        seed=sampling.seed,
+        logprobs=0,  # the sampled token's own logprob only
+        skip_special_tokens=False,  # keep </think> and the like visible, as the HF backend does
+    )
+
+
+class VLLMEngine(Engine):
+    """Generation with vLLM. Arguments as :class:`agon.engines.hf.HFEngine`, plus vLLM's own.
+
+    ``logprobs`` fixes the logprob mode for the engine's lifetime ("raw" or "processed");
+    ``llm_kwargs`` go to ``vllm.LLM`` (e.g. ``gpu_memory_utilization``, ``tensor_parallel_size``).
+    """
+
+    def __init__(
+        self,
+        model: str | Path,
+        tokenizer: Any = None,
+        *,
+        system_prompt: str | None = None,
+        chat_template_kwargs: dict | None = None,
+        dtype: str = "auto",
+        max_prompt_tokens: int | None = None,
+        max_model_len: int | None = None,
+        revision: str | None = None,
+        logprobs: str = "raw",
+        seed: int = 0,
+        **llm_kwargs: Any,
+    ):
+        if not isinstance(model, (str, Path)):
+            raise TypeError("VLLMEngine loads a model by hub id or path; for a live in-memory policy use HFEngine")
+        if logprobs not in _MODES:
+            raise ValueError(f"logprobs must be one of {sorted(_MODES)}, got {logprobs!r}")
+        vllm = _import_vllm()
+        from agon.engines.hf import load_tokenizer
+
+        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model, revision=revision)
+        self.system_prompt = system_prompt
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.max_prompt_tokens = max_prompt_tokens
+        self.logprobs_mode = logprobs
+        self.llm = vllm.LLM(
+            model=str(model),
+            revision=revision,
+            dtype=dtype,
+            max_model_len=max_model_len,
+            seed=seed,
+            generation_config="vllm",
+            logprobs_mode=_MODES[logprobs],
+            **llm_kwargs,
+        )
+
+    def encode(self, messages: Messages) -> list[int]:
+        """The prompt token ids of ``messages`` (template, persona and kwargs applied)."""
+        return render_prompt(self.tokenizer, messages, self.system_prompt, self.chat_template_kwargs, self.max_prompt_tokens)
+
+    def generate(self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None) -> list[list[Completion]]:
+        """For each prompt, ``n`` completions with token ids and logprobs."""
+        sampling = sampling or SamplingParams()
+        if sampling.logprobs != self.logprobs_mode:
+            raise ValueError(f"this VLLMEngine was built with logprobs={self.logprobs_mode!r}; build another for {sampling.logprobs!r}")
+        encoded = [self.encode(p) for p in prompts]
+        outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in encoded], to_vllm_sampling(sampling, n), use_tqdm=False)
+        return [[_completion(o, ids) for o in request.outputs] for request, ids in zip(outputs, encoded)]
+
+    def close(self) -> None:
+        """Drop the vLLM engine (its workers exit when it is garbage-collected)."""
+        self.llm = None
+
+
+def _completion(output: Any, prompt_ids: list[int]) -> Completion:
+    """Our :class:`Completion` from one ``vllm.CompletionOutput``."""
+    ids = list(output.token_ids)
+    logprobs = None
+    if output.logprobs is not None:
+        logprobs = [float(step[t].logprob) for step, t in zip(output.logprobs, ids)]
+    finish = "stop" if output.finish_reason == "stop" else "length"
+    return Completion(text=output.text, token_ids=ids, logprobs=logprobs, prompt_token_ids=list(prompt_ids), finish_reason=finish)

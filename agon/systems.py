@@ -1,0 +1,144 @@
+"""The systems table 1 evaluates: a model alone, and the drafter -> reader cascade.
+
+A system turns problems into answers: ``system.run(task, problems, n, sampling)`` returns, for
+each problem, ``n`` :class:`Sample` records holding the final prompt, any intermediate texts
+(the cascade's draft, Mixture-of-Agents' proposals), the final completion and token counts.
+Grading is the evaluator's job (:mod:`agon.evaluate`), so a system never sees the gold answer.
+
+- :func:`single`: the ordinary solve prompt to one engine.
+- :func:`cascade`: the drafter answers the solve prompt; the reader then gets the task's reader
+  prompt with the draft as the family's ``draft_view`` shows it, and the cascade's answer is
+  the reader's (DESIGN.md §1). Each of the ``n`` samples is an independent draft -> read chain.
+- Mixture-of-Agents lives in :mod:`baselines.moa` and follows the same protocol.
+
+Seeds: each stage draws with its own seed offset (``seed + stage``), so the drafter's and the
+reader's samples are not correlated through the RNG stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from agon.engines.base import Completion, Engine, Messages, SamplingParams
+from agon.tasks.base import Problem, Task, apply_draft_view
+
+
+@dataclass
+class Sample:
+    """One end-to-end answer of a system to one problem.
+
+    ``drafts`` are the texts earlier stages produced for this sample (cascade: the one draft
+    as generated; MoA: every proposal, layer by layer), ``shown`` what of them the final stage's
+    prompt contains. ``draft_tokens`` counts every token generated before the final stage.
+    """
+
+    prompt: Messages
+    completion: str
+    completion_tokens: int
+    prompt_tokens: int
+    finish_reason: str
+    drafts: list[Any] = field(default_factory=list)
+    shown: list[str] = field(default_factory=list)
+    draft_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Every token the system generated for this sample."""
+        return self.completion_tokens + self.draft_tokens
+
+
+class System(Protocol):
+    """What the evaluator runs: a name, the engines it owns, and ``run``."""
+
+    name: str
+
+    def run(self, task: Task, problems: Sequence[Problem], n: int, sampling: SamplingParams) -> list[list[Sample]]:
+        """For each problem, ``n`` samples."""
+        ...
+
+    def close(self) -> None:
+        """Release the engines."""
+        ...
+
+
+def stage_sampling(sampling: SamplingParams, stage: int) -> SamplingParams:
+    """``sampling`` with the seed offset for pipeline stage ``stage`` (unseeded stays unseeded)."""
+    return sampling if sampling.seed is None else replace(sampling, seed=sampling.seed + stage)
+
+
+def _sample(prompt: Messages, c: Completion, **extra: Any) -> Sample:
+    return Sample(
+        prompt=prompt,
+        completion=c.text,
+        completion_tokens=len(c.token_ids),
+        prompt_tokens=len(c.prompt_token_ids),
+        finish_reason=c.finish_reason,
+        **extra,
+    )
+
+
+@dataclass
+class Single:
+    """One model answers the solve prompt."""
+
+    engine: Engine
+    name: str = "single"
+
+    def run(self, task: Task, problems: Sequence[Problem], n: int, sampling: SamplingParams) -> list[list[Sample]]:
+        """``n`` independent answers per problem."""
+        prompts = [task.solve_prompt(p) for p in problems]
+        outs = self.engine.generate(prompts, n=n, sampling=stage_sampling(sampling, 0))
+        return [[_sample(prompt, c) for c in cs] for prompt, cs in zip(prompts, outs)]
+
+    def close(self) -> None:
+        """Close the engine."""
+        self.engine.close()
+
+
+@dataclass
+class Cascade:
+    """The drafter drafts, the reader reads the draft (through ``draft_view``) and answers."""
+
+    drafter: Engine
+    reader: Engine
+    draft_view: str = "full"
+    name: str = "cascade"
+
+    def run(self, task: Task, problems: Sequence[Problem], n: int, sampling: SamplingParams) -> list[list[Sample]]:
+        """``n`` draft -> read chains per problem; the answer is the read."""
+        drafts = self.drafter.generate([task.solve_prompt(p) for p in problems], n=n, sampling=stage_sampling(sampling, 0))
+        tokenizer = getattr(self.drafter, "tokenizer", None)
+        reader_prompts, shown = [], []
+        for problem, cs in zip(problems, drafts):
+            for c in cs:
+                view = apply_draft_view(c.text, self.draft_view, tokenizer)
+                shown.append(view)
+                reader_prompts.append(task.reader_prompt(problem, view))
+        reads = self.reader.generate(reader_prompts, n=1, sampling=stage_sampling(sampling, 1))
+        out: list[list[Sample]] = []
+        for i, cs in enumerate(drafts):
+            row = []
+            for j, draft in enumerate(cs):
+                k = i * n + j
+                row.append(_sample(reader_prompts[k], reads[k][0], drafts=[draft.text], shown=[shown[k]], draft_tokens=len(draft.token_ids)))
+            out.append(row)
+        return out
+
+    def close(self) -> None:
+        """Close both engines (once, if they are the same object)."""
+        self.drafter.close()
+        if self.reader is not self.drafter:
+            self.reader.close()
+
+
+def single(engine: Engine) -> Single:
+    """The system ``single(model)``: one model alone."""
+    return Single(engine)
+
+
+def cascade(drafter_engine: Engine, reader_engine: Engine, draft_view: str = "full") -> Cascade:
+    """The system ``cascade(drafter, reader)``: the reader sees the draft through ``draft_view``."""
+    apply_draft_view("", draft_view)  # fail now on a bad view, not after the drafts are made
+    return Cascade(drafter_engine, reader_engine, draft_view)

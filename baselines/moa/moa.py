@@ -1,0 +1,114 @@
+"""Mixture-of-Agents (Wang et al., 2024, "Mixture-of-Agents Enhances Large Language Model
+Capabilities") over the two base models of a family: the `moa` column of table 1.
+
+Layer 1: ``proposers`` proposals to the ordinary solve prompt, drawn alternately from model A
+and model B (proposer i uses A when i is even). Layers 2..``layers``: each proposer answers
+again with the previous layer's proposals given through the paper's aggregate-and-synthesize
+prompt. Finally the aggregator (A or B, ``moa.aggregator``) reads the last layer's proposals
+with the same prompt and gives the answer that is graded.
+
+Departures from the paper, on purpose: the paper's proposers are six different open models;
+here there are two (the same two the cascade uses), alternating, so MoA spends its extra
+compute on the same models as the cascade. Each of the ``n`` evaluation samples is an
+independent MoA run (its own proposals). The synthesis prompt is the paper's (its Table 1),
+given as the system turn, with the task's solve prompt as the user turn, as in the paper's
+reference implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agon.engines.base import Completion, Engine, Messages, SamplingParams
+from agon.systems import Sample, stage_sampling
+from agon.tasks.base import Problem, Task
+
+AGGREGATE_AND_SYNTHESIZE = (
+    "You have been provided with a set of responses from various open-source models to the latest "
+    "user query. Your task is to synthesize these responses into a single, high-quality response. "
+    "It is crucial to critically evaluate the information provided in these responses, recognizing "
+    "that some of it may be biased or incorrect. Your response should not simply replicate the "
+    "given answers but should offer a refined, accurate, and comprehensive reply to the "
+    "instruction. Ensure your response is well-structured, coherent, and adheres to the highest "
+    "standards of accuracy and reliability.\n\n"
+    "Responses from models:"
+)
+
+
+def synthesis_prompt(solve_prompt: Messages, proposals: Sequence[str]) -> Messages:
+    """The aggregate-and-synthesize prompt: the numbered proposals as the system turn, then the query."""
+    listed = "\n".join(f"{i + 1}. {p}" for i, p in enumerate(proposals))
+    return [{"role": "system", "content": f"{AGGREGATE_AND_SYNTHESIZE}\n{listed}"}, *solve_prompt]
+
+
+@dataclass
+class MixtureOfAgents:
+    """MoA with ``layers`` proposer layers of ``proposers`` proposals each, then one aggregator."""
+
+    model_a: Engine
+    model_b: Engine
+    layers: int = 1
+    proposers: int = 4
+    aggregator: str = "a"
+    name: str = "moa"
+
+    def __post_init__(self) -> None:
+        if self.layers < 1:
+            raise ValueError(f"moa.layers must be >= 1, got {self.layers}")
+        if self.proposers < 1:
+            raise ValueError(f"moa.proposers must be >= 1, got {self.proposers}")
+        if self.aggregator not in ("a", "b"):
+            raise ValueError(f"moa.aggregator must be 'a' or 'b', got {self.aggregator!r}")
+
+    def _proposer(self, i: int) -> Engine:
+        return self.model_a if i % 2 == 0 else self.model_b
+
+    def run(self, task: Task, problems: Sequence[Problem], n: int, sampling: SamplingParams) -> list[list[Sample]]:
+        """``n`` independent MoA runs per problem; the answer is the aggregator's."""
+        # one "chain" per (problem, sample); chains of all problems are batched per proposer
+        solve = [task.solve_prompt(p) for p in problems for _ in range(n)]
+        previous: list[list[str]] | None = None  # per chain, the last layer's proposals
+        history: list[list[list[str]]] = [[] for _ in solve]  # per chain, per layer, proposals
+        draft_tokens = [0] * len(solve)
+        stage = 0
+        for _ in range(self.layers):
+            prompts = solve if previous is None else [synthesis_prompt(s, prev) for s, prev in zip(solve, previous)]
+            layer: list[list[str]] = [[] for _ in solve]
+            for i in range(self.proposers):
+                outs = self._proposer(i).generate(prompts, n=1, sampling=stage_sampling(sampling, stage))
+                stage += 1
+                for c, (chain, out) in enumerate(zip(layer, outs)):
+                    chain.append(out[0].text)
+                    draft_tokens[c] += len(out[0].token_ids)
+            for h, props in zip(history, layer):
+                h.append(props)
+            previous = layer
+        final_prompts = [synthesis_prompt(s, prev) for s, prev in zip(solve, previous or [])]
+        aggregator = self.model_a if self.aggregator == "a" else self.model_b
+        finals: list[list[Completion]] = aggregator.generate(final_prompts, n=1, sampling=stage_sampling(sampling, stage))
+        samples = [
+            Sample(
+                prompt=prompt,
+                completion=out[0].text,
+                completion_tokens=len(out[0].token_ids),
+                prompt_tokens=len(out[0].prompt_token_ids),
+                finish_reason=out[0].finish_reason,
+                drafts=hist,
+                shown=hist[-1],
+                draft_tokens=dt,
+            )
+            for prompt, out, hist, dt in zip(final_prompts, finals, history, draft_tokens)
+        ]
+        return [samples[i * n : (i + 1) * n] for i in range(len(problems))]
+
+    def close(self) -> None:
+        """Close both engines (once, if they are the same object)."""
+        self.model_a.close()
+        if self.model_b is not self.model_a:
+            self.model_b.close()
+
+
+def moa(model_a: Engine, model_b: Engine, layers: int = 1, proposers: int = 4, aggregator: str = "a") -> MixtureOfAgents:
+    """The Mixture-of-Agents system over models A and B (config section ``moa``)."""
+    return MixtureOfAgents(model_a, model_b, layers=layers, proposers=proposers, aggregator=aggregator)
