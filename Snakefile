@@ -1,0 +1,29 @@
+# The Agon replication workflow (DESIGN.md §2-§3, §6).
+#
+#   snakemake --cores all results/table1.csv                      # the offline toy world
+#   snakemake -n --configfile config/paper.yaml results/table1.csv  # the paper's DAG
+#   snakemake --profile profiles/slurm --configfile config/paper.yaml  # on a SLURM cluster
+#
+# The DAG fans out over families x tasks x methods x seeds; every stage lives in its own
+# rules file, Python helpers in workflow/rules/common.smk, the logic in the `agon` package.
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/pretrain.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        table_outputs(),
+    default_target: True

@@ -1,0 +1,171 @@
+# Helpers shared by every rules file: config validation, output layout, resources.
+#
+# The config is validated here, when the DAG is built, with the same schema and semantic
+# checks as every `agon` CLI, so a bad family row fails before any job starts. Paths are
+# built from one place (agon.report.layout), which `agon report` also reads, so the
+# workflow and the report cannot disagree about where a result lives.
+
+import os
+import re
+
+from agon.config import ConfigError, config_hash, validate_config
+from agon.report import SYSTEMS, Layout, systems_for_methods
+
+try:
+    validate_config(config)
+except ConfigError as err:
+    raise WorkflowError(f"{err}\nFix the config file (or the --config overrides) and rerun.")
+
+OUT = config["out_dir"]
+LAYOUT = Layout(OUT)
+FAMILIES = {row["name"]: row for row in config["families"]}
+TASKS = {row["name"]: row for row in config["tasks"]}
+SEEDS = [int(s) for s in config["seeds"]]
+EVAL_SYSTEMS = systems_for_methods(config["methods"])
+TRAIN_METHODS = sorted({SYSTEMS[s].train for s in EVAL_SYSTEMS if SYSTEMS[s].train})
+TOY_FAMILIES = [name for name, row in FAMILIES.items() if row["toy"]]
+
+# Sections of the config each stage depends on. A job's config snapshot holds exactly these
+# (plus its own family and task row), so editing one family's row, or a section a stage
+# does not read, reruns nothing else. `resources` and `seeds` are never in a snapshot:
+# resources do not change results, and each job gets its seed on the command line.
+STAGE_SECTIONS = {
+    "pretrain": ["toy", "tasks", "grading"],
+    "data": [],
+    "train": ["grading", "eval", "train", "agon", "grpo"],
+    "eval": ["grading", "eval", "moa"],
+}
+
+
+def _alternation(names):
+    """A wildcard regex matching exactly one of ``names`` (config rows become wildcards)."""
+    return "|".join(re.escape(n) for n in names)
+
+
+wildcard_constraints:
+    family=_alternation(FAMILIES),
+    task=_alternation(TASKS),
+    method=_alternation(["grpo", "agon"]),
+    system=_alternation(SYSTEMS),
+    stage=_alternation(["data", "train", "eval"]),
+    seed=r"\d+",
+
+
+def _check_toy_rows():
+    """Toy families must point at the models the pretrain rule builds, or nothing builds them."""
+    for name in TOY_FAMILIES:
+        for key, expected in (("model_a", LAYOUT.toy_model("A")), ("model_b", LAYOUT.toy_model("B"))):
+            got = FAMILIES[name][key]["model"]
+            if os.path.normpath(got) != os.path.normpath(expected):
+                raise WorkflowError(
+                    f"families (name {name!r}): field '{key}.model' is {got!r}, but a toy family's "
+                    f"models are built by the pretrain rule at {expected!r} (out_dir={OUT!r}); "
+                    f"set it to {expected!r}, or set toy: false to use an existing model."
+                )
+
+
+_check_toy_rows()
+
+
+def res(rule_name, key):
+    """Resource ``key`` of ``rule_name`` from the config's ``resources`` section, or its default."""
+    defaults = {"threads": 1, "gpus": 0, "mem_mb": 4000, "runtime": 60}
+    return config["resources"].get(rule_name, {}).get(key, defaults[key])
+
+
+# ---------------------------------------------------------------- config snapshots
+
+
+def snapshot(stage, family=None, task=None):
+    """The config a job of ``stage`` runs with: its rows and the sections it reads.
+
+    Written to a file by the ``config_snapshot`` rule with this dict as a param, so
+    Snakemake reruns a snapshot (and everything downstream of it) only when its content
+    changes.
+    """
+    if stage == "report":  # the report reads everything that shapes table 1
+        return {k: v for k, v in config.items() if k != "resources"}
+    cfg = {"out_dir": OUT, "methods": list(config["methods"])}
+    if stage == "pretrain":
+        cfg["families"] = [FAMILIES[n] for n in TOY_FAMILIES]
+    else:
+        cfg["families"] = [FAMILIES[family]]
+        cfg["tasks"] = [TASKS[task]]
+    for section in STAGE_SECTIONS[stage]:
+        cfg[section] = config[section]
+    return cfg
+
+
+def snapshot_params(wildcards):
+    """Params of the ``config_snapshot`` rule for one (family, task, stage)."""
+    return snapshot(wildcards.stage, wildcards.family, wildcards.task)
+
+
+# ---------------------------------------------------------------- inputs of each stage
+
+
+def base_model_inputs(wildcards):
+    """The base-model folders a (family, task) job needs as inputs: the pretrained toy models."""
+    if FAMILIES[wildcards.family]["toy"]:
+        return {"toy_models": LAYOUT.toy_report()}
+    return {}
+
+
+def train_inputs(wildcards):
+    """Inputs of one training run: its config snapshot, the data split, the base models."""
+    return {
+        "config": LAYOUT.snapshot(wildcards.family, wildcards.task, "train"),
+        "split": LAYOUT.split(wildcards.family, wildcards.task),
+        **base_model_inputs(wildcards),
+    }
+
+
+def eval_inputs(wildcards):
+    """Inputs of one evaluation: the snapshot, the split, and the models the system runs."""
+    spec = SYSTEMS[wildcards.system]
+    inputs = {
+        "config": LAYOUT.snapshot(wildcards.family, wildcards.task, "eval"),
+        "split": LAYOUT.split(wildcards.family, wildcards.task),
+        **base_model_inputs(wildcards),
+    }
+    if spec.train:
+        inputs["run"] = LAYOUT.train_summary(wildcards.family, wildcards.task, spec.train, wildcards.seed)
+    return inputs
+
+
+def eval_model_args(wildcards):
+    """`agon eval` model flags: trained systems name their model folders; untrained systems
+    leave them out, so the CLI takes the family row's base models with their personas."""
+    spec = SYSTEMS[wildcards.system]
+    if not spec.train:
+        return ""
+    run = LAYOUT.train_dir(wildcards.family, wildcards.task, spec.train, wildcards.seed)
+    if spec.model:
+        return f"--model {run}/{spec.model}"
+    return f"--drafter {run}/{spec.drafter} --reader {run}/{spec.reader}"
+
+
+def eval_cli_system(wildcards):
+    """The `--system` value `agon eval` receives for this output folder."""
+    return SYSTEMS[wildcards.system].cli_system
+
+
+def all_eval_summaries():
+    """Every evaluation summary table 1 is built from."""
+    return [
+        LAYOUT.eval_summary(f, t, s, seed)
+        for f in FAMILIES
+        for t in TASKS
+        for s in EVAL_SYSTEMS
+        for seed in SEEDS
+    ]
+
+
+def all_train_summaries():
+    """Every training run's summary (the report reads their metrics.jsonl too)."""
+    return [LAYOUT.train_summary(f, t, m, seed) for f in FAMILIES for t in TASKS for m in TRAIN_METHODS for seed in SEEDS]
+
+
+def table_outputs():
+    """What `rule all` asks for: the table, its Markdown and the figures."""
+    return [LAYOUT.table_csv(), LAYOUT.table_md()]

@@ -1,0 +1,25 @@
+# Table 1 and the paper figures, gathered from every evaluation and training run.
+
+
+rule report:
+    """`agon report`: results/table1.csv (+ provenance JSON), its Markdown, and figures/."""
+    input:
+        evals=all_eval_summaries(),
+        runs=all_train_summaries(),
+    output:
+        csv=LAYOUT.table_csv(),
+        md=LAYOUT.table_md(),
+        provenance=LAYOUT.table_provenance(),
+        figures=LAYOUT.figures(TRAIN_METHODS),
+    log:
+        LAYOUT.log("report"),
+    params:
+        config=snapshot("report"),
+        figures_dir=LAYOUT.figures_dir,
+    threads: res("report", "threads")
+    resources:
+        mem_mb=res("report", "mem_mb"),
+        runtime=res("report", "runtime"),
+        gpu=res("report", "gpus"),
+    script:
+        "../scripts/report.py"
