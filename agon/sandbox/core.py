@@ -149,12 +149,16 @@ def _which(name: str) -> str | None:
 def _prefix(level: str, uid: int | None) -> list[str]:
     """The command that wraps the interpreter at ``level`` (uid: drop to it, as root)."""
     if level == "none":
-        return []
-    ns = [_which("unshare") or "unshare"]
-    if level == "userns":
-        ns += ["--user", "--map-root-user"]
-    ns += ["--net", "--pid", "--fork", "--kill-child"]
+        ns = []
+    else:
+        ns = [_which("unshare") or "unshare"]
+        if level == "userns":
+            ns += ["--user", "--map-root-user"]
+        ns += ["--net", "--pid", "--fork", "--kill-child"]
     if uid is not None:
+        # setpriv, not Popen(user=...): Popen's child changes uid before the exec, and then
+        # cannot reach an interpreter under a root-only directory (pyenv in /root); setpriv
+        # reaches it, and the program still ends with no capabilities (a test checks).
         ns += [_which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
     return ns
 
@@ -338,7 +342,8 @@ def run_program(
     level = isolation or detect_isolation(python)
     if level not in ISOLATION:
         raise ValueError(f"isolation {level!r}; expected one of {ISOLATION}")
-    slots = _uid_slots() if _is_root() else None
+    # Without setpriv a root run keeps root (weaker, see the module docstring).
+    slots = _uid_slots() if _is_root() and _which("setpriv") else None
     uid = slots.take() if slots is not None else None
     tmp = None
     try:
@@ -365,17 +370,16 @@ def _run_in(tmp, level, uid, code, stdin, timeout_s, memory_mb, python, stdout_c
         env[_MARKER_VAR] = marker
     cpu = max(1, math.ceil(timeout_s))
     ready_r, ready_w = os.pipe()
-    argv = _prefix(level, uid if level != "none" else None) + [
+    if level == "userns" and uid is not None:
+        raise RuntimeError("isolation 'userns' as root would map the program to real root; use 'namespaces'")
+    argv = _prefix(level, uid) + [
         python, "-I", "-c", _BOOT, str(ready_w), str(cpu), str(int(memory_mb) * 1024 * 1024),
         str(FSIZE_MB * 1024 * 1024), str(NOFILE), str(NPROC), "1" if level == "none" else "0",
     ]
-    kwargs = {}
-    if level == "none" and uid is not None:  # root without namespaces: still a uid of its own
-        kwargs = {"user": uid, "group": uid, "extra_groups": []}
     try:
         proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp,
-            env=env, start_new_session=True, pass_fds=(ready_w,), close_fds=True, **kwargs,
+            env=env, start_new_session=True, pass_fds=(ready_w,), close_fds=True,
         )
     finally:
         os.close(ready_w)
