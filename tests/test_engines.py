@@ -1,0 +1,210 @@
+"""The transformers engine on tiny random models: batching, seeds, stops, logprobs, templates."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+import torch
+
+from agon.engines import SamplingParams, load_engine
+from agon.engines.base import PromptTooLongError
+from agon.engines.hf import HFEngine
+from tiny_models import ARCHS, build_tiny_model
+
+PROMPTS = [
+    [{"role": "user", "content": "What is 1 + 2?"}],
+    [{"role": "user", "content": "Solve the problem. Put your final answer in \\boxed{}. " * 4}],
+    [{"role": "user", "content": "abc"}],
+]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny")
+    return {arch: build_tiny_model(arch, root / arch) for arch in ARCHS}
+
+
+@pytest.fixture(scope="module")
+def qwen(tiny):
+    return HFEngine(tiny["qwen3"], dtype="float32", device="cpu", batch_size=4, chat_template_kwargs={"enable_thinking": False})
+
+
+def _ids(out):
+    return [[c.token_ids for c in cs] for cs in out]
+
+
+def _forward_logprobs(model, c, temperature=1.0):
+    ids = torch.tensor([c.prompt_token_ids + c.token_ids])
+    with torch.no_grad():
+        logits = model(ids).logits[0].float() / temperature
+    lp = torch.log_softmax(logits, -1)
+    start = len(c.prompt_token_ids) - 1
+    return [lp[start + k, t].item() for k, t in enumerate(c.token_ids)]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_each_architecture_generates_with_exact_logprobs(tiny, arch):
+    engine = HFEngine(tiny[arch], dtype="float32", device="cpu", batch_size=2)
+    out = engine.generate(PROMPTS, n=2, sampling=SamplingParams(max_new_tokens=6, temperature=1.0, seed=3))
+    assert [len(cs) for cs in out] == [2, 2, 2]
+    for p, cs in zip(PROMPTS, out):
+        for c in cs:
+            assert 1 <= len(c.token_ids) <= 6 and len(c.logprobs) == len(c.token_ids)
+            assert c.prompt_token_ids == engine.encode(p)  # order kept despite length sorting
+            # logprobs from the batched, left-padded, cached decode equal a plain forward pass
+            assert _forward_logprobs(engine.model, c) == pytest.approx(c.logprobs, abs=1e-4)
+
+
+def test_greedy_is_batch_invariant_and_seeds_reproduce(tiny):
+    one = HFEngine(tiny["qwen3"], dtype="float32", device="cpu", batch_size=1)
+    many = HFEngine(tiny["qwen3"], dtype="float32", device="cpu", batch_size=8)
+    greedy = SamplingParams(max_new_tokens=8, temperature=0)
+    assert _ids(one.generate(PROMPTS, sampling=greedy)) == _ids(many.generate(PROMPTS, sampling=greedy))
+    s1 = SamplingParams(max_new_tokens=8, temperature=1.0, seed=11)
+    a, b = many.generate(PROMPTS, n=3, sampling=s1), many.generate(PROMPTS, n=3, sampling=s1)
+    assert _ids(a) == _ids(b)
+    c = many.generate(PROMPTS, n=3, sampling=SamplingParams(max_new_tokens=8, temperature=1.0, seed=12))
+    assert _ids(a) != _ids(c)
+    # the n samples of one prompt differ (they are not one sample repeated)
+    assert len({tuple(x.token_ids) for x in a[1]}) > 1
+    # the caller's global RNG stream is untouched by seeded generation
+    torch.manual_seed(0)
+    expected = torch.rand(1)
+    torch.manual_seed(0)
+    many.generate(PROMPTS[:1], sampling=s1)
+    assert torch.rand(1) == expected
+
+
+def test_processed_logprobs_follow_temperature(qwen):
+    s = SamplingParams(max_new_tokens=5, temperature=0.5, seed=1, logprobs="processed")
+    c = qwen.generate(PROMPTS[:1], sampling=s)[0][0]
+    assert _forward_logprobs(qwen.model, c, temperature=0.5) == pytest.approx(c.logprobs, abs=1e-4)
+
+
+def test_top_p_keeps_only_the_nucleus(qwen):
+    top_p = 0.05
+    s = SamplingParams(max_new_tokens=4, temperature=1.0, top_p=top_p, seed=5, logprobs="processed")
+    for cs in qwen.generate(PROMPTS, n=2, sampling=s):
+        for c in cs:
+            ids = torch.tensor([c.prompt_token_ids + c.token_ids])
+            with torch.no_grad():
+                probs = torch.softmax(qwen.model(ids).logits[0].float(), -1)
+            start = len(c.prompt_token_ids) - 1
+            for k, t in enumerate(c.token_ids):
+                # independent nucleus: the most likely tokens until their mass reaches top_p
+                p_sorted, order = probs[start + k].sort(descending=True)
+                size = int((p_sorted.cumsum(0) < top_p).sum()) + 1
+                nucleus = order[:size].tolist()
+                assert t in nucleus
+                expected = torch.log(probs[start + k, t] / p_sorted[:size].sum()).item()
+                assert c.logprobs[k] == pytest.approx(expected, abs=1e-4)
+
+
+def test_stop_strings_cut_text_and_tokens(qwen):
+    s = SamplingParams(max_new_tokens=24, temperature=1.0, seed=7)
+    free = qwen.generate(PROMPTS, sampling=s)
+    text = free[0][0].text
+    letters = [ch for ch in text[1:] if ch.isascii() and ch.isalnum()]
+    assert letters, f"sampled text has no ascii letter to stop on: {text!r}"
+    stop = letters[0]
+    cut = qwen.generate(PROMPTS, sampling=SamplingParams(max_new_tokens=24, temperature=1.0, seed=7, stop=(stop,)))[0][0]
+    assert cut.finish_reason == "stop"
+    assert cut.text == text[: text.index(stop)]
+    assert stop not in cut.text
+    # the token ids are a prefix of the free run and their decoding holds the stop string
+    assert cut.token_ids == free[0][0].token_ids[: len(cut.token_ids)]
+    assert stop in qwen.tokenizer.decode(cut.token_ids)
+    assert len(cut.logprobs) == len(cut.token_ids)
+
+
+def test_max_new_tokens_and_length_finish(qwen):
+    out = qwen.generate(PROMPTS, n=2, sampling=SamplingParams(max_new_tokens=3, temperature=0))
+    for cs in out:
+        for c in cs:
+            assert len(c.token_ids) <= 3
+            assert c.finish_reason == ("length" if len(c.token_ids) == 3 and c.token_ids[-1] not in qwen.eos_ids else "stop")
+
+
+def test_eos_ends_a_completion(tiny):
+    """Force eos by biasing the output layer: the eos is kept in the ids, not in the text."""
+    engine = HFEngine(tiny["qwen3"], dtype="float32", device="cpu", batch_size=4)
+    eos = engine.eos_ids[0]
+
+    def favour_eos_after_two(module, args, logits):
+        # generate computes the head on the last position only: one call per generated token;
+        # from the third token on, eos wins
+        if favour_eos_after_two.steps >= 2:
+            logits[..., eos] += 1e4
+        favour_eos_after_two.steps += 1
+        return logits
+
+    favour_eos_after_two.steps = 0
+    hook = engine.model.get_output_embeddings().register_forward_hook(favour_eos_after_two)
+    try:
+        out = engine.generate(PROMPTS, sampling=SamplingParams(max_new_tokens=8, temperature=0))
+    finally:
+        hook.remove()
+    for cs in out:
+        assert cs[0].token_ids[-1] == eos and cs[0].finish_reason == "stop"
+        assert len(cs[0].token_ids) == 3  # two free tokens, then eos
+        assert engine.tokenizer.decode([eos]) not in cs[0].text
+
+
+def test_template_kwargs_persona_and_prompt_limit(tiny):
+    row = {"model": str(tiny["qwen3"]), "system_prompt": "You are careful.", "chat_template_kwargs": {"enable_thinking": False}}
+    family = {"dtype": "float32", "max_prompt_tokens": 400}
+    engine = load_engine(row, family, "hf", batch_size=2)
+    text = engine.tokenizer.decode(engine.encode(PROMPTS[0]))
+    assert text.startswith("<|im_start|>system\nYou are careful.<|im_end|>")
+    assert text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    short = load_engine(row, {**family, "max_prompt_tokens": 10}, "hf")
+    with pytest.raises(PromptTooLongError, match="max_prompt_tokens=10"):
+        short.generate(PROMPTS[:1])
+    gemma = HFEngine(tiny["gemma4_text"], dtype="float32")
+    assert gemma.tokenizer.decode(gemma.encode(PROMPTS[0])) == "<bos><|turn>user\nWhat is 1 + 2?<turn|>\n<|turn>model\n"
+
+
+def test_live_model_object_keeps_its_training_mode(tiny):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny["qwen3"])
+    model.train()
+    engine = HFEngine(model, AutoTokenizer.from_pretrained(tiny["qwen3"]))
+    out = engine.generate(PROMPTS[:1], sampling=SamplingParams(max_new_tokens=3, temperature=0))
+    assert len(out[0][0].token_ids) >= 1
+    assert model.training  # restored after generating in eval mode
+
+
+def test_hub_offline_is_respected(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(OSError, match="offline=True"):
+        HFEngine("agon-test/no-such-model-anywhere")
+
+
+def test_vllm_backend_maps_sampling_params(monkeypatch):
+    """Without a GPU, a stand-in vllm module checks what our engine asks of vLLM."""
+    seen = {}
+
+    class FakeSP:
+        def __init__(self, **kw):
+            seen["sampling"] = kw
+
+    fake = types.SimpleNamespace(SamplingParams=FakeSP, LLM=None)
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    from agon.engines.vllm import to_vllm_sampling
+
+    to_vllm_sampling(SamplingParams(max_new_tokens=9, temperature=0.7, top_p=0.9, stop=("</s>",), seed=4), n=3)
+    assert seen["sampling"] == {
+        "n": 3, "temperature": 0.7, "top_p": 0.9, "top_k": 0, "max_tokens": 9, "stop": ["</s>"], "seed": 4, "logprobs": 0,
+        "skip_special_tokens": False,
+    }
+
+
+def test_vllm_missing_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # makes `import vllm` raise ImportError
+    from agon.engines.vllm import VLLMEngine
+
+    with pytest.raises(ImportError, match="optional 'vllm' package"):
+        VLLMEngine("some/model")
