@@ -1,0 +1,250 @@
+"""The sandbox's ordinary behaviour: runs, limits, grading, the pool, the harness, the CLI."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from agon.grading.verdict import Verdict
+from agon.sandbox import (
+    SandboxPool,
+    call_program,
+    check_program,
+    detect_isolation,
+    grade_program,
+    outputs_match,
+    run_program,
+)
+from agon.sandbox import core
+
+ECHO_SUM = "import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))\n"
+
+
+def test_runs_a_program_on_stdin():
+    res = run_program(ECHO_SUM, "1 2 3\n4\n")
+    assert (res.status, res.exit_code, res.stdout) == ("ok", 0, "10\n")
+    assert res.isolation == detect_isolation()
+    assert 0 < res.seconds < 5
+
+
+def test_large_stdin_and_stdout_round_trip():
+    data = "\n".join(str(i) for i in range(200_000)) + "\n"  # ~1.3 MB, far over a pipe buffer
+    res = run_program("import sys\nsys.stdout.write(sys.stdin.read())\n", data, timeout_s=20)
+    assert res.status == "ok" and res.stdout == data and not res.stdout_truncated
+
+
+def test_stdin_not_read_does_not_block():
+    res = run_program("print('ignored stdin')\n", "x" * 1_000_000, timeout_s=10)
+    assert res.status == "ok" and res.stdout == "ignored stdin\n"
+
+
+def test_stderr_is_capped_and_kept():
+    res = run_program("import sys\nsys.stderr.write('e' * 10**6)\nprint('fine')\n", timeout_s=10)
+    assert res.status == "ok" and res.stdout == "fine\n"
+    assert res.stderr_truncated and len(res.stderr) == core.STDERR_CAP
+
+
+def test_runtime_error_and_exit_codes():
+    res = run_program("import sys\nsys.exit(3)\n")
+    assert (res.status, res.exit_code) == ("runtime_error", 3)
+    res = run_program("def f(n):\n    return f(n + 1)\nf(0)\n")
+    assert res.status == "runtime_error" and "RecursionError" in res.stderr
+
+
+def test_cpu_limit_gives_timeout_even_with_a_long_wall_clock():
+    # CPU limit is ceil(timeout_s); a busy loop is stopped by it or by the wall clock
+    res = run_program("while True:\n    pass\n", timeout_s=1.0)
+    assert res.status == "timeout" and res.seconds < 3
+
+
+def test_memory_limit_is_a_parameter():
+    code = "x = bytearray(300 * 1024 * 1024)\nprint('ok')\n"
+    assert run_program(code, memory_mb=200, timeout_s=10).status == "memory"
+    assert run_program(code, memory_mb=1024, timeout_s=10).status == "ok"
+
+
+def test_environment_is_scrubbed_and_dir_is_fresh_and_removed():
+    code = "import os, json\nprint(json.dumps({'env': dict(os.environ), 'cwd': os.getcwd(), 'files': os.listdir('.')}))\n"
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "agon-sbx-*")))
+    a = json.loads(run_program(code).stdout)
+    b = json.loads(run_program(code).stdout)
+    assert set(a["env"]) <= {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONIOENCODING", core._MARKER_VAR, "LC_CTYPE"}
+    assert a["cwd"] != b["cwd"] and a["files"] == ["prog.py"]
+    assert not os.path.exists(a["cwd"]) and not os.path.exists(b["cwd"])
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "agon-sbx-*"))) <= before
+
+
+def test_program_can_write_in_its_own_dir_only_up_to_the_file_size_limit():
+    code = "open('scratch.txt', 'w').write('x' * 1000)\nprint(len(open('scratch.txt').read()))\n"
+    assert run_program(code).stdout == "1000\n"
+    big = f"open('big', 'wb').write(b'x' * {(core.FSIZE_MB + 1) * 1024 * 1024})\n"
+    assert run_program(big, memory_mb=512, timeout_s=10).status == "runtime_error"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or detect_isolation() != "namespaces", reason="root + namespaces only")
+def test_root_runs_have_their_own_uid_no_capabilities_and_no_network():
+    code = (
+        "import os, socket\n"
+        "caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith(('CapEff', 'CapPrm'))]\n"
+        "print(os.getuid(), os.getpid(), *caps)\n"
+        "print(socket.if_nameindex())\n"
+    )
+    res = run_program(code)
+    uid, pid, eff, prm = res.stdout.split("\n")[0].split()
+    assert int(uid) >= core.UID_BASE and pid == "1"  # init of its own PID namespace
+    assert int(eff, 16) == 0 and int(prm, 16) == 0
+    assert "'lo'" in res.stdout and "eth" not in res.stdout  # only the (down) loopback
+
+
+def test_sandbox_error_when_the_program_cannot_start():
+    res = run_program("print(1)\n", python="/nonexistent/python")
+    assert res.status == "sandbox_error" and res.exit_code is None
+
+
+def test_a_program_cannot_forge_a_sandbox_error():
+    code = "import sys\nsys.stderr.write('unshare: failed\\n')\nsys.exit(1)\n"
+    assert run_program(code).status == "runtime_error"
+
+
+def test_forced_isolation_env(monkeypatch):
+    monkeypatch.setenv(core.ISOLATION_ENV, "none")
+    core.detect_isolation.cache_clear()
+    try:
+        assert detect_isolation() == "none"
+        assert run_program("print(2)").isolation == "none"
+        monkeypatch.setenv(core.ISOLATION_ENV, "bogus")
+        core.detect_isolation.cache_clear()
+        with pytest.raises(ValueError, match="AGON_SANDBOX_ISOLATION"):
+            detect_isolation()
+    finally:
+        monkeypatch.delenv(core.ISOLATION_ENV)
+        core.detect_isolation.cache_clear()
+
+
+def test_fallback_guard_refuses_sockets_and_subprocesses():
+    for code in ("import socket\nsocket.socket()\n", "import subprocess\nsubprocess.run(['true'])\n", "import os\nos.system('true')\n"):
+        res = run_program(code, isolation="none")
+        assert res.status == "runtime_error" and "sandbox:" in res.stderr, code
+
+
+# --- grading -----------------------------------------------------------------------------
+
+
+def test_outputs_match_ignores_whitespace_layout_only():
+    assert outputs_match("1 2\n3\n", "1 2 3")
+    assert outputs_match("a  \n\n", "a")
+    assert not outputs_match("1 2", "1 2 3")
+    assert not outputs_match("1.0", "1")
+
+
+def test_grade_program_verdicts_and_first_failure():
+    tests = [("1 2\n", "3"), ("5 5\n", "10"), ("0 0\n", "0")]
+    v = grade_program(ECHO_SUM, tests)
+    assert isinstance(v, Verdict) and (v.correct, v.status) == (True, "pass")
+    wrong = "import sys\nn = sum(map(int, sys.stdin.read().split()))\nprint(n if n < 5 else n + 1)\n"
+    v = grade_program(wrong, tests)
+    assert (v.correct, v.status) == (False, "wrong_answer") and v.detail.startswith("test 2/3")
+    v = grade_program("raise SystemExit(1)\n", tests)
+    assert (v.correct, v.status) == (False, "runtime_error") and v.detail.startswith("test 1/3")
+    v = grade_program(ECHO_SUM, [])
+    assert (v.correct, v.status) == (None, "sandbox_error")
+
+
+def test_pool_grades_in_order_with_none_code():
+    codes = [ECHO_SUM, None, "print(0)\n", "while True: pass\n", ECHO_SUM]
+    tests = [[("1 1", "2")], [("", "")], [("1 1", "2")], [("", "")], [("2 2", "4"), ("3 3", "6")]]
+    with SandboxPool(workers=2) as pool:
+        out = pool.grade(codes, tests, timeout_s=1.0)
+    assert [v.status for v in out] == ["pass", "no_code", "wrong_answer", "timeout", "pass"]
+    assert [v.correct for v in out] == [True, False, False, False, True]
+    with pytest.raises(ValueError):
+        SandboxPool(1).grade([None], [])
+
+
+def test_sandbox_error_is_none_not_zero():
+    with SandboxPool(workers=1, isolation="none") as pool:
+        core_run = core.run_program
+
+        def broken(*a, **k):
+            k["python"] = "/nonexistent/python"
+            return core_run(*a, **k)
+
+        import agon.sandbox.grade as grade_mod
+
+        orig = grade_mod.run_program
+        grade_mod.run_program = broken
+        try:
+            (v,) = pool.grade(["print(1)"], [[("", "1")]])
+        finally:
+            grade_mod.run_program = orig
+    assert (v.correct, v.status) == (None, "sandbox_error")
+
+
+# --- function-call harness ---------------------------------------------------------------
+
+
+def test_check_program_pass_fail_and_early_exit_hack():
+    test = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"
+    good = "def add(a, b):\n    print('debug output is ignored')\n    return a + b\n"
+    bad = "def add(a, b):\n    return a - b\n"
+    hack = "import os\nprint('passed')\nos._exit(0)\n"
+    hack2 = "import sys\ndef add(a, b):\n    return 0\nsys.stdout = sys.__stdout__\nprint('agon-ok-0')\n"
+    results = {}
+    for name, sol in [("good", good), ("bad", bad), ("hack", hack), ("hack2", hack2)]:
+        prog, tests = check_program(sol, test, "add")
+        results[name] = grade_program(prog, tests)
+    assert results["good"].status == "pass"
+    assert results["bad"].status == "wrong_answer"
+    assert results["hack"].correct is False and results["hack2"].correct is False
+    prog, tests = check_program("def add(a, b):\n    raise KeyError(a)\n", test, "add")
+    assert grade_program(prog, tests).status == "runtime_error"
+
+
+def test_call_program_function_and_solution_class():
+    calls = [([[1, 2, 3]], 6), ([[]], 0)]
+    prog, tests = call_program("def total(xs):\n    return sum(xs)\n", "total", calls)
+    assert grade_program(prog, tests).status == "pass"
+    cls = "class Solution:\n    def total(self, xs):\n        return sum(xs) + 0.0\n"
+    prog, tests = call_program(cls, "total", calls)
+    assert grade_program(prog, tests).status == "pass"
+    prog, tests = call_program("def total(xs):\n    return 1\n", "total", calls)
+    v = grade_program(prog, tests)
+    assert v.status == "wrong_answer" and "call 1" in v.detail
+    prog, tests = call_program("def other(xs):\n    return 1\n", "total", calls)
+    assert grade_program(prog, tests).status == "wrong_answer"
+    # TACO / APPS wrap outputs in a one-element list
+    prog, tests = call_program("def f(a):\n    return (a, a)\n", "f", [([1], [[1, 1]])], unwrap_single=True)
+    assert grade_program(prog, tests).status == "pass"
+
+
+# --- CLI ---------------------------------------------------------------------------------
+
+
+def _cli(*args: str) -> tuple[int, dict]:
+    out = subprocess.run([sys.executable, "-m", "agon", "sandbox", *args], capture_output=True, text=True, timeout=60)
+    return out.returncode, (json.loads(out.stdout) if out.stdout.strip() else {"stderr": out.stderr})
+
+
+def test_cli_run_with_stdin_and_expect(tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text(ECHO_SUM)
+    (tmp_path / "in.txt").write_text("2 3\n")
+    (tmp_path / "good.txt").write_text("5\n")
+    (tmp_path / "bad.txt").write_text("6\n")
+    rc, out = _cli("run", str(prog), "--stdin", str(tmp_path / "in.txt"), "--expect", str(tmp_path / "good.txt"))
+    assert rc == 0 and out["status"] == "pass" and out["exit_code"] == 0 and out["stdout"] == "5\n"
+    assert {"seconds", "isolation", "stderr", "stdout_truncated"} <= set(out)
+    rc, out = _cli("run", str(prog), "--stdin", str(tmp_path / "in.txt"), "--expect", str(tmp_path / "bad.txt"))
+    assert rc == 1 and out["status"] == "wrong_answer"
+    loop = tmp_path / "loop.py"
+    loop.write_text("while True: pass\n")
+    rc, out = _cli("run", str(loop), "--timeout", "0.5", "--memory-mb", "128")
+    assert rc == 1 and out["status"] == "timeout"
+    rc, out = _cli("run", str(tmp_path / "missing.py"))
+    assert rc != 0 and "does not exist" in out["stderr"]
