@@ -1,0 +1,50 @@
+"""Shared pieces of the duel / GRPO / checkpoint tests: a tiny task and policies on tiny models.
+
+``ParityTask`` grades a completion correct when its token count is even: meaningless, but it
+gives random-weight models groups with reward spread (so gradients are not all zero), and it is
+deterministic and instant, with no grading pool to start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from agon.grading.verdict import Verdict
+from agon.tasks.base import Problem, Task
+
+
+class ParityTask(Task):
+    """Six problems per split; a completion is "correct" when its whitespace-split length is even."""
+
+    name = "parity_test"
+    kind = "math"
+
+    def problems(self, split: str) -> list[Problem]:
+        return [Problem(id=f"{split}-{i}", question=f"What is {i} + {i + 1}?", answer=str(2 * i + 1)) for i in range(6)]
+
+    def grade(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
+        out = []
+        for text in completions:
+            ok = len(text) % 2 == 0
+            out.append(Verdict(correct=ok, status="correct" if ok else "wrong", extracted=None, seconds=0.0, detail=""))
+        return out
+
+
+def tiny_policies(arch: str, root: Path, settings, names: Sequence[str] = ("A", "B"), seeds: Sequence[int] = (0, 1)):
+    """Policies on tiny random ``arch`` models (one model per name), each with its own HFEngine."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agon import duel
+    from agon.engines.hf import HFEngine
+    from tests.tiny_models import build_tiny_model
+
+    policies = {}
+    for name, seed in zip(names, seeds):
+        path = build_tiny_model(arch, Path(root) / f"{arch}-{seed}", seed=seed)
+        tok = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        engine = HFEngine(model, tok, batch_size=64)
+        policies[name] = duel.make_policy(name, model, engine, settings, pad_token_id=engine.pad_id)
+    return policies
