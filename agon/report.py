@@ -33,6 +33,7 @@ import io
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +132,9 @@ class Layout:
     def train_summary(self, family: str, task: str, method: str, seed: int | str) -> str:
         return f"{self.train_dir(family, task, method, seed)}/summary.json"
 
+    def train_model(self, family: str, task: str, method: str, seed: int | str, which: str) -> str:
+        return f"{self.train_dir(family, task, method, seed)}/{which}"
+
     def train_metrics(self, family: str, task: str, method: str, seed: int | str) -> str:
         return f"{self.train_dir(family, task, method, seed)}/metrics.jsonl"
 
@@ -181,14 +185,12 @@ METRIC_KEYS = {
     "tokens_total": "tokens_generated_total",  # cumulative; preferred when present
     "hard_pass1": ("eval/hard_pass@1/{model}", "hard_pass@1/{model}"),
     "win_rate": "duel/win_rate/{model}",
-    "drafter": "drafter",  # which model drafted this step ("A" / "B"), for the fallback below
-    "drafter_wins": "duel/drafter_wins",
-    "reader_wins": "duel/reader_wins",
-    "ties": "duel/ties",
+    # else per duel direction, fractions of (draft, read) pairs: "A->B/duel/drafter_wins" etc.
+    "direction": r"^(?P<drafter>[^/]+)->(?P<reader>[^/]+)/duel/(?P<outcome>drafter_wins|reader_wins)$",
 }
 # summary.json keys for compute, looked up at the top level and under "compute"
-TOKEN_KEYS = ("tokens_generated", "generated_tokens")
-WALL_KEYS = ("wall_s", "wall_seconds", "seconds")
+TOKEN_KEYS = ("tokens_generated", "total_generated_tokens")
+WALL_KEYS = ("wall_s", "session_wall_s")
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
@@ -527,25 +529,31 @@ def hard_curve(rows: list[dict], model: str) -> tuple[list[float], list[float], 
 
 
 def win_rates(rows: list[dict], model: str) -> tuple[list[float], list[float]]:
-    """(steps, win rate of ``model``) per step: the share of duels it won that step.
+    """(steps, win rate of ``model``) per step: the share of its duels it won that step.
 
-    Read from ``duel/win_rate/{model}``, else derived from the step's drafter and its
-    drafter / reader wins and ties."""
+    Read from ``duel/win_rate/{model}``, else from the per-direction outcomes
+    (``A->B/duel/drafter_wins``: the share of A's drafts that beat B's reads of them), averaged
+    over the directions ``model`` took part in that step. Ties count as no one's win; NaN
+    (no graded pair) is skipped."""
+    pattern = re.compile(METRIC_KEYS["direction"])
     steps, rates = [], []
     for i, r in enumerate(rows):
         step = float(r.get(METRIC_KEYS["step"], i))
         direct = r.get(METRIC_KEYS["win_rate"].format(model=model))
-        if isinstance(direct, (int, float)):
+        if isinstance(direct, (int, float)) and not math.isnan(direct):
             steps.append(step)
             rates.append(float(direct))
             continue
-        dw, rw, ti = (r.get(METRIC_KEYS[k]) for k in ("drafter_wins", "reader_wins", "ties"))
-        drafter = r.get(METRIC_KEYS["drafter"])
-        if None in (dw, rw, ti) or drafter not in ("A", "B") or dw + rw + ti == 0:
-            continue
-        wins = dw if drafter == model else rw
-        steps.append(step)
-        rates.append(wins / (dw + rw + ti))
+        won = []
+        for key, v in r.items():
+            m = pattern.match(key)
+            if not m or not isinstance(v, (int, float)) or math.isnan(v):
+                continue
+            if (m["outcome"] == "drafter_wins" and m["drafter"] == model) or (m["outcome"] == "reader_wins" and m["reader"] == model):
+                won.append(float(v))
+        if won:
+            steps.append(step)
+            rates.append(sum(won) / len(won))
     return steps, rates
 
 

@@ -67,6 +67,11 @@ def _check_toy_rows():
 _check_toy_rows()
 
 
+# `agon` as a module with this checkout first on the path: works in the ambient environment
+# (package installed) and in the rules' conda env (dependencies only, see workflow/envs/).
+AGON = f"PYTHONPATH={workflow.basedir}${{PYTHONPATH:+:$PYTHONPATH}} python -m agon"
+
+
 def res(rule_name, key):
     """Resource ``key`` of ``rule_name`` from the config's ``resources`` section, or its default."""
     defaults = {"threads": 1, "gpus": 0, "mem_mb": 4000, "runtime": 60}
@@ -140,9 +145,13 @@ def eval_model_args(wildcards):
     if not spec.train:
         return ""
     run = LAYOUT.train_dir(wildcards.family, wildcards.task, spec.train, wildcards.seed)
+    # --*-row: the family row (persona, chat-template kwargs) each trained model was trained as
     if spec.model:
-        return f"--model {run}/{spec.model}"
-    return f"--drafter {run}/{spec.drafter} --reader {run}/{spec.reader}"
+        return f"--model {run}/{spec.model} --model-row {spec.model.lower()}"
+    return (
+        f"--drafter {run}/{spec.drafter} --reader {run}/{spec.reader}"
+        f" --drafter-row {spec.drafter.lower()} --reader-row {spec.reader.lower()}"
+    )
 
 
 def eval_cli_system(wildcards):
@@ -167,5 +176,30 @@ def all_train_summaries():
 
 
 def table_outputs():
-    """What `rule all` asks for: the table, its Markdown and the figures."""
+    """The default target: the table and its Markdown (the figures come with them)."""
     return [LAYOUT.table_csv(), LAYOUT.table_md()]
+
+
+# ---------------------------------------------------------------- output folders from outputs
+# Derived from each job's own outputs (not rebuilt from the config), as the linter asks, so
+# the folders stay right wherever the outputs are staged.
+
+
+def pretrain_out(wildcards, output):
+    """`agon toy pretrain --out`: the folder holding A/, B/ and report.json."""
+    return os.path.dirname(output.report)
+
+
+def train_out(wildcards, output):
+    """`agon train --out`: the run folder holding summary.json."""
+    return os.path.dirname(output.summary)
+
+
+def eval_out(wildcards, output):
+    """`agon eval --out`: the folder holding summary.json."""
+    return os.path.dirname(output.summary)
+
+
+def figures_dir(wildcards, output):
+    """Where `agon report` writes the figures: the folder of the first declared figure."""
+    return os.path.dirname(output.figures[0])

@@ -9,6 +9,8 @@ rule config_snapshot:
         config=snapshot_params,
     log:
         LAYOUT.log("config/{family}/{task}/{stage}"),
+    conda:
+        "../envs/agon.yaml"
     threads: 1
     resources:
         mem_mb=res("snapshot", "mem_mb"),
@@ -27,12 +29,16 @@ rule data_split:
         config=LAYOUT.snapshot("{family}", "{task}", "data"),
     output:
         LAYOUT.split("{family}", "{task}"),
+    params:
+        agon=AGON,
     log:
         LAYOUT.log("data/{family}/{task}"),
+    conda:
+        "../envs/agon.yaml"
     threads: res("data", "threads")
     resources:
         mem_mb=res("data", "mem_mb"),
         runtime=res("data", "runtime"),
         gpu=res("data", "gpus"),
     shell:
-        "agon data split --config {input.config} --task {wildcards.task} --out {output} > {log} 2>&1"
+        "{params.agon} data split --config {input.config} --task {wildcards.task} --out {output} > {log} 2>&1"

@@ -6,22 +6,25 @@ rule evaluate:
     input:
         unpack(eval_inputs),
     output:
-        samples=LAYOUT.eval_dir("{family}", "{task}", "{system}", "{seed}") + "/samples.jsonl",
+        samples=LAYOUT.eval_samples("{family}", "{task}", "{system}", "{seed}"),
         summary=LAYOUT.eval_summary("{family}", "{task}", "{system}", "{seed}"),
     log:
         LAYOUT.log("eval/{family}/{task}/{system}/seed{seed}"),
     benchmark:
         LAYOUT.benchmark("eval/{family}/{task}/{system}/seed{seed}")
     params:
-        out=LAYOUT.eval_dir("{family}", "{task}", "{system}", "{seed}"),
+        out=eval_out,
+        agon=AGON,
         cli_system=eval_cli_system,
         models=eval_model_args,
+    conda:
+        "../envs/agon.yaml"
     threads: res("evaluate", "threads")
     resources:
         mem_mb=res("evaluate", "mem_mb"),
         runtime=res("evaluate", "runtime"),
         gpu=res("evaluate", "gpus"),
     shell:
-        "OMP_NUM_THREADS={threads} agon eval --config {input.config} --family {wildcards.family}"
+        "OMP_NUM_THREADS={threads} {params.agon} eval --config {input.config} --family {wildcards.family}"
         " --task {wildcards.task} --system {params.cli_system} --seed {wildcards.seed}"
-        " {params.models} --out {params.out} > {log} 2>&1"
+        " {params.models} --out {params.out} --no-progress > {log} 2>&1"

@@ -10,6 +10,8 @@ rule pretrain_config:
         config=snapshot("pretrain"),
     log:
         LAYOUT.log("pretrain_config"),
+    conda:
+        "../envs/agon.yaml"
     threads: 1
     resources:
         mem_mb=res("snapshot", "mem_mb"),
@@ -33,12 +35,15 @@ rule pretrain:
     benchmark:
         LAYOUT.benchmark("pretrain")
     params:
-        out=LAYOUT.toy_dir(),
+        out=pretrain_out,
+        agon=AGON,
+    conda:
+        "../envs/agon.yaml"
     threads: res("pretrain", "threads")
     resources:
         mem_mb=res("pretrain", "mem_mb"),
         runtime=res("pretrain", "runtime"),
         gpu=res("pretrain", "gpus"),
     shell:
-        "OMP_NUM_THREADS={threads} agon toy pretrain --config {input.config} --out {params.out}"
+        "OMP_NUM_THREADS={threads} {params.agon} toy pretrain --config {input.config} --out {params.out}"
         " > {log} 2>&1"

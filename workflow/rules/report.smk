@@ -15,7 +15,9 @@ rule report:
         LAYOUT.log("report"),
     params:
         config=snapshot("report"),
-        figures_dir=LAYOUT.figures_dir,
+        figures_dir=figures_dir,
+    conda:
+        "../envs/agon.yaml"
     threads: res("report", "threads")
     resources:
         mem_mb=res("report", "mem_mb"),
