@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -217,6 +218,8 @@ def evaluate(
         # drop the torn tail and the partly written problems before appending
         atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
     done = {r["problem_id"] for r in kept}
+    if done:
+        print(f"resuming {path}: {len(done)} of {len(problems)} problems already done", file=sys.stderr)
     per_chunk = max(1, chunk_size // n)
     session_start = time.perf_counter()
     bar = tqdm(total=len(problems), initial=len(done), desc=f"eval {system.name} on {task.name}", unit="problem", disable=not progress)
@@ -395,6 +398,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", help="torch device for the hf backend (default: cuda if available, else cpu)")
     p.add_argument("--n-samples", type=int, help="override eval.n_samples")
     p.add_argument("--max-problems", type=int, help="override eval.max_problems")
+    p.add_argument("--batch-size", type=int, help="override eval.batch_size (prompts per call; also the resume unit)")
+    p.add_argument("--max-new-tokens", type=int, help="override the family's max_new_tokens")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cli)
 
@@ -406,6 +411,10 @@ def _cli(args: argparse.Namespace) -> int:
         else:
             config = minimal_config(args.task, args.model or args.drafter, args.reader or args.model)
         family = args.family or config["families"][0]["name"]
+        if args.batch_size:
+            config["eval"]["batch_size"] = args.batch_size
+        if args.max_new_tokens:
+            get_family(config, family)["max_new_tokens"] = args.max_new_tokens
         rows = {k: v for k, v in (("model", args.model_row), ("drafter", args.drafter_row), ("reader", args.reader_row)) if v}
         engine_kwargs = {"device": args.device} if args.device and args.backend == "hf" else {}
         summary = evaluate_from_config(
