@@ -280,10 +280,12 @@ def paired_ratio_ci(num: dict[str, float], den: dict[str, float], base: dict[str
     idx = rng.integers(0, len(ids), size=(n_boot, len(ids)))
     top = x[idx].mean(1) - z[idx].mean(1)
     bottom = y[idx].mean(1) - z[idx].mean(1)
-    ok = bottom != 0
-    if ok.mean() < 0.95:  # the denominator is zero too often for the interval to mean much
-        return None, None
-    lo, hi = np.quantile(top[ok] / bottom[ok], [0.025, 0.975])
+    b_lo, b_hi = np.quantile(bottom, [0.025, 0.975])
+    if b_lo <= 0 <= b_hi:
+        # the denominator's own interval holds 0 (e.g. MoA no better than base): the ratio
+        # is unbounded at 95%, which is what the table should say rather than a fake interval
+        return -math.inf, math.inf
+    lo, hi = np.quantile(top / bottom, [0.025, 0.975])
     return float(lo), float(hi)
 
 
@@ -385,7 +387,7 @@ def _fmt(v: Any) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
     if isinstance(v, float):
-        return f"{v:.6g}"
+        return f"{v:.12g}"  # full precision in the CSV; the Markdown rounds for reading
     return str(v)
 
 
@@ -413,6 +415,8 @@ def table_markdown(rows: list[dict], systems: Sequence[str], config_hash_: str) 
         if v is None:
             return "n/a"
         lo, hi = r.get(f"{k}_lo"), r.get(f"{k}_hi")
+        if lo is not None and math.isinf(lo):
+            return f"{v:.2f} [unbounded: denominator's interval holds 0]"
         return f"{v:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None else "")
 
     lines = ["# Table 1: pass@1 (%) [95% bootstrap interval over problems]", ""]
@@ -567,11 +571,18 @@ def _smooth(y: list[float], window: int) -> list[float]:
 
 
 def plot_training_curves(config: dict, layout: Layout, methods: Sequence[str], figures_dir: str | Path, meta: dict) -> list[Path]:
-    """Hard-split pass@1 against step and against generated tokens, Agon vs GRPO, per model."""
+    """Hard-split pass@1 against step and against generated tokens, Agon vs GRPO, per model.
+
+    Two panels (vs step, vs tokens) per (family, task); two (family, task) pairs per row
+    once there are more than two, so the paper config's six pairs fit one page."""
     plt = _style()
     pairs = [(f["name"], t["name"]) for f in config["families"] for t in config["tasks"]]
-    fig, axes = plt.subplots(len(pairs), 2, figsize=(PAPER_WIDTH_IN, 2.3 * len(pairs)), squeeze=False)
-    for (f, t), (ax_step, ax_tok) in zip(pairs, axes):
+    per_row = 1 if len(pairs) <= 2 else 2
+    nrows = math.ceil(len(pairs) / per_row)
+    fig, axes = plt.subplots(nrows, 2 * per_row, figsize=(PAPER_WIDTH_IN, (2.3 if per_row == 1 else 2.0) * nrows), squeeze=False)
+    handles: dict[str, Any] = {}
+    for i, (f, t) in enumerate(pairs):
+        ax_step, ax_tok = axes[i // per_row, 2 * (i % per_row)], axes[i // per_row, 2 * (i % per_row) + 1]
         drawn = 0
         for m in methods:
             for model, style in (("A", "-"), ("B", "--")):
@@ -580,21 +591,25 @@ def plot_training_curves(config: dict, layout: Layout, methods: Sequence[str], f
                     steps, toks, ys = hard_curve(rows, model)
                     if not ys:
                         continue
-                    label = f"{m} {model}" if j == 0 else None
                     kw = {"color": COLORS[m], "ls": style, "lw": 1.0, "marker": "o", "ms": 2, "alpha": 1.0 if j == 0 else 0.5}
-                    ax_step.plot(steps, [100 * y for y in ys], label=label, **kw)
-                    ax_tok.plot(toks, [100 * y for y in ys], label=label, **kw)
+                    (line,) = ax_step.plot(steps, [100 * y for y in ys], **kw)
+                    ax_tok.plot(toks, [100 * y for y in ys], **kw)
+                    handles.setdefault(f"{m} {model}", line)
                     drawn += 1
-        for ax, xl in ((ax_step, "training step"), (ax_tok, "tokens generated in training")):
+        for ax, xl in ((ax_step, "training step"), (ax_tok, "tokens generated")):
             ax.set_xlabel(xl)
-            ax.set_ylabel(f"{config['eval']['split']}-split pass@1 (%)")
+            ax.set_ylabel("pass@1 (%)")
             ax.set_title(f"{f} / {t}")
             ax.grid(lw=0.3, alpha=0.6)
-            if drawn:
-                ax.legend(frameon=False, ncol=2)
-            else:
-                ax.text(0.5, 0.5, "no hard-split evaluations\nin metrics.jsonl", ha="center", va="center", transform=ax.transAxes)
-    fig.tight_layout()
+            if not drawn:
+                ax.text(0.5, 0.5, f"no {config['eval']['split']}-split evaluations\nin metrics.jsonl", ha="center", va="center",
+                        transform=ax.transAxes)
+    for ax in axes.flat[2 * len(pairs):]:
+        ax.axis("off")
+    if handles:
+        fig.legend(handles.values(), handles.keys(), loc="upper center", ncol=len(handles), frameon=False,
+                   title=f"{config['eval']['split']}-split pass@1 during training (model A solid, B dashed; seeds after the first faded)")
+    fig.tight_layout(rect=(0, 0, 1, 0.93 if nrows == 1 else 1 - 0.35 / (2.0 * nrows)))
     paths = _save(fig, figures_dir, "training_curves", meta)
     plt.close(fig)
     return paths
