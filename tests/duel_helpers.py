@@ -48,3 +48,28 @@ def tiny_policies(arch: str, root: Path, settings, names: Sequence[str] = ("A", 
         engine = HFEngine(model, tok, batch_size=64)
         policies[name] = duel.make_policy(name, model, engine, settings, pad_token_id=engine.pad_id)
     return policies
+
+
+def tiny_config(root: Path, arch: str = "qwen3", **sections) -> Path:
+    """A config file for `agon train` on tiny ``arch`` models and :class:`ParityTask` (registered here)."""
+    import yaml
+
+    from agon.tasks import register_task
+    from tests.tiny_models import build_tiny_model
+
+    register_task("parity_test", ParityTask)
+    a = build_tiny_model(arch, Path(root) / f"{arch}-0", seed=0)
+    b = build_tiny_model(arch, Path(root) / f"{arch}-1", seed=1)
+    config = {
+        "families": [{"name": "tiny", "model_a": {"model": str(a)}, "model_b": {"model": str(b), "system_prompt": "Be bold."},
+                      "dtype": "float32", "max_prompt_tokens": 512, "max_new_tokens": 6}],
+        "tasks": [{"name": "parity_test", "params": {}}],
+        "methods": ["grpo", "agon"],
+        "train": {"steps": 2, "problems_per_step": 2, "num_generations": 4, "learning_rate": 1e-2, "checkpoint_every": 1},
+        "agon": {"num_reads": 2},
+    }
+    for key, value in sections.items():
+        config[key] = {**config.get(key, {}), **value}
+    path = Path(root) / f"config-{arch}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path

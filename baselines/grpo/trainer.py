@@ -1,0 +1,288 @@
+"""The GRPO baseline: TRL's GRPOTrainer with the project's grader as its reward.
+
+Nothing about GRPO is reimplemented here: this module only translates the config (the shared
+``train`` section, the family row and the ``grpo`` section) into a ``GRPOConfig``, turns a task
+into a prompt dataset, and wraps ``Task.grade`` as a TRL reward function. The reward is the
+verifier's verdict through the same code path evaluation uses (1.0 correct, 0.0 wrong, None
+when it cannot score, which TRL keeps out of the group baseline).
+
+Metrics: TRL's logs of every step go to ``metrics.jsonl`` (and to TensorBoard / W&B through
+``train.report_to``), with the duel trainer's names added (``A/drafter/correct``,
+``A/entropy``, ...) so the report plots both methods from one schema.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agon.engines.base import with_system_prompt
+from agon.tasks.base import Problem, Task
+
+REWARD_NAME = "correctness"
+
+
+@dataclass
+class GRPOSettings:
+    """What the baseline needs from the config; each field maps to one GRPOConfig field."""
+
+    steps: int = 50
+    problems_per_step: int = 8
+    num_generations: int = 8
+    learning_rate: float = 1e-5
+    weight_decay: float = 0.0
+    lr_scheduler: str = "constant_with_warmup"
+    warmup_steps: int = 0
+    max_grad_norm: float = 1.0
+    loss_type: str = "dapo"
+    beta: float = 0.0
+    kl_ratio_correction: bool = True
+    epsilon: float = 0.2
+    epsilon_high: float | None = None
+    num_iterations: int = 1
+    scale_rewards: str = "group"
+    temperature: float = 1.0
+    top_p: float = 1.0
+    micro_batch_size: int = 64
+    max_new_tokens: int = 256
+    checkpoint_every: int = 10
+    keep_checkpoints: int = 2
+    report_to: list[str] = field(default_factory=list)
+    gradient_checkpointing: bool = False
+    use_vllm: bool = False
+    vllm_mode: str = "colocate"
+    vllm_server_base_url: str | None = None
+    extra: dict = field(default_factory=dict)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.loss_type not in ("dapo", "dr_grpo", "grpo"):
+            raise ValueError(f"train.loss_type {self.loss_type!r}: expected dapo, dr_grpo or grpo")
+        if self.num_generations < 2:
+            raise ValueError("train.num_generations must be >= 2: GRPO's advantage needs a group")
+
+    @classmethod
+    def from_config(cls, config: dict, family: dict, seed: int = 0) -> "GRPOSettings":
+        """From a validated config (``train`` + ``grpo`` sections) and a family row."""
+        tr, gr = config["train"], config["grpo"]
+        names = {f.name for f in cls.__dataclass_fields__.values()}
+        kw = {k: v for k, v in tr.items() if k in names}
+        kw.update({k: v for k, v in gr.items() if k in names})
+        bad = sorted(set(gr.get("extra", {})) - _grpo_config_fields())
+        if bad:
+            raise ValueError(f"grpo.extra: {bad} are not GRPOConfig fields")
+        return cls(**kw, max_new_tokens=family["max_new_tokens"], seed=seed)
+
+    def batch_shape(self) -> tuple[int, int]:
+        """(per-device batch, gradient accumulation) so one optimizer step sees P x G completions."""
+        total = self.problems_per_step * self.num_generations
+        per_device = min(total, self.micro_batch_size)
+        # the micro-batch must split the step evenly and hold whole groups
+        while total % per_device or per_device % self.num_generations:
+            per_device -= 1
+            if per_device < self.num_generations:
+                return total, 1
+        return per_device, total // per_device
+
+    def grpo_config(self, output_dir: str | Path, bf16: bool = False, chat_template_kwargs: dict | None = None) -> Any:
+        """The TRL GRPOConfig of this run."""
+        import torch
+        from trl import GRPOConfig
+
+        per_device, accum = self.batch_shape()
+        kw = dict(
+            output_dir=str(output_dir),
+            max_steps=self.steps,
+            per_device_train_batch_size=per_device,
+            gradient_accumulation_steps=accum,
+            num_generations=self.num_generations,
+            max_completion_length=self.max_new_tokens,
+            learning_rate=self.learning_rate,
+            weight_decay=self.weight_decay,
+            lr_scheduler_type=self.lr_scheduler,
+            warmup_steps=self.warmup_steps,
+            max_grad_norm=self.max_grad_norm,
+            loss_type=self.loss_type,
+            beta=self.beta,
+            use_bias_correction_kl=self.kl_ratio_correction,
+            epsilon=self.epsilon,
+            epsilon_high=self.epsilon_high,
+            num_iterations=self.num_iterations,
+            scale_rewards=self.scale_rewards,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=0,  # no top-k: the same sampling distribution as the duel trainer's engine
+            disable_dropout=True,  # as the duel trainer
+            gradient_checkpointing=self.gradient_checkpointing,
+            use_vllm=self.use_vllm,
+            vllm_mode=self.vllm_mode,
+            vllm_server_base_url=self.vllm_server_base_url,
+            chat_template_kwargs=chat_template_kwargs or None,
+            bf16=bf16,
+            use_cpu=not torch.cuda.is_available(),
+            seed=self.seed,
+            data_seed=self.seed,
+            logging_steps=1,
+            save_strategy="steps" if self.checkpoint_every else "no",
+            save_steps=self.checkpoint_every or self.steps,
+            save_total_limit=self.keep_checkpoints or None,
+            report_to=list(self.report_to) or "none",
+            log_completions=False,
+        )
+        kw.update(self.extra)
+        return GRPOConfig(**kw)
+
+
+def _grpo_config_fields() -> set[str]:
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    return {f.name for f in dataclasses.fields(GRPOConfig)}
+
+
+def prompt_dataset(task: Task, split: str = "train", system_prompt: str | None = None) -> Any:
+    """A datasets.Dataset of conversational prompts (the task's solve prompt, persona first)."""
+    from datasets import Dataset
+
+    rows = [{"prompt": with_system_prompt(task.solve_prompt(p), system_prompt), "problem_id": p.id} for p in task.problems(split)]
+    if not rows:
+        raise ValueError(f"task {task.name!r} has no {split!r} problems")
+    return Dataset.from_list(rows)
+
+
+def completion_text(completion: Any) -> str:
+    """The text of a TRL completion: a string, or a conversational list of messages."""
+    if isinstance(completion, str):
+        return completion
+    return "".join(m.get("content", "") if isinstance(m.get("content"), str) else str(m.get("content")) for m in completion)
+
+
+def make_reward_fn(task: Task, problems: Sequence[Problem]):
+    """A TRL reward function that grades with ``task.grade``: 1.0, 0.0, or None (cannot score)."""
+    by_id = {p.id: p for p in problems}
+
+    def correctness(prompts: list, completions: list, problem_id: list[str], **kwargs: Any) -> list[float | None]:
+        verdicts = task.grade([by_id[i] for i in problem_id], [completion_text(c) for c in completions])
+        return [None if v.correct is None else float(v.correct) for v in verdicts]
+
+    correctness.__name__ = REWARD_NAME
+    return correctness
+
+
+def _aliases(name: str, logs: dict, completions_per_step: int) -> dict:
+    """The duel trainer's metric names for TRL's logs (one schema for the report)."""
+    get = logs.get
+    out = {
+        f"{name}/drafter/correct": get(f"rewards/{REWARD_NAME}/mean"),
+        f"{name}/drafter/reward": get("reward"),
+        f"{name}/drafter/frac_zero_spread": get("frac_reward_zero_std"),
+        f"{name}/drafter/mean_length": get("completions/mean_length"),
+        f"{name}/drafter/truncated": get("completions/clipped_ratio"),
+        f"{name}/entropy": get("entropy"),
+        f"{name}/kl": get("kl"),
+        f"{name}/grad_norm": get("grad_norm"),
+        f"{name}/loss": get("loss"),
+        f"{name}/lr": get("learning_rate"),
+    }
+    if get("completions/mean_length") is not None:
+        out[f"{name}/drafter/tokens"] = float(get("completions/mean_length")) * completions_per_step
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _metrics_callback(path: Path, name: str, completions_per_step: int):
+    from transformers import TrainerCallback
+
+    class JsonlMetrics(TrainerCallback):
+        """Append each logged step to ``path`` as JSON (TRL's keys under NAME/trl/, plus aliases)."""
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not logs or "train_runtime" in logs:  # the end-of-training summary is not a step
+                return
+            row = {"step": state.global_step - 1, **_aliases(name, logs, completions_per_step)}
+            row.update({f"{name}/trl/{k}": v for k, v in logs.items() if isinstance(v, (int, float))})
+            with open(path, "a") as f:
+                f.write(json.dumps(row) + "\n")
+
+    return JsonlMetrics()
+
+
+def train_grpo(config: dict, fam: dict, task: Task, settings: GRPOSettings, row: str, out_model: Path, work_dir: Path) -> dict:
+    """Train the family's model ``row`` ("a" or "b") alone with GRPO; save it to ``out_model``.
+
+    Checkpoints go to ``work_dir`` (TRL's own); a rerun resumes from the last one. Returns
+    {steps, tokens_generated, metrics path}.
+    """
+    import torch
+    from transformers.trainer_utils import get_last_checkpoint
+    from trl import GRPOTrainer
+
+    from agon.checkpoint import truncate_jsonl
+    from agon.engines.hf import load_model, load_tokenizer
+
+    name = row.upper()
+    mrow = fam[f"model_{row}"]
+    work_dir.mkdir(parents=True, exist_ok=True)
+    tok = load_tokenizer(mrow["model"], revision=mrow.get("revision"))
+    model = load_model(mrow["model"], dtype=fam["dtype"], revision=mrow.get("revision"))
+    bf16 = fam["dtype"] == "bfloat16" and torch.cuda.is_available()
+    args = settings.grpo_config(work_dir, bf16=bf16, chat_template_kwargs=mrow.get("chat_template_kwargs"))
+    dataset = prompt_dataset(task, "train", mrow.get("system_prompt"))
+    metrics = work_dir / "metrics.jsonl"
+    last = get_last_checkpoint(str(work_dir)) if work_dir.is_dir() else None
+    resumed_step = int(last.rsplit("-", 1)[1]) if last else 0
+    truncate_jsonl(metrics, keep=lambda r: r.get("step", -1) < resumed_step)
+    per_step = settings.problems_per_step * settings.num_generations
+    trainer = GRPOTrainer(
+        model=model, reward_funcs=[make_reward_fn(task, task.problems("train"))], args=args, train_dataset=dataset,
+        processing_class=tok, callbacks=[_metrics_callback(metrics, name, per_step)],
+    )
+    trainer.train(resume_from_checkpoint=last)
+    from agon.train_cli import _save_model
+
+    _save_model(trainer.model, tok, out_model)
+    rows = [json.loads(x) for x in metrics.read_text().splitlines() if x.strip()]
+    return {"steps": len(rows), "tokens_generated": sum(r.get(f"{name}/drafter/tokens", 0.0) for r in rows), "metrics": str(metrics)}
+
+
+def merge_metrics(paths: Sequence[Path], out: Path) -> None:
+    """Merge per-model metrics files into one row per step (A/... and B/... side by side)."""
+    from agon.provenance import atomic_write_text
+
+    by_step: dict[int, dict] = {}
+    for p in paths:
+        for line in Path(p).read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                by_step.setdefault(r["step"], {"step": r["step"]}).update(r)
+    for r in by_step.values():
+        r["tokens_generated"] = sum(v for k, v in r.items() if k.endswith("/drafter/tokens") and isinstance(v, (int, float)) and math.isfinite(v))
+    atomic_write_text(out, "".join(json.dumps(by_step[s]) + "\n" for s in sorted(by_step)))
+
+
+def train_pair(config: dict, fam: dict, task_name: str, settings: GRPOSettings, out: Path) -> dict:
+    """`agon train --method grpo`: A and B each trained alone with GRPO (for grpo and grpo_cascade)."""
+    from agon.evaluate import task_from_config
+
+    task = task_from_config(config, task_name)
+    results = {}
+    try:
+        for row in ("a", "b"):
+            results[row.upper()] = train_grpo(config, fam, task, settings, row, out / row.upper(), out / "checkpoints" / f"grpo_{row.upper()}")
+    finally:
+        task.close()
+    merge_metrics([Path(r["metrics"]) for r in results.values()], out / "metrics.jsonl")
+    return {
+        "steps": max(r["steps"] for r in results.values()),
+        "A/tokens_generated": results["A"]["tokens_generated"],
+        "B/tokens_generated": results["B"]["tokens_generated"],
+        "tokens_generated": sum(r["tokens_generated"] for r in results.values()),
+        "grpo_settings": asdict(settings),
+    }
+
+
+__all__ = ["GRPOSettings", "completion_text", "make_reward_fn", "merge_metrics", "prompt_dataset", "train_grpo", "train_pair"]
