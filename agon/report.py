@@ -184,6 +184,9 @@ METRIC_KEYS = {
     "tokens": "tokens_generated",  # generated this step (summed over both models)
     "tokens_total": "tokens_generated_total",  # cumulative; preferred when present
     "hard_pass1": ("eval/hard_pass@1/{model}", "hard_pass@1/{model}"),
+    # fallback when a trainer logs no hard-split evaluations: the model's correctness on its
+    # own training drafts (both trainers log it every step); the figure labels it as such
+    "train_correct": "{model}/drafter/correct",
     "win_rate": "duel/win_rate/{model}",
     # else per duel direction, fractions of (draft, read) pairs: "A->B/duel/drafter_wins" etc.
     "direction": r"^(?P<drafter>[^/]+)->(?P<reader>[^/]+)/duel/(?P<outcome>drafter_wins|reader_wins)$",
@@ -532,6 +535,15 @@ def hard_curve(rows: list[dict], model: str) -> tuple[list[float], list[float], 
     return steps, xs, ys
 
 
+def train_curve(rows: list[dict], model: str, smooth: int) -> tuple[list[float], list[float], list[float]]:
+    """(steps, cumulative tokens, smoothed training-draft correctness) of ``model``."""
+    toks = _cumulative_tokens(rows)
+    key = METRIC_KEYS["train_correct"].format(model=model)
+    pts = [(float(r.get(METRIC_KEYS["step"], i)), tok, float(r[key])) for i, (r, tok) in enumerate(zip(rows, toks))
+           if isinstance(r.get(key), (int, float)) and not math.isnan(r[key])]
+    return [p[0] for p in pts], [p[1] for p in pts], _smooth([p[2] for p in pts], smooth)
+
+
 def win_rates(rows: list[dict], model: str) -> tuple[list[float], list[float]]:
     """(steps, win rate of ``model``) per step: the share of its duels it won that step.
 
@@ -570,11 +582,22 @@ def _smooth(y: list[float], window: int) -> list[float]:
     return out
 
 
-def plot_training_curves(config: dict, layout: Layout, methods: Sequence[str], figures_dir: str | Path, meta: dict) -> list[Path]:
+def plot_training_curves(config: dict, layout: Layout, methods: Sequence[str], figures_dir: str | Path, meta: dict,
+                         smooth: int = 5) -> list[Path]:
     """Hard-split pass@1 against step and against generated tokens, Agon vs GRPO, per model.
 
     Two panels (vs step, vs tokens) per (family, task); two (family, task) pairs per row
-    once there are more than two, so the paper config's six pairs fit one page."""
+    once there are more than two, so the paper config's six pairs fit one page. If the
+    trainers logged no hard-split evaluation at all, the curves show each model's
+    correctness on its own training drafts instead, and the figure says so."""
+    split = config["eval"]["split"]
+    runs = {(f["name"], t["name"], m, seed): read_jsonl(layout.train_metrics(f["name"], t["name"], m, seed))
+            for f in config["families"] for t in config["tasks"] for m in methods for seed in config["seeds"]}
+    use_hard = any(hard_curve(rows, model)[2] for rows in runs.values() for model in ("A", "B"))
+
+    def curve(rows: list[dict], model: str):
+        return hard_curve(rows, model) if use_hard else train_curve(rows, model, smooth)
+
     plt = _style()
     pairs = [(f["name"], t["name"]) for f in config["families"] for t in config["tasks"]]
     per_row = 1 if len(pairs) <= 2 else 2
@@ -587,29 +610,32 @@ def plot_training_curves(config: dict, layout: Layout, methods: Sequence[str], f
         for m in methods:
             for model, style in (("A", "-"), ("B", "--")):
                 for j, seed in enumerate(config["seeds"]):
-                    rows = read_jsonl(layout.train_metrics(f, t, m, seed))
-                    steps, toks, ys = hard_curve(rows, model)
+                    steps, toks, ys = curve(runs[(f, t, m, seed)], model)
                     if not ys:
                         continue
-                    kw = {"color": COLORS[m], "ls": style, "lw": 1.0, "marker": "o", "ms": 2, "alpha": 1.0 if j == 0 else 0.5}
+                    kw = {"color": COLORS[m], "ls": style, "lw": 1.0, "alpha": 1.0 if j == 0 else 0.5}
+                    if use_hard:
+                        kw.update(marker="o", ms=2)
                     (line,) = ax_step.plot(steps, [100 * y for y in ys], **kw)
                     ax_tok.plot(toks, [100 * y for y in ys], **kw)
                     handles.setdefault(f"{m} {model}", line)
                     drawn += 1
         for ax, xl in ((ax_step, "training step"), (ax_tok, "tokens generated")):
             ax.set_xlabel(xl)
-            ax.set_ylabel("pass@1 (%)")
+            ax.set_ylabel("pass@1 (%)" if use_hard else "correct drafts (%)")
             ax.set_title(f"{f} / {t}")
             ax.grid(lw=0.3, alpha=0.6)
             if not drawn:
-                ax.text(0.5, 0.5, f"no {config['eval']['split']}-split evaluations\nin metrics.jsonl", ha="center", va="center",
-                        transform=ax.transAxes)
+                ax.text(0.5, 0.5, "no curves\nin metrics.jsonl", ha="center", va="center", transform=ax.transAxes)
     for ax in axes.flat[2 * len(pairs):]:
         ax.axis("off")
+    what = (f"{split}-split pass@1 during training" if use_hard else
+            f"correctness of each model's own training drafts ({smooth}-step mean; no {split}-split evaluations were logged)")
     if handles:
         fig.legend(handles.values(), handles.keys(), loc="upper center", ncol=len(handles), frameon=False,
-                   title=f"{config['eval']['split']}-split pass@1 during training (model A solid, B dashed; seeds after the first faded)")
-    fig.tight_layout(rect=(0, 0, 1, 0.93 if nrows == 1 else 1 - 0.35 / (2.0 * nrows)))
+                   title=f"{what}\nmodel A solid, B dashed; seeds after the first faded")
+    legend_in = 0.6  # room for the two-line legend above the panels
+    fig.tight_layout(rect=(0, 0, 1, 1 - legend_in / fig.get_size_inches()[1]))
     paths = _save(fig, figures_dir, "training_curves", meta)
     plt.close(fig)
     return paths
@@ -666,7 +692,7 @@ def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, lis
     written["md"] = [atomic_write_text(layout.table_md(), table_markdown(rows, systems, chash))]
     figs = plot_pass1(rows, systems, layout.figures_dir, meta)
     if "training_curves" in layout.figure_names(trained):
-        figs += plot_training_curves(config, layout, trained, layout.figures_dir, meta)
+        figs += plot_training_curves(config, layout, trained, layout.figures_dir, meta, smooth)
     if "duel_dynamics" in layout.figure_names(trained):
         figs += plot_duel_dynamics(config, layout, layout.figures_dir, meta, smooth)
     written["figures"] = figs

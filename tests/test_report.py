@@ -239,3 +239,20 @@ def test_systems_follow_methods():
     assert systems_for_methods(ALL_METHODS) == list(SYSTEMS)
     with pytest.raises(ValueError, match="unknown"):
         systems_for_methods(["base", "nope"])
+
+
+def test_training_curves_fall_back_to_training_correctness(tmp_path):
+    """Without hard-split evaluations in metrics.jsonl the figure still has curves (labelled)."""
+    from agon.report import train_curve
+
+    rows = [{"step": i, "tokens_generated": 5, "A/drafter/correct": i / 10} for i in range(10)]
+    steps, toks, ys = train_curve(rows, "A", smooth=2)
+    assert steps == [float(i) for i in range(10)] and toks[-1] == 50.0
+    assert ys[3] == pytest.approx((0.2 + 0.3) / 2)
+    cfg = make_config(tmp_path / "results", seeds=(0,), methods=["base", "agon"])
+    layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
+    write_synthetic(cfg, layout, n_problems=5)
+    Path(layout.train_metrics("fam1", "arith", "agon", 0)).write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    written = build_report(cfg, layout)
+    assert (Path(layout.figures_dir) / "training_curves.png").stat().st_size > 10_000
+    assert len(written["figures"]) == 6
