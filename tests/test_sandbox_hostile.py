@@ -224,6 +224,7 @@ def test_marker_scan_kills_escapees():
     marker = "test" + os.urandom(4).hex()
     env = {**os.environ, core._MARKER_VAR: marker}
     p = psutil.Popen(["sleep", "1000"], env=env, start_new_session=True)
+    time.sleep(0.2)  # until exec: before it, /proc shows the environment of this process
     killed = core._kill_marked(marker)
     p.wait(timeout=5)
     assert [k.pid for k in killed] == [p.pid]
@@ -240,3 +241,14 @@ def test_leftover_check_can_fail():
     finally:
         p.kill()
         p.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the uid sweep is the root fallback")
+def test_uid_sweep_kills_escapees_without_the_marker():
+    """The root fallback's other last line: every process of the run's uid is killed."""
+    uid = core._uid_slots()._base + core.UID_SLOTS - 2
+    p = psutil.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "1000"], start_new_session=True, env={})
+    time.sleep(0.2)
+    killed = core._kill_uid(uid)
+    p.wait(timeout=5)
+    assert [k.pid for k in killed] == [p.pid]

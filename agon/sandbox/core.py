@@ -30,8 +30,10 @@ Model-written code is hostile until proven otherwise. Every run:
                   before the program runs, refuses sockets, ctypes, and starting other
                   programs (best effort: it guards Python-level calls only). Processes that
                   escape the process group are found afterwards by a per-run marker in their
-                  environment and killed. As root the program still runs under its own uid;
-                  as a normal user it can touch that user's files and processes.
+                  environment, and (as root) every process of the run's own uid is killed.
+                  As root the program still runs under its own uid; as a normal user it can
+                  touch that user's files and processes, and a program that deliberately
+                  escapes the guard (private APIs) and drops the marker can outlive the run.
 
 The verdict of a run (:class:`RunResult.status`) is one of ``ok``, ``timeout``, ``memory``,
 ``runtime_error``, ``output_limit`` or ``sandbox_error`` (the sandbox itself failed: the
@@ -281,6 +283,22 @@ def _kill_tree(proc: subprocess.Popen, marker: str | None) -> None:
     psutil.wait_procs(victims, timeout=2.0)
 
 
+def _kill_uid(uid: int) -> list:
+    """Fallback as root: kill every process of the run's own uid (held by this run alone)."""
+    import psutil
+
+    found = []
+    for p in psutil.process_iter(["uids"]):
+        try:
+            if p.info["uids"] is not None and uid in (p.info["uids"].real, p.info["uids"].effective):
+                p.kill()
+                found.append(p)
+        except psutil.Error:
+            pass
+    psutil.wait_procs(found, timeout=2.0)
+    return found
+
+
 def _kill_marked(marker: str) -> list:
     """Fallback: kill processes whose environment carries this run's marker."""
     import psutil
@@ -363,7 +381,11 @@ def run_program(
             slots.give(uid)
 
 
-def _run_in(tmp, level, uid, code, stdin, timeout_s, memory_mb, python, stdout_cap, stderr_cap, t0) -> RunResult:
+def _run_in(
+    tmp: str, level: str, uid: int | None, code: str, stdin: str, timeout_s: float, memory_mb: int,
+    python: str, stdout_cap: int, stderr_cap: int, t0: float,
+) -> RunResult:
+    """The run itself, in the prepared dir ``tmp`` (see :func:`run_program`)."""
     marker = uuid.uuid4().hex if level == "none" else None
     env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
     if marker is not None:
@@ -392,6 +414,7 @@ def _run_in(tmp, level, uid, code, stdin, timeout_s, memory_mb, python, stdout_c
         for pipe in (proc.stdout, proc.stderr):
             os.set_blocking(pipe.fileno(), False)
             sel.register(pipe.fileno(), selectors.EVENT_READ)
+        os.set_blocking(ready_r, False)
         sel.register(ready_r, selectors.EVENT_READ)
         stdin_fd = proc.stdin.fileno()
         if data:
@@ -455,6 +478,13 @@ def _run_in(tmp, level, uid, code, stdin, timeout_s, memory_mb, python, stdout_c
             returncode = proc.wait()
         if marker is not None:  # fallback: escapees from the process group
             _kill_marked(marker)
+            if uid is not None:  # ... including ones that dropped the marker
+                _kill_uid(uid)
+        if not started:  # the start byte may still sit in the pipe if the loop ended early
+            try:
+                started = bool(os.read(ready_r, 1))
+            except OSError:
+                pass
     finally:
         sel.close()
         os.close(ready_r)
