@@ -1,0 +1,45 @@
+"""``agon-lm-eval``: the ``lm_eval`` command with agon's model types and task YAMLs registered.
+
+Arguments are lm-eval's own. agon's task folder is searched in addition to any
+``--include_path``: lm-eval's CLI takes one path, its ``TaskManager`` a list, so this process's
+``TaskManager`` is given both (a wrapper of its constructor; lm-eval itself is not modified).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+from agon.lm_eval_interop import TASKS_DIR, register
+
+
+def _add_agon_tasks() -> None:
+    """Make every TaskManager of this process also index agon's task YAMLs."""
+    from lm_eval.tasks import TaskManager
+
+    original = TaskManager.__init__
+    if getattr(original, "_agon", False):
+        return
+
+    @functools.wraps(original)
+    def init(self, *args, include_path=None, **kwargs):
+        paths = [] if include_path is None else list(include_path) if isinstance(include_path, (list, tuple)) else [include_path]
+        original(self, *args, include_path=[*paths, TASKS_DIR], **kwargs)
+
+    init._agon = True
+    TaskManager.__init__ = init
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Register agon's models and tasks, then run lm-eval's CLI on ``argv``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    register()
+    _add_agon_tasks()
+    from lm_eval.__main__ import cli_evaluate
+
+    sys.argv = ["lm_eval", *argv]
+    cli_evaluate()
+
+
+if __name__ == "__main__":
+    main()
