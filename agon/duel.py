@@ -639,6 +639,9 @@ def duel_step(task: Task, policies: dict[str, Policy], problems: list[Problem], 
     t_roll = time.perf_counter()
     for name, policy in policies.items():  # 5-6: each model on its own tokens, its own optimizer
         metrics.update({f"{name}/{k}": v for k, v in update(policy, own[name], s).items()})
+        sync = getattr(policy.engine, "sync_weights", None)
+        if sync is not None:  # a vLLM engine holds its own copy of the weights (duel_scale.py)
+            sync(policy.model)
     _summarize_duels(metrics)
     metrics.update({"tokens_generated": tokens, "time/rollout_s": t_roll - t0, "time/update_s": time.perf_counter() - t_roll})
     return metrics

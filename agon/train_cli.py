@@ -93,7 +93,8 @@ def train_agon(config: dict, fam: dict, task_name: str, settings: Any, out: Path
     import torch
 
     from agon import duel
-    from agon.engines.hf import HFEngine, load_model, load_tokenizer
+    from agon.duel_scale import rollout_engine
+    from agon.engines.hf import load_model, load_tokenizer
     from agon.evaluate import task_from_config
 
     torch.manual_seed(settings.seed)
@@ -103,11 +104,9 @@ def train_agon(config: dict, fam: dict, task_name: str, settings: Any, out: Path
         row = fam[f"model_{name.lower()}"]
         tok = load_tokenizer(row["model"], revision=row.get("revision"))
         model = load_model(row["model"], dtype=fam["dtype"], revision=row.get("revision"))
-        engine = HFEngine(
-            model, tok, system_prompt=row.get("system_prompt"), chat_template_kwargs=row.get("chat_template_kwargs"),
-            batch_size=config["train"]["rollout_batch_size"], max_prompt_tokens=fam["max_prompt_tokens"],
-        )
-        policies[name] = duel.make_policy(name, model, engine, settings, pad_token_id=engine.pad_id)
+        engine = rollout_engine(config, fam, name.lower(), model, tok)
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        policies[name] = duel.make_policy(name, model, engine, settings, pad_token_id=pad)
         tokenizers[name] = tok
     t0 = time.time()
     try:

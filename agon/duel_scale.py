@@ -1,0 +1,119 @@
+"""The duel trainer's scale path: vLLM rollouts with weight sync, one server (or engine) per policy.
+
+The algorithm in :mod:`agon.duel` only ever calls ``engine.generate`` and, after a policy's
+update, ``engine.sync_weights(model)`` when the engine has it. On CPU and in the tests the
+engine is :class:`agon.engines.hf.HFEngine` around the live model, so there is nothing to
+sync. On GPUs, two ways (config ``train.backend: vllm``; see ``config/accelerate/README.md``):
+
+- **server** (``agon.servers``: one URL per policy): each policy has its own
+  ``trl vllm-serve --model M --port P`` on its own GPU(s). :class:`ServerRollouts` renders
+  prompts with the same chat template code as the HF engine, sends token ids to the server
+  through TRL's ``VLLMClient``, and after each update pushes the new weights over NCCL
+  (``update_model_params``) and resets the server's prefix cache.
+- **colocate**: a :class:`agon.engines.vllm.VLLMEngine` in the training process per policy
+  (``gpu_memory_utilization`` small enough for two); :class:`ColocatedRollouts` loads the
+  trainer's weights into it in place after each update, as TRL's colocate mode does.
+
+Neither path runs in CI (no GPU); both are small and use only public TRL / vLLM calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agon.engines.base import Completion, Engine, Messages, SamplingParams, render_prompt
+
+
+class ServerRollouts(Engine):
+    """Rollouts from one policy's ``trl vllm-serve``; weights pushed to it after each update."""
+
+    def __init__(self, base_url: str, tokenizer: Any, *, system_prompt: str | None = None, chat_template_kwargs: dict | None = None,
+                 max_prompt_tokens: int | None = None, connection_timeout: float = 600.0, group_port: int = 51216, device: Any = 0):
+        from trl.generation.vllm_client import VLLMClient
+
+        self.tokenizer = tokenizer
+        self.system_prompt = system_prompt
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.max_prompt_tokens = max_prompt_tokens
+        self.client = VLLMClient(base_url=base_url, group_port=group_port, connection_timeout=connection_timeout)
+        self.client.init_communicator(device=device)
+        eos = tokenizer.eos_token_id
+        self.eos_ids = set(eos if isinstance(eos, list) else [eos])
+
+    def encode(self, messages: Messages) -> list[int]:
+        """Prompt ids exactly as :class:`agon.engines.hf.HFEngine` renders them."""
+        return render_prompt(self.tokenizer, messages, self.system_prompt, self.chat_template_kwargs, self.max_prompt_tokens)
+
+    def generate(self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None) -> list[list[Completion]]:
+        """``n`` completions per prompt from the server (token-id prompts, sampled-token logprobs)."""
+        sampling = sampling or SamplingParams()
+        encoded = [self.encode(p) for p in prompts]
+        extra = {"seed": sampling.seed} if sampling.seed is not None else None
+        out = self.client.generate(
+            prompts=encoded, n=n, temperature=max(sampling.temperature, 1e-6), top_p=sampling.top_p, top_k=0,
+            max_tokens=sampling.max_new_tokens, logprobs=0, generation_kwargs=extra,
+        )
+        completions = []
+        for i, prompt in enumerate(encoded):
+            row = []
+            for j in range(n):
+                k = i * n + j  # the server returns the n samples of a prompt together, prompt-major
+                ids = out["completion_ids"][k]
+                stopped = bool(ids) and ids[-1] in self.eos_ids
+                text = self.tokenizer.decode(ids[:-1] if stopped else ids, skip_special_tokens=False)
+                row.append(Completion(text=text, token_ids=list(ids), logprobs=[lp[0] for lp in out["logprobs"][k]],
+                                      prompt_token_ids=list(prompt), finish_reason="stop" if stopped else "length"))
+            completions.append(row)
+        return completions
+
+    def sync_weights(self, model: Any) -> None:
+        """Broadcast the trainer's current weights to the server and drop its stale prefix cache."""
+        self.client.update_model_params(model)
+        self.client.reset_prefix_cache()
+
+    def close(self) -> None:
+        self.client.close_communicator()
+
+
+class ColocatedRollouts(Engine):
+    """A :class:`agon.engines.vllm.VLLMEngine` in the training process, refreshed in place after each update."""
+
+    def __init__(self, engine: Any):
+        self.engine = engine
+
+    def generate(self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None) -> list[list[Completion]]:
+        return self.engine.generate(prompts, n, sampling)
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.engine.tokenizer
+
+    def sync_weights(self, model: Any) -> None:
+        """Load the trainer's parameters into vLLM's model (TRL's colocate sync), then reset the prefix cache."""
+        llm = self.engine.llm
+        runner_model = llm.llm_engine.model_executor.driver_worker.model_runner.model
+        for name, param in model.named_parameters():
+            runner_model.load_weights([(name, param.data)])
+        llm.reset_prefix_cache()
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def rollout_engine(config: dict, fam: dict, row: str, model: Any, tokenizer: Any) -> Engine:
+    """The engine one policy samples with: the live HF model, a vLLM server, or a colocated vLLM."""
+    mrow = fam[f"model_{row}"]
+    common = dict(system_prompt=mrow.get("system_prompt"), chat_template_kwargs=mrow.get("chat_template_kwargs"), max_prompt_tokens=fam["max_prompt_tokens"])
+    tr = config["train"]
+    if tr["backend"] == "hf":
+        from agon.engines.hf import HFEngine
+
+        return HFEngine(model, tokenizer, batch_size=tr["rollout_batch_size"], **common)
+    servers = (config.get("agon") or {}).get("servers") or {}
+    if servers.get(row.upper()):
+        return ServerRollouts(servers[row.upper()], tokenizer, **common, device=getattr(model, "device", 0))
+    from agon.engines.vllm import VLLMEngine
+
+    # two colocated engines share the GPU with two trained models: each takes a small share
+    return ColocatedRollouts(VLLMEngine(mrow["model"], tokenizer, dtype=fam["dtype"], gpu_memory_utilization=tr["vllm_gpu_memory_utilization"], **common))
