@@ -77,6 +77,16 @@ def test_greedy_is_batch_invariant_and_seeds_reproduce(tiny):
     assert torch.rand(1) == expected
 
 
+def test_checkpoint_generation_defaults_do_not_leak(tiny):
+    """A checkpoint's own sampling defaults (Qwen3 ships top_k=20, temperature 0.6) are ignored."""
+    engine = HFEngine(tiny["qwen3"], dtype="float32", device="cpu", batch_size=4)
+    s = SamplingParams(max_new_tokens=6, temperature=1.0, seed=2)
+    before = _ids(engine.generate(PROMPTS, n=2, sampling=s))
+    g = engine.model.generation_config
+    g.top_k, g.temperature, g.top_p, g.repetition_penalty, g.min_p, g.no_repeat_ngram_size = 1, 0.05, 0.1, 5.0, 0.5, 1
+    assert _ids(engine.generate(PROMPTS, n=2, sampling=s)) == before
+
+
 def test_processed_logprobs_follow_temperature(qwen):
     s = SamplingParams(max_new_tokens=5, temperature=0.5, seed=1, logprobs="processed")
     c = qwen.generate(PROMPTS[:1], sampling=s)[0][0]

@@ -227,6 +227,15 @@ class HFEngine(Engine):
             temperature=1.0,
             top_p=1.0,
             top_k=0,
+            # generate fills every knob left None from the checkpoint's generation_config:
+            # pin the ones that reshape the distribution to their neutral values
+            repetition_penalty=1.0,
+            min_p=0.0,
+            typical_p=1.0,
+            epsilon_cutoff=0.0,
+            eta_cutoff=0.0,
+            no_repeat_ngram_size=0,
+            min_new_tokens=0,
             eos_token_id=self.eos_ids,
             pad_token_id=self.pad_id,
             stop_strings=list(sampling.stop) or None,

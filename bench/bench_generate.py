@@ -1,0 +1,88 @@
+"""Generation throughput: the transformers engine at batch 64 against batch 1, same model, one run.
+
+The model is a toy-sized Qwen3 (the toy world's shape, DESIGN.md §5: hidden 96, 3 layers, 4
+heads, 2 kv heads) with random weights and the tiny test tokenizer, so the benchmark needs
+nothing built beforehand. 64 arithmetic prompts of mixed lengths are decoded greedily twice:
+one generate call with ``batch_size=64``, and with ``batch_size=1`` (64 sequential decodes).
+Both runs must give identical outputs (left padding and the KV cache change nothing), else the
+benchmark fails; the metric is tokens/s at 64 over tokens/s at 1.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TARGETS = {"generate.batch64_over_batch1": (">=", 20.0)}
+
+# the toy world's model shape (DESIGN.md §5)
+TOY_SHAPE = dict(hidden_size=96, intermediate_size=192, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=24)
+N_PROMPTS = 64
+MAX_NEW_TOKENS = 48  # the toy family's max_new_tokens (config/config.yaml)
+INIT_RANGE = 0.2  # peakier random logits than the default 0.02, so greedy has few near-ties
+
+
+def _build(path: Path) -> Path:
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen3Config
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from tiny_models import build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer("qwen", path)
+    config = Qwen3Config(vocab_size=len(tok), max_position_embeddings=512, tie_word_embeddings=True, initializer_range=INIT_RANGE,
+                         pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, **TOY_SHAPE)
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config, dtype=torch.float32).save_pretrained(path)
+    return path
+
+
+def _prompts() -> list[list[dict]]:
+    rng = random.Random(0)
+    out = []
+    for _ in range(N_PROMPTS):
+        steps = " ".join(f"{rng.choice('+-*')} {rng.randint(1, 6)}" for _ in range(rng.randint(1, 6)))
+        out.append([{"role": "user", "content": f"Compute mod 7: {rng.randint(1, 6)} {steps}\n\nSolve the problem. Put your final answer in \\boxed{{}}."}])
+    return out
+
+
+def run() -> dict[str, float]:
+    import torch
+
+    from agon.engines import SamplingParams
+    from agon.engines.hf import HFEngine
+
+    # torch's default threads (all cores) for both runs: batch 64 uses them, batch 1 cannot,
+    # which is the point of batching; AGON_BENCH_THREADS pins a count for comparisons
+    if os.environ.get("AGON_BENCH_THREADS"):
+        torch.set_num_threads(int(os.environ["AGON_BENCH_THREADS"]))
+    greedy = SamplingParams(max_new_tokens=MAX_NEW_TOKENS, temperature=0)
+    prompts = _prompts()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = _build(Path(tmp) / "toy_qwen3")
+        engine = HFEngine(path, dtype="float32", device="cpu", batch_size=N_PROMPTS)
+        engine.generate(prompts[:2], sampling=greedy)  # warm-up: first-call allocations
+        timings = {}
+        outputs = {}
+        for batch in (N_PROMPTS, 1):
+            engine.batch_size = batch
+            t0 = time.perf_counter()
+            out = engine.generate(prompts, sampling=greedy)
+            seconds = time.perf_counter() - t0
+            tokens = sum(len(cs[0].token_ids) for cs in out)
+            timings[batch] = tokens / seconds
+            outputs[batch] = [cs[0].token_ids for cs in out]
+    same = sum(a == b for a, b in zip(outputs[N_PROMPTS], outputs[1]))
+    if same != N_PROMPTS:
+        raise AssertionError(f"greedy outputs differ between batch {N_PROMPTS} and batch 1 for {N_PROMPTS - same} of {N_PROMPTS} prompts")
+    return {
+        "generate.batch64_tokens_per_s": timings[N_PROMPTS],
+        "generate.batch1_tokens_per_s": timings[1],
+        "generate.batch64_over_batch1": timings[N_PROMPTS] / timings[1],
+        "generate.greedy_identical_fraction": same / N_PROMPTS,
+        "generate.threads": float(torch.get_num_threads()),
+    }
