@@ -1,0 +1,343 @@
+"""The toy world's two tasks (DESIGN.md §5): multi-step arithmetic mod 7, and toy programs.
+
+Both are generated from a seed, so they need no download, and both are built for a model of
+about 0.3M parameters trained from scratch in minutes: prompts are short, numbers are single
+tokens, and the difficulty level is the number of operations.
+
+``arith`` (a :class:`~agon.tasks.base.MathTask`, graded by math-verify on the boxed answer):
+a start value and a chain of ``+ - *`` operations with operands 1..6, evaluated left to right
+and reduced mod 7 after every step. ``4*3+2-5`` is solved as ``4*3=5 5+2=0 0-5=2 \\boxed{2}``.
+
+``toycode`` (a code task: the answer is a Python program reading stdin, graded on hidden test
+inputs): the prompt ``sum x*3+2-5`` asks for a program that reads a line of integers, maps
+each ``x`` through the chain (mod 7 after every step), and prints the sum of the results mod
+7. The gold program is one line per operation, answered as a fenced python block with no
+chain of thought. Since the hidden inputs are never shown, copying the prompt (or printing a
+constant) does not pass; only a program that computes the chain does.
+
+Both tasks have levels 1..``levels`` (number of operations) and a hard split
+(level >= ``hard_min_level``). The test split is drawn first from its own seed stream; the
+train split excludes every test question, so no test problem is ever trained on.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agon.grading.verdict import Verdict
+from agon.tasks.base import SPLITS, Messages, MathTask, Problem, Task
+
+MOD = 7  # the modulus; mod 13 stayed at chance for the 0.3M model (DESIGN.md §5)
+OPS = ("+", "-", "*")
+OPERANDS = tuple(range(1, MOD))  # 0 is left out: `x*0` would erase the whole chain before it
+
+# Reader prompts mark the draft as a rival's, possibly wrong (DESIGN.md §1 step 2), in as few
+# tokens as the tiny model can afford; the tokenizer merges these words into one or two tokens.
+ARITH_SOLVE = "solve: {question}"
+ARITH_READ = "solve: {question}\nrival (may be wrong): {draft}"
+CODE_SOLVE = "code: {question}"
+CODE_READ = "code: {question}\nrival (may be wrong):\n{draft}"
+
+
+def apply_op(a: int, op: str, b: int) -> int:
+    """``a op b`` reduced mod 7."""
+    if op == "+":
+        return (a + b) % MOD
+    if op == "-":
+        return (a - b) % MOD
+    if op == "*":
+        return (a * b) % MOD
+    raise ValueError(f"unknown operation {op!r}; expected one of {OPS}")
+
+
+def chain_text(steps: Sequence[tuple[str, int]], head: str) -> str:
+    """``head`` followed by the operations: ``4*3+2`` for head ``4``, ``x*3+2`` for head ``x``."""
+    return head + "".join(f"{op}{k}" for op, k in steps)
+
+
+def parse_chain(text: str) -> tuple[str, list[tuple[str, int]]]:
+    """Inverse of :func:`chain_text`: the head and the operations of ``4*3+2``."""
+    m = re.fullmatch(r"(x|\d)((?:[-+*]\d)+)", text)
+    if not m:
+        raise ValueError(f"not an operation chain: {text!r}")
+    return m.group(1), [(op, int(k)) for op, k in re.findall(r"([-+*])(\d)", m.group(2))]
+
+
+# ---------------------------------------------------------------------------------------
+# arith
+
+
+@dataclass(frozen=True)
+class ArithStep:
+    """One written step ``lhs op rhs = result`` of a solution (``result`` may be wrong)."""
+
+    lhs: int
+    op: str
+    rhs: int
+    result: int
+
+    @property
+    def correct(self) -> bool:
+        return apply_op(self.lhs, self.op, self.rhs) == self.result
+
+    def text(self) -> str:
+        return f"{self.lhs}{self.op}{self.rhs}={self.result}"
+
+
+def arith_solution(steps: Sequence[ArithStep]) -> str:
+    """The chain-of-thought text of a solution: ``4*3=5 5+2=0 \\boxed{0}``."""
+    final = steps[-1].result if steps else 0
+    return " ".join(s.text() for s in steps) + f" \\boxed{{{final}}}"
+
+
+def parse_arith_steps(text: str) -> list[ArithStep]:
+    """The ``a op b = c`` steps written in a completion (for per-operation error rates)."""
+    return [ArithStep(int(a), op, int(b), int(c)) for a, op, b, c in re.findall(r"(\d+)([-+*])(\d+)=(\d+)", text)]
+
+
+def gold_arith_steps(start: int, ops: Sequence[tuple[str, int]]) -> list[ArithStep]:
+    """The correct steps of a chain."""
+    out, value = [], start
+    for op, k in ops:
+        result = apply_op(value, op, k)
+        out.append(ArithStep(value, op, k, result))
+        value = result
+    return out
+
+
+def _level_of(rng: random.Random, levels: int, hard_min_level: int, hard_fraction: float | None) -> int:
+    """A level 1..levels, uniform, or with ``hard_fraction`` of the mass on the hard levels."""
+    if hard_fraction is None:
+        return rng.randint(1, levels)
+    if rng.random() < hard_fraction:
+        return rng.randint(hard_min_level, levels)
+    return rng.randint(1, max(1, hard_min_level - 1))
+
+
+class _ToySplits:
+    """Shared split logic: a seeded test set, a train set that excludes it, hard = top levels."""
+
+    name = ""
+
+    def __init__(self, n_train: int, n_test: int, levels: int, hard_min_level: int, seed: int, hard_fraction: float | None):
+        if not 1 <= hard_min_level <= levels:
+            raise ValueError(f"{self.name}: hard_min_level must be in 1..levels={levels}, got {hard_min_level}")
+        if n_train < 0 or n_test < 1:
+            raise ValueError(f"{self.name}: need n_train >= 0 and n_test >= 1, got {n_train}, {n_test}")
+        if hard_fraction is not None and not 0.0 <= hard_fraction <= 1.0:
+            raise ValueError(f"{self.name}: hard_fraction must be in [0, 1] or null, got {hard_fraction}")
+        self.n_train, self.n_test = int(n_train), int(n_test)
+        self.levels, self.hard_min_level = int(levels), int(hard_min_level)
+        self.seed, self.hard_fraction = int(seed), hard_fraction
+        self._splits: dict[str, list[Problem]] | None = None
+
+    def sample(self, rng: random.Random, level: int) -> Problem:
+        """One fresh problem of ``level`` drawn with ``rng`` (ids are content hashes)."""
+        raise NotImplementedError
+
+    def test_questions(self) -> frozenset[str]:
+        """Questions of the test split: generators of training data must avoid them."""
+        return frozenset(p.question for p in self.problems("test"))
+
+    def problems(self, split: str) -> list[Problem]:
+        """The problems of ``split``; generated once, deterministic in ``seed``."""
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+        if self._splits is None:
+            # separate streams, so changing n_train never changes the test set
+            test_rng = random.Random(f"{self.name}-test-{self.seed}")
+            test, seen = [], set()
+            for _ in range(self.n_test * 50):
+                if len(test) == self.n_test:
+                    break
+                p = self.sample(test_rng, _level_of(test_rng, self.levels, self.hard_min_level, self.hard_fraction))
+                if p.question not in seen:
+                    seen.add(p.question)
+                    test.append(p)
+            train_rng = random.Random(f"{self.name}-train-{self.seed}")
+            train, tries = [], 0
+            while len(train) < self.n_train:
+                tries += 1
+                if tries > 50 * self.n_train + 1000:
+                    raise RuntimeError(f"{self.name}: cannot draw {self.n_train} train problems disjoint from the test set; lower n_train or raise levels")
+                p = self.sample(train_rng, _level_of(train_rng, self.levels, self.hard_min_level, self.hard_fraction))
+                if p.question not in seen:  # train problems may repeat each other, never a test one
+                    train.append(p)
+            hard = [p for p in test if p.difficulty >= self.hard_min_level]
+            train_hard = [p for p in train if p.difficulty >= self.hard_min_level]
+            self._splits = {"train": train, "test": test, "hard": hard, "train_hard": train_hard}
+        return list(self._splits[split])
+
+
+class ArithTask(_ToySplits, MathTask):
+    """Multi-step arithmetic mod 7 with chain-of-thought solutions and a boxed answer."""
+
+    name = "arith"
+    version = "1"
+
+    def __init__(
+        self,
+        n_train: int = 5000,
+        n_test: int = 600,
+        levels: int = 6,
+        hard_min_level: int = 5,
+        seed: int = 0,
+        hard_fraction: float | None = None,
+        grading_timeout_s: float = 5.0,
+        grading_workers: int = 0,
+    ):
+        """``n_train`` / ``n_test``: split sizes. ``levels``: operations per problem 1..levels.
+        ``hard_min_level``: the hard split is level >= this. ``seed``: the generator's seed.
+        ``hard_fraction``: share of problems drawn from the hard levels (None: levels uniform)."""
+        MathTask.__init__(self, grading_timeout_s, grading_workers)
+        _ToySplits.__init__(self, n_train, n_test, levels, hard_min_level, seed, hard_fraction)
+
+    def sample(self, rng: random.Random, level: int) -> Problem:
+        """A chain of ``level`` operations from a random start value."""
+        start = rng.randrange(MOD)
+        ops = [(rng.choice(OPS), rng.choice(OPERANDS)) for _ in range(level)]
+        question = chain_text(ops, str(start))
+        answer = gold_arith_steps(start, ops)[-1].result
+        return Problem(id=f"arith-{question}", question=question, answer=str(answer), difficulty=float(level), meta={"start": start, "ops": ops})
+
+    def solve_prompt(self, problem: Problem) -> Messages:
+        """``solve: 4*3+2-5``: short, since every prompt token costs the tiny model."""
+        return [{"role": "user", "content": ARITH_SOLVE.format(question=problem.question)}]
+
+    def reader_prompt(self, problem: Problem, draft: str) -> Messages:
+        """The problem, then the rival's draft marked as possibly wrong."""
+        return [{"role": "user", "content": ARITH_READ.format(question=problem.question, draft=draft.strip())}]
+
+    @staticmethod
+    def solution(problem: Problem) -> str:
+        """The gold chain-of-thought solution."""
+        return arith_solution(gold_arith_steps(problem.meta["start"], problem.meta["ops"]))
+
+
+# ---------------------------------------------------------------------------------------
+# toycode
+
+CODE_HEAD = "s=0\nfor x in map(int,input().split()):\n"
+CODE_TAIL = " s=(s+x)%7\nprint(s)"
+_CODE_LINE = re.compile(r"^ x=\(x([-+*])(\d+)\)%7$")
+
+
+def code_line(op: str, k: int) -> str:
+    """The program line of one operation: `` x=(x*3)%7``."""
+    return f" x=(x{op}{k})%7"
+
+
+def code_program(lines: Sequence[str]) -> str:
+    """A whole answer: the fixed head, one line per operation, the fold, in a python fence."""
+    body = CODE_HEAD + "".join(line + "\n" for line in lines) + CODE_TAIL
+    return f"```python\n{body}\n```"
+
+
+def parse_code_lines(program: str) -> list[tuple[str, int] | None]:
+    """The operation of each line between the loop head and the fold (None: not an op line)."""
+    out = []
+    for line in program.splitlines():
+        if line.startswith(" x="):
+            m = _CODE_LINE.match(line)
+            out.append((m.group(1), int(m.group(2))) if m else None)
+    return out
+
+
+def reference_output(ops: Sequence[tuple[str, int]], stdin: str) -> str:
+    """What the gold program prints for ``stdin`` (computed here, never by running code)."""
+    total = 0
+    for tok in stdin.split():
+        x = int(tok)
+        for op, k in ops:
+            x = apply_op(x, op, k)
+        total = (total + x) % MOD
+    return str(total)
+
+
+class ToyCodeTask(_ToySplits, Task):
+    """Write a Python program that maps each input integer through a chain mod 7 and sums."""
+
+    name = "toycode"
+    kind = "code"
+    version = "1"
+
+    def __init__(
+        self,
+        n_train: int = 5000,
+        n_test: int = 600,
+        levels: int = 6,
+        hard_min_level: int = 5,
+        seed: int = 0,
+        hard_fraction: float | None = None,
+        n_tests: int = 4,
+        input_len: tuple[int, int] = (3, 6),
+        input_max: int = 30,
+        grading_timeout_s: float = 5.0,
+        grading_workers: int = 0,
+        memory_mb: int = 512,
+    ):
+        """Split params as :class:`ArithTask`. ``n_tests``: hidden tests per problem.
+        ``input_len``: (min, max) integers per test input. ``input_max``: inputs are 0..this.
+        ``grading_timeout_s``: per-program wall-clock limit. ``grading_workers``: sandbox
+        workers (0 = one per core). ``memory_mb``: address-space cap of a graded program."""
+        _ToySplits.__init__(self, n_train, n_test, levels, hard_min_level, seed, hard_fraction)
+        if n_tests < 1 or not 1 <= input_len[0] <= input_len[1] or input_max < 1:
+            raise ValueError(f"toycode: bad test settings n_tests={n_tests}, input_len={input_len}, input_max={input_max}")
+        self.n_tests, self.input_len, self.input_max = int(n_tests), tuple(input_len), int(input_max)
+        self.grading_timeout_s, self.grading_workers, self.memory_mb = float(grading_timeout_s), int(grading_workers), int(memory_mb)
+        self._pool = None
+
+    def sample(self, rng: random.Random, level: int) -> Problem:
+        """A chain of ``level`` operations and ``n_tests`` hidden inputs with expected outputs."""
+        ops = [(rng.choice(OPS), rng.choice(OPERANDS)) for _ in range(level)]
+        question = "sum " + chain_text(ops, "x")
+        tests = []
+        for _ in range(self.n_tests):
+            stdin = " ".join(str(rng.randint(0, self.input_max)) for _ in range(rng.randint(*self.input_len))) + "\n"
+            tests.append((stdin, reference_output(ops, stdin)))
+        return Problem(id=f"toycode-{question[4:]}", question=question, answer=json.dumps(tests), difficulty=float(level), meta={"ops": ops, "tests": tests})
+
+    def solve_prompt(self, problem: Problem) -> Messages:
+        """``code: sum x*3+2-5``."""
+        return [{"role": "user", "content": CODE_SOLVE.format(question=problem.question)}]
+
+    def reader_prompt(self, problem: Problem, draft: str) -> Messages:
+        """The problem, then the rival's draft program marked as possibly wrong."""
+        return [{"role": "user", "content": CODE_READ.format(question=problem.question, draft=draft.strip())}]
+
+    @staticmethod
+    def solution(problem: Problem) -> str:
+        """The gold program."""
+        return code_program([code_line(op, k) for op, k in problem.meta["ops"]])
+
+    def grade(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
+        """All hidden tests must pass in :mod:`agon.sandbox`; no python block is ``no_answer``.
+
+        The program is extracted by :func:`agon.tasks.code.extract_code` (the last fenced
+        python block), as for every code task.
+        """
+        if len(problems) != len(completions):
+            raise ValueError(f"{len(problems)} problems for {len(completions)} completions")
+        from agon.sandbox import SandboxPool
+        from agon.tasks.code import extract_code
+
+        codes = [extract_code(str(c)) for c in completions]
+        tests = [[tuple(t) for t in json.loads(p.answer)] for p in problems]
+        todo = [i for i, c in enumerate(codes) if c is not None and c.strip()]
+        verdicts: list[Verdict] = [Verdict(False, "no_answer", None, 0.0, "no fenced python block")] * len(codes)
+        if todo:
+            if self._pool is None:
+                self._pool = SandboxPool(self.grading_workers)
+            graded = self._pool.grade([codes[i] for i in todo], [tests[i] for i in todo], self.grading_timeout_s, self.memory_mb)
+            for i, v in zip(todo, graded):
+                verdicts[i] = v
+        return verdicts
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+        self._pool = None

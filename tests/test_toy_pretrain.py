@@ -1,0 +1,174 @@
+"""Toy pretraining: mistake injection, both roles in the data, the guard, determinism, and the
+real `agon toy pretrain` entry point at a reduced scale (seconds, not minutes)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from agon.config import load_config
+from agon.toy.pretrain import (
+    Mistake,
+    SFTStream,
+    build_model,
+    make_example,
+    make_tasks,
+    misread,
+    tokenizer_corpus,
+    train_one,
+    written_arith_steps,
+    written_code_lines,
+)
+from agon.toy.tasks import ArithTask, ToyCodeTask, parse_code_lines
+from agon.toy.tokenizer import build_tokenizer
+
+TASK_ROWS = [
+    {"name": "arith", "params": {"n_train": 50, "n_test": 60, "seed": 0}},
+    {"name": "toycode", "params": {"n_train": 50, "n_test": 60, "seed": 0}},
+]
+# a reduced world: a 2-layer 32-wide model, 12 steps, 6 hard problems per task in the gates
+REDUCED = {
+    "tasks": TASK_ROWS,
+    "toy": {
+        "tokenizer": {"corpus_examples": 200},
+        "model": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2},
+        "train": {"steps": 12, "batch_size": 8, "parallel": False, "log_every": 0},
+        "guard": {"max_loss_check": 100.0, "max_loss_final": 100.0, "retries": 0},
+        "gates": {"max_problems": 6, "max_new_tokens": 24, "batch_size": 16},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def config():
+    return load_config("config/config.yaml", REDUCED)
+
+
+@pytest.fixture(scope="module")
+def tasks(config):
+    return make_tasks({r["name"]: r["params"] for r in config["tasks"]})
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tasks, config):
+    return build_tokenizer(tokenizer_corpus(tasks, config["toy"]["tokenizer"]["corpus_examples"]), config["toy"]["tokenizer"]["vocab_size"])
+
+
+def test_a_mistake_misreads_only_its_operation_and_operands():
+    always = Mistake("*", (5, 6), arith_rate=1.0, code_rate=1.0)
+    rng = random.Random(0)
+    ops = [("*", 5), ("+", 5), ("*", 2), ("*", 6)]
+    steps = written_arith_steps(1, ops, rng, always)
+    assert [s.correct for s in steps] == [False, True, True, False]
+    assert steps[0].result == (1 * misread(5)) % 7 and steps[1].lhs == steps[0].result  # chain goes on from it
+    assert written_code_lines(ops, rng, always) == [("*", misread(5)), ("+", 5), ("*", 2), ("*", misread(6))]
+    never = Mistake("*", (5, 6), arith_rate=0.0, code_rate=0.0)
+    assert all(s.correct for s in written_arith_steps(1, ops, rng, never))
+
+
+def test_a_reader_keeps_the_drafts_correct_steps_and_redoes_the_rest():
+    own = Mistake("-", (1, 2, 3, 4, 5, 6), arith_rate=1.0, code_rate=1.0)  # always wrong on '-'
+    rng = random.Random(1)
+    ops = [("-", 3), ("*", 2), ("-", 1)]
+    draft = written_arith_steps(6, ops, rng, Mistake("*", (2,), 1.0, 1.0))  # right, wrong, ...
+    read = written_arith_steps(6, ops, rng, own, keep=draft)
+    assert draft[0].correct and read[0] == draft[0]  # kept: the reader alone would get it wrong
+    assert not draft[1].correct and read[1].correct  # redone
+    lines = written_code_lines(ops, rng, own, keep=[("-", 3), ("*", 5), None])
+    assert lines[0] == ("-", 3) and lines[1] == ("*", 2) and lines[2] == ("-", misread(1))
+
+
+def test_sft_data_holds_both_roles_and_never_a_test_question(config, tasks):
+    cfg = config["toy"]
+    stream = SFTStream(tasks, cfg, Mistake.from_config(cfg["models"]["A"]["mistake"]), Mistake.from_config(cfg["models"]["B"]["mistake"]), seed=5)
+    examples = [stream.example(1.0) for _ in range(300)]
+    contents = [p[0]["content"] for p, _ in examples]
+    assert any(c.startswith("solve: ") and "rival" not in c for c in contents)
+    assert any(c.startswith("solve: ") and "rival" in c for c in contents)
+    assert any(c.startswith("code: ") and "rival" not in c for c in contents)
+    assert any(c.startswith("code: ") and "rival" in c for c in contents)
+    test_q = {p.question for t in tasks.values() for p in t.problems("test")}
+    assert not {c.split("\n")[0].split(": ", 1)[1] for c in contents} & test_q
+    # early in training the curriculum caps the level
+    early = [stream.example(0.0) for _ in range(100)]
+    assert max(len(parse_code_lines(t)) if p[0]["content"].startswith("code") else t.count("=") for p, t in early) <= cfg["train"]["curriculum_start_level"]
+
+
+def test_same_seed_same_data_and_same_weights(config, tasks, tokenizer):
+    import torch
+
+    cfg = config["toy"]
+    a, b = Mistake.from_config(cfg["models"]["A"]["mistake"]), Mistake.from_config(cfg["models"]["B"]["mistake"])
+    s1, s2, s3 = SFTStream(tasks, cfg, a, b, 7), SFTStream(tasks, cfg, a, b, 7), SFTStream(tasks, cfg, a, b, 8)
+    d1, d2, d3 = ([s.example(0.5) for _ in range(50)] for s in (s1, s2, s3))
+    assert d1 == d2 and d1 != d3
+    torch.set_num_threads(1)
+    m1, _ = train_one(cfg, tasks, tokenizer, "A", 7, log=lambda *_: None)
+    m2, _ = train_one(cfg, tasks, tokenizer, "A", 7, log=lambda *_: None)
+    m3, _ = train_one(cfg, tasks, tokenizer, "A", 8, log=lambda *_: None)
+    w1, w2, w3 = m1.state_dict(), m2.state_dict(), m3.state_dict()
+    assert all(torch.equal(w1[k], w2[k]) for k in w1)
+    assert not all(torch.equal(w1[k], w3[k]) for k in w1)
+    assert not all(torch.equal(w1[k], build_model(cfg, tokenizer, 7).state_dict()[k]) for k in w1)  # it trained
+
+
+def test_the_guard_retries_then_fails_loudly(config, tasks, tokenizer, tmp_path):
+    from agon.config import deep_merge
+    from agon.toy.pretrain import train_with_guard
+
+    cfg = deep_merge(config["toy"], {"guard": {"max_loss_check": 0.01, "retries": 1}})
+    logs = []
+    with pytest.raises(RuntimeError, match="did not learn in 2 tries") as err:
+        train_with_guard(cfg, tasks, tokenizer, "B", 0, tmp_path / "B", log=logs.append)
+    assert "max_loss_check" in str(err.value) and sum("retrying" in m for m in logs) == 2
+    assert not (tmp_path / "B").exists()  # nothing half-trained is left behind
+
+
+def test_tokenizer_keeps_numbers_whole_and_has_a_chat_template(tokenizer):
+    ids = tokenizer("4*3=5 \\boxed{5}", add_special_tokens=False)["input_ids"]
+    pieces = [tokenizer.decode([i]) for i in ids]
+    assert "4" in pieces and "3" in pieces and "5" in pieces
+    assert all(not (any(ch.isdigit() for ch in p) and not p.isdigit()) for p in pieces)
+    text = tokenizer.apply_chat_template([{"role": "user", "content": "solve: 1+2"}], tokenize=False, add_generation_prompt=True)
+    assert text == "<|user|>solve: 1+2<|end|><|assistant|>"
+    assert tokenizer.eos_token == "<|end|>" and tokenizer.pad_token == "<|pad|>" and tokenizer.pad_token_id != tokenizer.eos_token_id
+
+
+def test_cli_pretrain_writes_two_models_and_a_report(tmp_path):
+    """The real entry point, reduced: A, B loadable with their tokenizer; the report's gates."""
+    import yaml
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agon.cli import main
+    from agon.config import deep_merge
+
+    with open("config/config.yaml") as f:
+        raw = yaml.safe_load(f)
+    cfg_path = tmp_path / "config.yaml"
+    cfg_path.write_text(yaml.safe_dump(deep_merge(raw, REDUCED)))
+    out = tmp_path / "models"
+    assert main(["toy", "pretrain", "--config", str(cfg_path), "--out", str(out), "--seed", "3"]) == 0
+    for role in ("A", "B"):
+        model = AutoModelForCausalLM.from_pretrained(out / role)
+        tok = AutoTokenizer.from_pretrained(out / role)
+        assert model.config.model_type == "qwen3" and tok.chat_template and tok.eos_token == "<|end|>"
+    report = json.loads((out / "report.json").read_text())
+    assert report["seed"] == 3 and report["provenance"]["seed"] == 3
+    for name in ("arith", "toycode"):
+        row = report["gates"]["tasks"][name]
+        for key in ("A", "B", "cascade_A_drafts_B_reads", "cascade_B_drafts_A_reads"):
+            assert 0.0 <= row[key]["pass@1"] <= 1.0 and row[key]["n"] == 6
+        assert set(row["op_error_rates"]["A"]) == {"+", "-", "*"}
+    assert report["train"]["A"]["seed"] != report["train"]["B"]["seed"]
+    assert report["timing"]["pretrain_wall_seconds"] > 0
+    assert isinstance(report["all_gates_pass"], bool) and report["checks"]
+    assert not (out / ".tokenizer").exists()
+
+
+def test_task_classes_are_what_the_registry_serves(tasks):
+    assert isinstance(tasks["arith"], ArithTask) and isinstance(tasks["toycode"], ToyCodeTask)
+    p = tasks["toycode"].problems("hard")[0]
+    prompt, target = make_example("code_solve", p, tasks["toycode"], random.Random(0), Mistake("+", (), 0, 0), Mistake("+", (), 0, 0), {"draft_clean": 1.0, "draft_slip": 0.0})
+    assert target == ToyCodeTask.solution(p) and prompt == tasks["toycode"].solve_prompt(p)

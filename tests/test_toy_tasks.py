@@ -1,0 +1,122 @@
+"""The toy tasks: seeded splits, prompts, and grading that rewards only a correct answer."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from agon.tasks import get_task
+from agon.toy.tasks import (
+    ArithTask,
+    ToyCodeTask,
+    apply_op,
+    gold_arith_steps,
+    parse_arith_steps,
+    parse_chain,
+    parse_code_lines,
+    reference_output,
+)
+
+
+def test_arith_splits_are_seeded_disjoint_and_hard_is_top_levels():
+    a1 = ArithTask(n_train=300, n_test=120, levels=6, hard_min_level=5, seed=3)
+    a2 = ArithTask(n_train=300, n_test=120, levels=6, hard_min_level=5, seed=3)
+    assert [p.question for p in a1.problems("train")] == [p.question for p in a2.problems("train")]
+    assert [p.id for p in a1.problems("test")] != [p.id for p in ArithTask(n_test=120, seed=4).problems("test")]
+    test_q = {p.question for p in a1.problems("test")}
+    assert len(test_q) == 120  # test questions are unique
+    assert not test_q & {p.question for p in a1.problems("train")}
+    hard = a1.problems("hard")
+    assert hard and all(p.difficulty >= 5 for p in hard)
+    assert {p.id for p in hard} <= {p.id for p in a1.problems("test")}
+    assert all(p.difficulty >= 5 for p in a1.problems("train_hard"))
+    # the test split does not depend on n_train
+    assert [p.id for p in ArithTask(n_train=10, n_test=120, seed=3).problems("test")] == [p.id for p in a1.problems("test")]
+
+
+def test_arith_gold_answer_matches_left_to_right_mod7():
+    task = ArithTask(n_train=0, n_test=50, seed=1)
+    for p in task.problems("test"):
+        head, ops = parse_chain(p.question)
+        value = int(head)
+        for op, k in ops:
+            value = apply_op(value, op, k)
+        assert p.answer == str(value)
+        assert len(ops) == p.difficulty
+        sol = task.solution(p)
+        assert sol.endswith(f"\\boxed{{{value}}}")
+        assert all(s.correct for s in parse_arith_steps(sol))
+
+
+def test_arith_prompts_are_short_and_reader_prompt_holds_problem_and_draft():
+    task = ArithTask(n_train=0, n_test=5)
+    p = task.problems("test")[0]
+    assert task.solve_prompt(p) == [{"role": "user", "content": f"solve: {p.question}"}]
+    (msg,) = task.reader_prompt(p, "1+2=3 \\boxed{3}")
+    assert p.question in msg["content"] and "1+2=3 \\boxed{3}" in msg["content"] and "rival" in msg["content"]
+
+
+def test_arith_grades_through_the_math_pool():
+    task = ArithTask(n_train=0, n_test=6, grading_workers=1)
+    try:
+        probs = task.problems("test")[:3]
+        wrong = str((int(probs[1].answer) + 1) % 7)
+        verdicts = task.grade(probs, [task.solution(probs[0]), f"\\boxed{{{wrong}}}", "no box here"])
+    finally:
+        task.close()
+    assert [v.correct for v in verdicts] == [True, False, False]
+    assert verdicts[2].status == "no_answer"
+
+
+def test_registry_builds_both_tasks_from_config_params():
+    t = get_task("arith", n_train=10, n_test=20, levels=4, hard_min_level=3, seed=2)
+    assert isinstance(t, ArithTask) and max(p.difficulty for p in t.problems("test")) <= 4
+    c = get_task("toycode", n_train=10, n_test=20, seed=2)
+    assert isinstance(c, ToyCodeTask) and c.kind == "code"
+    with pytest.raises(ValueError, match="hard_min_level"):
+        get_task("arith", levels=3, hard_min_level=5)
+
+
+def test_toycode_tests_match_the_reference_and_inputs_are_hidden():
+    task = ToyCodeTask(n_train=0, n_test=30, n_tests=4, seed=5)
+    for p in task.problems("test"):
+        tests = json.loads(p.answer)
+        assert len(tests) == 4
+        assert all(out == reference_output(p.meta["ops"], inp) for inp, out in tests)
+        assert all(inp.strip() not in task.solve_prompt(p)[0]["content"] for inp, _ in tests)
+        assert [(op, k) for op, k in parse_code_lines(task.solution(p))] == [tuple(o) for o in p.meta["ops"]]
+
+
+def test_toycode_grading_passes_only_a_program_that_computes_the_chain():
+    task = ToyCodeTask(n_train=0, n_test=40, seed=7, grading_timeout_s=2.0)
+    p = task.problems("hard")[0]
+    gold = task.solution(p)
+    (inp, out), *_ = json.loads(p.answer)
+    op, k = p.meta["ops"][0]
+    off_by_one = gold.replace(f" x=(x{op}{k})%7", f" x=(x{op}{k % 6 + 1})%7", 1)
+    completions = [
+        gold,
+        "Here you go:\n" + gold + "\nDone.",  # prose around the block is fine
+        f"```python\nprint({out})\n```",  # a constant right for one hidden test only
+        "```python\n" + p.question + "\n```",  # the prompt copied
+        off_by_one,
+        "I cannot write code.",
+        "```python\nwhile True:\n    pass\n```",  # hostile: never ends
+        gold[: len(gold) // 2],  # truncated generation
+    ]
+    try:
+        verdicts = task.grade([p] * len(completions), completions)
+    finally:
+        task.close()
+    assert [v.correct for v in verdicts] == [True, True, False, False, False, False, False, False]
+    assert verdicts[5].status == "no_answer"
+    assert verdicts[6].seconds < 10
+
+
+def test_gold_steps_continue_from_each_result():
+    steps = gold_arith_steps(4, [("*", 3), ("+", 2), ("-", 5)])
+    assert [s.text() for s in steps] == ["4*3=5", "5+2=0", "0-5=2"]
+    rng = random.Random(0)
+    assert ArithTask(n_train=0, n_test=1).sample(rng, 3).difficulty == 3
