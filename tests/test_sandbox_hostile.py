@@ -26,19 +26,14 @@ def _ours() -> list[psutil.Process]:
     left = []
     if os.geteuid() == 0:  # every run has a uid of its own from this process's range
         base = core._uid_slots()._base
-        for p in psutil.process_iter(["uids", "status"]):
+        for p in psutil.process_iter(["uids"]):
             try:
                 uids = p.info["uids"]
-                if uids and base <= uids.real < base + core.UID_SLOTS and p.info["status"] != psutil.STATUS_ZOMBIE:
+                if uids and base <= uids.real < base + core.UID_SLOTS:  # zombies too: nothing may linger
                     left.append(p)
             except psutil.Error:
                 pass
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if p.status() != psutil.STATUS_ZOMBIE:
-                left.append(p)
-        except psutil.Error:
-            pass
+    left += psutil.Process().children(recursive=True)
     return left
 
 

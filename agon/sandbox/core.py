@@ -73,17 +73,29 @@ UID_SLOTS = 1024  # concurrent runs per grader process that get distinct uids
 _READ_CHUNK = 65536
 _WRITE_CHUNK = 65536
 _ORPHAN_GRACE_S = 0.2  # once the program exited, how long inherited pipes may stay open
+_KILL_WAIT_S = 2.0  # how long a SIGKILLed process may take to die before we move on
 _MARKER_VAR = "AGON_SANDBOX_RUN"  # per-run marker found in escaped processes (fallback)
 
 _MEMORY_SIGNS = ("MemoryError", "Cannot allocate memory", "out of memory")
 
-# The bootstrap runs as ``python -I -c BOOT FD CPU AS FSIZE NOFILE NPROC GUARD``. It sets the
-# limits, optionally installs the audit guard, tells the grader on FD that the program
-# starts, and runs prog.py as __main__ in a fresh module.
+# The bootstrap runs as ``python -I -c BOOT FD CPU AS FSIZE NOFILE NPROC GUARD``. It forks:
+# the parent is the run's init (PID 1 of its PID namespace, where there is one), the child is
+# the program. A namespace's init ignores signals it has no handler for, CPU-limit signals
+# included, so the program must not be PID 1. The child sets the limits, optionally installs
+# the audit guard, sends "S" on FD (it starts) and closes FD, then runs prog.py as __main__
+# in a fresh module. The init waits for it and sends "W<exit code>" on FD: the exact status,
+# which ``unshare`` would not pass on for a signal. The program never holds FD, so it can
+# forge neither message.
 _BOOT = r"""
-import os, sys, resource
+import os, sys
 def _agon_boot():
     fd, cpu, mem, fsize, nofile, nproc, guard = (int(x) for x in sys.argv[1:8])
+    pid = os.fork()
+    if pid:
+        _, status = os.waitpid(pid, 0)
+        os.write(fd, b"W%d\n" % os.waitstatus_to_exitcode(status))
+        os._exit(0)
+    import resource
     limits = [(resource.RLIMIT_CPU, (cpu, cpu + 1)), (resource.RLIMIT_AS, (mem, mem)),
               (resource.RLIMIT_FSIZE, (fsize, fsize)), (resource.RLIMIT_NOFILE, (nofile, nofile)),
               (resource.RLIMIT_NPROC, (nproc, nproc)), (resource.RLIMIT_CORE, (0, 0))]
@@ -92,12 +104,13 @@ def _agon_boot():
     if guard:
         blocked = ("socket.__new__", "socket.connect", "socket.bind", "ctypes.dlopen",
                    "ctypes.dlsym", "ctypes.cdata", "os.system", "os.exec", "os.posix_spawn",
-                   "os.spawn", "os.fork", "os.forkpty", "subprocess.Popen", "pty.spawn")
+                   "os.spawn", "os.fork", "os.forkpty", "subprocess.Popen", "pty.spawn",
+                   "os.kill", "os.killpg")
         def hook(event, args, blocked=frozenset(blocked)):
             if event in blocked:
                 raise PermissionError("sandbox: " + event + " is not allowed")
         sys.addaudithook(hook)
-    os.write(fd, b"1")
+    os.write(fd, b"S")
     os.close(fd)
     with open("prog.py", "rb") as f:
         src = f.read()
@@ -261,7 +274,12 @@ def _rmtree(path: str) -> None:
 
 
 def _kill_tree(proc: subprocess.Popen, marker: str | None) -> None:
-    """Kill the run's process group, every descendant, and (fallback) marked escapees."""
+    """Kill every descendant of the run, then its process group, then (fallback) escapees.
+
+    Descendants go first and ``proc`` (``unshare``, or the bootstrap's init) last, so that
+    each dead process is reaped by its own parent: killing the parent first would hand the
+    zombies to the machine's init, which need not reap them.
+    """
     import psutil
 
     victims: list[psutil.Process] = []
@@ -269,18 +287,41 @@ def _kill_tree(proc: subprocess.Popen, marker: str | None) -> None:
         victims = psutil.Process(proc.pid).children(recursive=True)
     except psutil.Error:
         pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        pass
     for v in victims:
         try:
             v.kill()
         except psutil.Error:
             pass
+    _wait_gone(victims)
+    try:
+        proc.wait(timeout=_ORPHAN_GRACE_S)  # it reaps its child and exits by itself
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
     if marker is not None:
-        victims += _kill_marked(marker)
-    psutil.wait_procs(victims, timeout=2.0)
+        _wait_gone(_kill_marked(marker))
+
+
+def _wait_gone(procs: list, timeout_s: float = _KILL_WAIT_S) -> None:
+    """Wait until every killed process is dead. A zombie is dead: its reaper may be some other
+    process (a killed namespace's init is reaped by whoever inherits it), not us."""
+    import psutil
+
+    deadline = time.monotonic() + timeout_s
+    while procs and time.monotonic() < deadline:
+        alive = []
+        for p in procs:
+            try:
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(p)
+            except psutil.Error:
+                pass
+        procs = alive
+        if procs:
+            time.sleep(0.01)
 
 
 def _kill_uid(uid: int) -> list:
@@ -295,7 +336,7 @@ def _kill_uid(uid: int) -> list:
                 found.append(p)
         except psutil.Error:
             pass
-    psutil.wait_procs(found, timeout=2.0)
+    _wait_gone(found)
     return found
 
 
@@ -407,7 +448,8 @@ def _run_in(
         os.close(ready_w)
     deadline = t0 + timeout_s
     out, err = bytearray(), bytearray()
-    out_trunc = err_trunc = overflow = timed_out = started = False
+    out_trunc = err_trunc = overflow = timed_out = False
+    report = bytearray()  # what the bootstrap sent: "S" (started), then "W<exit code>\n"
     data = stdin.encode("utf-8", "surrogateescape")
     sel = selectors.DefaultSelector()
     try:
@@ -454,7 +496,7 @@ def _run_in(
                     sel.unregister(fd)
                     continue
                 if fd == ready_r:
-                    started = True
+                    report += chunk[:64]
                 elif fd == proc.stdout.fileno():
                     room = stdout_cap - len(out)
                     out += chunk[:room]
@@ -480,11 +522,10 @@ def _run_in(
             _kill_marked(marker)
             if uid is not None:  # ... including ones that dropped the marker
                 _kill_uid(uid)
-        if not started:  # the start byte may still sit in the pipe if the loop ended early
-            try:
-                started = bool(os.read(ready_r, 1))
-            except OSError:
-                pass
+        try:  # the report may still sit in the pipe if the loop ended early
+            report += os.read(ready_r, 64)
+        except OSError:
+            pass
     finally:
         sel.close()
         os.close(ready_r)
@@ -500,11 +541,26 @@ def _run_in(
     stdout = out.decode("utf-8", "replace")
     stderr = err.decode("utf-8", "replace")
     common = dict(stdout=stdout, stderr=stderr, seconds=seconds, stdout_truncated=out_trunc, stderr_truncated=err_trunc, isolation=level)
+    started = report.startswith(b"S")
+    exit_code = _reported_exit(report)
     if not started and not timed_out:
         return RunResult("sandbox_error", None, detail=f"the program never started (exit {returncode}): {stderr[-500:]}", **common)
     if timed_out:
         return RunResult("timeout", None, detail=f"wall clock {timeout_s:g}s", **common)
     if overflow:
         return RunResult("output_limit", None, detail=f"stdout over {stdout_cap} bytes", **common)
-    return RunResult(_classify(returncode, stderr), returncode, **common)
+    if exit_code is None:  # the program started, then its init died unreported: the program's doing
+        return RunResult("runtime_error", None, detail=f"the run's init died without a report (wrapper exit {returncode})", **common)
+    return RunResult(_classify(exit_code, stderr), exit_code, **common)
+
+
+def _reported_exit(report: bytes) -> int | None:
+    """The program's exit code from the bootstrap's report, None if it sent none."""
+    i = report.find(b"W")
+    if i < 0 or not report.endswith(b"\n"):
+        return None
+    try:
+        return int(report[i + 1 : -1])
+    except ValueError:
+        return None
 
