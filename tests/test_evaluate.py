@@ -16,8 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+import agon.tasks
+from agon.cli import main
+
 from agon.engines import SamplingParams
-from agon.evaluate import evaluate
+from agon.evaluate import evaluate, resolve_kind
 from agon.systems import cascade, single
 from tiny_models import ScriptedEngine, build_tiny_model, tiny_sum_task
 
@@ -122,7 +125,7 @@ def _child(tmp_path: Path, config: Path, out: Path, delay: float) -> list[str]:
             "--seed", "3", "--out", str(out), "--no-progress"]
 
 
-def test_resume_after_sigkill_neither_redoes_nor_duplicates(tmp_path):
+def test_resume_after_sigkill_neither_redoes_nor_duplicates(tmp_path, monkeypatch):
     model = build_tiny_model("qwen3", tmp_path / "qwen3")
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({
@@ -160,11 +163,54 @@ def test_resume_after_sigkill_neither_redoes_nor_duplicates(tmp_path):
     assert len(lines) == 20 and len({(r["problem_id"], r["sample"]) for r in lines}) == 20
 
     clean = tmp_path / "clean"
-    ref = subprocess.run(_child(tmp_path, config, clean, delay=0.0), env=env, capture_output=True, text=True, timeout=300)
-    assert ref.returncode == 0, ref.stderr[-2000:]
+    with monkeypatch.context() as m:  # the same evaluation, uninterrupted, in this process
+        m.setitem(agon.tasks._FACTORIES, "tinysum", lambda **params: tiny_sum_task(10))
+        argv = _child(tmp_path, config, clean, delay=0.0)[2:]
+        assert main(argv) == 0
     ref_lines = [json.loads(x) for x in (clean / "samples.jsonl").read_text().splitlines()]
     strip = lambda r: {k: v for k, v in r.items() if k != "wall_s"}  # noqa: E731
     # each chunk is seeded by its position: the killed-and-resumed run drew the same samples
     assert sorted(map(json.dumps, map(strip, lines))) == sorted(map(json.dumps, map(strip, ref_lines)))
     summary = json.loads((killed / "summary.json").read_text())
     assert summary["n_problems"] == 10 and summary["n_samples"] == 20 and "pass@2_se" in summary
+
+
+def test_cli_explicit_forms(tmp_path, monkeypatch, capsys):
+    """`agon eval --system cascade --drafter ... --reader ...` and moa without a config file."""
+    model = str(build_tiny_model("qwen3", tmp_path / "qwen3"))
+    monkeypatch.setitem(agon.tasks._FACTORIES, "tinysum", lambda **params: tiny_sum_task(2))
+    common = ["--task", "tinysum", "--max-new-tokens", "3", "--n-samples", "2", "--no-progress"]
+    assert main(["eval", "--system", "cascade", "--drafter", model, "--reader", model, "--out", str(tmp_path / "c"), *common]) == 0
+    assert "cascade on tinysum: pass@1=" in capsys.readouterr().out
+    assert main(["eval", "--system", "moa", "--drafter", model, "--reader", model, "--out", str(tmp_path / "m"), *common]) == 0
+    moa_lines = [json.loads(x) for x in (tmp_path / "m" / "samples.jsonl").read_text().splitlines()]
+    assert len(moa_lines) == 4 and all(len(r["drafts"]) == 1 and len(r["drafts"][0]) == 4 for r in moa_lines)  # 1 layer x 4 proposers
+    summary = json.loads((tmp_path / "c" / "summary.json").read_text())
+    assert summary["system"] == "cascade" and summary["models"]["drafter"] == model
+    assert main(["eval", "--system", "grpo", "--out", str(tmp_path / "x"), "--task", "tinysum"]) == 2  # no models given
+
+
+def test_system_names_resolve():
+    assert resolve_kind("base", None, None, None) == "single"
+    assert resolve_kind("base_cascade", None, None, None) == "cascade"
+    assert resolve_kind("moa", None, None, None) == "moa"
+    assert resolve_kind("grpo", "run/A", None, None) == "single"
+    assert resolve_kind("agon_rev", None, "run/B", "run/A") == "cascade"
+    with pytest.raises(ValueError, match="--drafter PATH --reader PATH"):
+        resolve_kind("agon", None, None, None)
+
+
+def test_each_policy_keeps_its_rows_persona(tmp_path, monkeypatch):
+    """agon_rev: B's checkpoint drafts with B's persona, A's reads with A's."""
+    from agon.evaluate import build_system, minimal_config
+
+    model = str(build_tiny_model("qwen3", tmp_path / "qwen3"))
+    monkeypatch.setitem(agon.tasks._FACTORIES, "tinysum", lambda **params: tiny_sum_task(2))
+    config = minimal_config("tinysum", model, model)
+    config["families"][0]["model_a"]["system_prompt"] = "persona A"
+    config["families"][0]["model_b"]["system_prompt"] = "persona B"
+    system, identity = build_system(config, "cli", "agon_rev", drafter=model, reader=model)
+    assert (system.drafter.system_prompt, system.reader.system_prompt) == ("persona B", "persona A")
+    assert identity["rows"] == ["b", "a"] and system.name == "agon_rev"
+    system, _ = build_system(config, "cli", "grpo_cascade", drafter=model, reader=model)
+    assert (system.drafter.system_prompt, system.reader.system_prompt) == ("persona A", "persona B")
