@@ -24,13 +24,15 @@ SEEDS = [int(s) for s in config["seeds"]]
 EVAL_SYSTEMS = systems_for_methods(config["methods"])
 TRAIN_METHODS = sorted({SYSTEMS[s].train for s in EVAL_SYSTEMS if SYSTEMS[s].train})
 TOY_FAMILIES = [name for name, row in FAMILIES.items() if row["toy"]]
+TOY_TASKS = ("arith", "toycode")  # the task rows `agon toy pretrain` reads
+ALL_METHODS = list(dict.fromkeys(s.method for s in SYSTEMS.values()))
 
 # Sections of the config each stage depends on. A job's config snapshot holds exactly these
 # (plus its own family and task row), so editing one family's row, or a section a stage
 # does not read, reruns nothing else. `resources` and `seeds` are never in a snapshot:
 # resources do not change results, and each job gets its seed on the command line.
 STAGE_SECTIONS = {
-    "pretrain": ["toy", "tasks", "grading"],
+    "pretrain": ["toy", "grading"],
     "data": [],
     "train": ["grading", "eval", "train", "agon", "grpo"],
     "eval": ["grading", "eval", "moa"],
@@ -67,9 +69,11 @@ def _check_toy_rows():
 _check_toy_rows()
 
 
-# `agon` as a module with this checkout first on the path: works in the ambient environment
-# (package installed) and in the rules' conda env (dependencies only, see workflow/envs/).
-AGON = f"PYTHONPATH={workflow.basedir}${{PYTHONPATH:+:$PYTHONPATH}} python -m agon"
+# Jobs run `python -m agon` with this checkout first on the path, so they use the code this
+# workflow came with, in the ambient environment and in the rules' conda env (which holds the
+# dependencies only, see workflow/envs/). Set in the environment jobs inherit, not in a rule's
+# params or command, so moving the checkout does not look like a change that reruns jobs.
+os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (workflow.basedir, os.getenv("PYTHONPATH")) if p))
 
 
 def res(rule_name, key):
@@ -90,9 +94,18 @@ def snapshot(stage, family=None, task=None):
     """
     if stage == "report":  # the report reads everything that shapes table 1
         return {k: v for k, v in config.items() if k != "resources"}
-    cfg = {"out_dir": OUT, "methods": list(config["methods"])}
+    # `methods` only shapes the DAG (which jobs exist); no job reads it, so every snapshot
+    # carries the same full list and adding a method reruns nothing that exists.
+    cfg = {"out_dir": OUT, "methods": ALL_METHODS}
     if stage == "pretrain":
-        cfg["families"] = [FAMILIES[n] for n in TOY_FAMILIES]
+        # the pretrain reads the toy section and the toy tasks' rows, not the family rows:
+        # keep only what names the models, so editing e.g. max_new_tokens does not retrain them
+        cfg["families"] = [
+            {"name": n, "toy": True, "model_a": {"model": FAMILIES[n]["model_a"]["model"]},
+             "model_b": {"model": FAMILIES[n]["model_b"]["model"]}}
+            for n in TOY_FAMILIES
+        ]
+        cfg["tasks"] = [row for row in config["tasks"] if row["name"] in TOY_TASKS] or config["tasks"]
     else:
         cfg["families"] = [FAMILIES[family]]
         cfg["tasks"] = [TASKS[task]]
@@ -156,7 +169,7 @@ def eval_model_args(wildcards):
 
 def eval_cli_system(wildcards):
     """The `--system` value `agon eval` receives for this output folder."""
-    return SYSTEMS[wildcards.system].cli_system
+    return SYSTEMS[wildcards.system].eval_system
 
 
 def all_eval_summaries():
@@ -188,11 +201,6 @@ def table_outputs():
 def pretrain_out(wildcards, output):
     """`agon toy pretrain --out`: the folder holding A/, B/ and report.json."""
     return os.path.dirname(output.report)
-
-
-def train_out(wildcards, output):
-    """`agon train --out`: the run folder holding summary.json."""
-    return os.path.dirname(output.summary)
 
 
 def eval_out(wildcards, output):

@@ -29,8 +29,6 @@ rule data_split:
         config=LAYOUT.snapshot("{family}", "{task}", "data"),
     output:
         LAYOUT.split("{family}", "{task}"),
-    params:
-        agon=AGON,
     log:
         LAYOUT.log("data/{family}/{task}"),
     conda:
@@ -41,4 +39,4 @@ rule data_split:
         runtime=res("data", "runtime"),
         gpu=res("data", "gpus"),
     shell:
-        "{params.agon} data split --config {input.config} --task {wildcards.task} --out {output} > {log} 2>&1"
+        "python -m agon data split --config {input.config} --task {wildcards.task} --out {output} > {log} 2>&1"

@@ -14,7 +14,6 @@ rule evaluate:
         LAYOUT.benchmark("eval/{family}/{task}/{system}/seed{seed}")
     params:
         out=eval_out,
-        agon=AGON,
         cli_system=eval_cli_system,
         models=eval_model_args,
     conda:
@@ -25,6 +24,6 @@ rule evaluate:
         runtime=res("evaluate", "runtime"),
         gpu=res("evaluate", "gpus"),
     shell:
-        "OMP_NUM_THREADS={threads} {params.agon} eval --config {input.config} --family {wildcards.family}"
+        "OMP_NUM_THREADS={threads} python -m agon eval --config {input.config} --family {wildcards.family}"
         " --task {wildcards.task} --system {params.cli_system} --seed {wildcards.seed}"
         " {params.models} --out {params.out} --no-progress > {log} 2>&1"

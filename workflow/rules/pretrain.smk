@@ -36,7 +36,6 @@ rule pretrain:
         LAYOUT.benchmark("pretrain")
     params:
         out=pretrain_out,
-        agon=AGON,
     conda:
         "../envs/agon.yaml"
     threads: res("pretrain", "threads")
@@ -45,5 +44,5 @@ rule pretrain:
         runtime=res("pretrain", "runtime"),
         gpu=res("pretrain", "gpus"),
     shell:
-        "OMP_NUM_THREADS={threads} {params.agon} toy pretrain --config {input.config} --out {params.out}"
+        "OMP_NUM_THREADS={threads} python -m agon toy pretrain --config {input.config} --out {params.out}"
         " > {log} 2>&1"

@@ -1,5 +1,10 @@
 # One training run per (family, task, method, seed): the Agon duel, or GRPO (which trains
 # model A and model B each alone, for the `grpo` and `grpo_cascade` columns).
+#
+# metrics.jsonl and checkpoints/ are deliberately not declared outputs: Snakemake deletes a
+# job's outputs before it reruns, and a run killed mid-way must keep both to resume
+# (`--rerun-incomplete`). workflow/scripts/train.py throws them away instead when the run's
+# inputs changed since they were written, so a rerun for a new config never resumes stale state.
 
 
 rule train:
@@ -9,15 +14,11 @@ rule train:
     output:
         model_a=directory(LAYOUT.train_model("{family}", "{task}", "{method}", "{seed}", "A")),
         model_b=directory(LAYOUT.train_model("{family}", "{task}", "{method}", "{seed}", "B")),
-        metrics=LAYOUT.train_metrics("{family}", "{task}", "{method}", "{seed}"),
         summary=LAYOUT.train_summary("{family}", "{task}", "{method}", "{seed}"),
     log:
         LAYOUT.log("train/{family}/{task}/{method}/seed{seed}"),
     benchmark:
         LAYOUT.benchmark("train/{family}/{task}/{method}/seed{seed}")
-    params:
-        out=train_out,
-        agon=AGON,
     conda:
         "../envs/agon.yaml"
     threads: res("train", "threads")
@@ -25,7 +26,5 @@ rule train:
         mem_mb=res("train", "mem_mb"),
         runtime=res("train", "runtime"),
         gpu=res("train", "gpus"),
-    shell:
-        "OMP_NUM_THREADS={threads} {params.agon} train --config {input.config} --family {wildcards.family}"
-        " --task {wildcards.task} --method {wildcards.method} --seed {wildcards.seed}"
-        " --out {params.out} > {log} 2>&1"
+    script:
+        "../scripts/train.py"

@@ -2,14 +2,10 @@
 
 import logging
 import sys
-from pathlib import Path
+
+from agon.report import Layout, build_report
 
 smk = snakemake  # noqa: F821 (injected by Snakemake's script directive)
-# this checkout's `agon` first: the rules' conda env holds its dependencies, not the package
-sys.path.insert(0, str(Path(smk.scriptdir).resolve().parents[1]))
-
-from agon.report import Layout, build_report  # noqa: E402 (after the path setup)
-
 
 with open(smk.log[0], "w") as log:
     sys.stdout = sys.stderr = log

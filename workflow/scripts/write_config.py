@@ -5,17 +5,13 @@ reject, and it is what the job's CLI reads (`--config`).
 """
 
 import sys
-from pathlib import Path
 
 import yaml
 
+from agon.config import ConfigError, config_hash, validate_config
+from agon.provenance import atomic_write_text
+
 smk = snakemake  # noqa: F821 (injected by Snakemake's script directive)
-# this checkout's `agon` first: the rules' conda env holds its dependencies, not the package
-sys.path.insert(0, str(Path(smk.scriptdir).resolve().parents[1]))
-
-from agon.config import ConfigError, config_hash, validate_config  # noqa: E402 (after the path setup)
-from agon.provenance import atomic_write_text  # noqa: E402 (after the path setup)
-
 
 with open(smk.log[0], "w") as log:
     cfg = dict(smk.params.config)
