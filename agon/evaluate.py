@@ -146,7 +146,9 @@ def summarize_records(records: Sequence[dict], ks: Sequence[int], n_boot: int, s
     statuses: dict[str, int] = {}
     for r in records:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-    mean = lambda key: sum(r[key] for r in records) / len(records)  # noqa: E731
+
+    def mean(key: str) -> float:
+        return sum(r[key] for r in records) / len(records)
     out.update(
         {
             "n_ungraded": sum(1 for r in records if r["correct"] is None),

@@ -8,21 +8,19 @@ import re
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from math import comb
 from pathlib import Path
 
 import pytest
 import yaml
+from tiny_models import ScriptedEngine, build_tiny_model, tiny_sum_task
 
 import agon.tasks
 from agon.cli import main
-
 from agon.engines import SamplingParams
 from agon.evaluate import evaluate, resolve_kind
 from agon.systems import cascade, single
-from tiny_models import ScriptedEngine, build_tiny_model, tiny_sum_task
 
 TESTS = Path(__file__).parent
 
@@ -168,7 +166,9 @@ def test_resume_after_sigkill_neither_redoes_nor_duplicates(tmp_path, monkeypatc
         argv = _child(tmp_path, config, clean, delay=0.0)[2:]
         assert main(argv) == 0
     ref_lines = [json.loads(x) for x in (clean / "samples.jsonl").read_text().splitlines()]
-    strip = lambda r: {k: v for k, v in r.items() if k != "wall_s"}  # noqa: E731
+
+    def strip(r: dict) -> dict:
+        return {k: v for k, v in r.items() if k != "wall_s"}
     # each chunk is seeded by its position: the killed-and-resumed run drew the same samples
     assert sorted(map(json.dumps, map(strip, lines))) == sorted(map(json.dumps, map(strip, ref_lines)))
     summary = json.loads((killed / "summary.json").read_text())

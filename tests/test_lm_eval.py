@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from tiny_models import build_tiny_model
 
 from agon.engines import SamplingParams
 from agon.engines.hf import HFEngine
 from agon.systems import cascade
-from tiny_models import build_tiny_model
 
 GENERIC_TASK = """
 task: tinysum_gen
@@ -90,7 +90,7 @@ def test_agon_cascade_runs_through_the_lm_eval_command(setup):
 
 
 def test_agon_moa_runs_through_the_lm_eval_api(setup):
-    root, models, tasks = setup
+    _, models, tasks = setup
     import lm_eval
     from lm_eval.tasks import TaskManager
 

@@ -6,13 +6,13 @@ import json
 import re
 
 import pytest
+from tiny_models import ARCHS, ScriptedEngine, build_tiny_model, tiny_sum_task
 
 from agon.engines import SamplingParams
 from agon.engines.hf import HFEngine
 from agon.evaluate import evaluate
 from agon.systems import cascade, single
 from baselines.moa import AGGREGATE_AND_SYNTHESIZE, moa
-from tiny_models import ARCHS, ScriptedEngine, build_tiny_model, tiny_sum_task
 
 
 def _sum(text: str) -> int:

@@ -45,8 +45,10 @@ _FAMILY_TOKENS = {
 # what the BPE is trained on: enough text for prompts of arithmetic tasks and chat roles
 _CORPUS = [
     "Solve the problem. Put your final answer in \\boxed{}.",
-    "Below is a rival's attempt at this problem. It may be wrong. Check it critically, then "
-    "solve the problem yourself and put your final answer in \\boxed{}.",
+    (
+        "Below is a rival's attempt at this problem. It may be wrong. Check it critically, then "
+        "solve the problem yourself and put your final answer in \\boxed{}."
+    ),
     "<rival_attempt> </rival_attempt> user assistant model system You are a helpful assistant.",
     "What is 1 + 2 * 3 - 4 = 5 6 7 8 9 0 10 11 12 13 ? The answer is \\boxed{7}.",
     "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789 .,;:!?()[]{}<>+-*/=_'\"\\|#%&^~`@$",

@@ -269,7 +269,7 @@ class HFEngine(Engine):
         hit = _first_stop(text, sampling.stop)
         if hit is not None:
             # the stop string precedes any padding, so cutting at it is right even when pad == eos
-            stop_at, stop_len = hit
+            stop_at = hit[0]
             m = len(body)
             while m > 0 and _first_stop(self.tokenizer.decode(body[: m - 1], skip_special_tokens=False), sampling.stop) is not None:
                 m -= 1
