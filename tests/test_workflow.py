@@ -1,0 +1,178 @@
+"""The Snakemake workflow: the DAG it builds from a config, validation at DAG time, lint.
+
+Dry runs only (a few seconds each): nothing here loads a model or a data set. The end-to-end
+runs of the real commands are in tests/test_workflow_e2e.py (marked slow).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agon.report import SYSTEMS, systems_for_methods
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+
+
+def workdir_with(tmp_path: Path, config: dict | None = None, name: str = "config.yaml") -> Path:
+    """A fresh working directory (as a new clone would be) holding config/ files."""
+    (tmp_path / "config").mkdir(parents=True, exist_ok=True)
+    for f in ("config.yaml", "paper.yaml"):
+        shutil.copy(REPO / "config" / f, tmp_path / "config" / f)
+    if config is not None:
+        (tmp_path / "config" / name).write_text(yaml.safe_dump(config, sort_keys=False))
+    return tmp_path
+
+
+def snakemake(workdir: Path, *args: str, timeout: int = 240) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    return subprocess.run([*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],
+                          capture_output=True, text=True, timeout=timeout, env=env, cwd=workdir)
+
+
+def dry_run_jobs(workdir: Path, *args: str) -> list[dict]:
+    """The jobs of a dry run: [{rule, output: [...], resources: {...}}] from Snakemake's listing."""
+    res = snakemake(workdir, "-n", *args)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    jobs, job = [], None
+    for line in res.stdout.splitlines():
+        m = re.match(r"^(local)?rule (\w+):$", line)
+        if m:
+            job = {"rule": m.group(2), "output": [], "resources": {}}
+            jobs.append(job)
+        elif job is not None and line.startswith("    output: "):
+            job["output"] = line.split(": ", 1)[1].split(", ")
+        elif job is not None and line.startswith("    resources: "):
+            job["resources"] = dict(kv.split("=", 1) for kv in line.split(": ", 1)[1].split(", "))
+    return jobs
+
+
+def load(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def expected_counts(cfg: dict) -> Counter:
+    """Jobs the DAG must hold for a config, from its rows (DESIGN.md §2-§3)."""
+    n_ft = len(cfg["families"]) * len(cfg["tasks"])
+    seeds = len(cfg.get("seeds", [0]))
+    systems = systems_for_methods(cfg["methods"])
+    trained = {SYSTEMS[s].train for s in systems} - {None}
+    toy = any(f.get("toy") for f in cfg["families"])
+    return Counter({
+        "evaluate": n_ft * len(systems) * seeds,
+        "train": n_ft * len(trained) * seeds,
+        "data_split": n_ft,
+        "config_snapshot": n_ft * (3 if trained else 2),
+        "pretrain": int(toy),
+        "pretrain_config": int(toy),
+        "report": 1,
+        "all": 1,
+    }) - Counter()  # drop zero counts
+
+
+def test_paper_dag_lists_every_job_without_a_gpu(tmp_path):
+    """`snakemake -n results/table1.csv --configfile config/paper.yaml` in a fresh clone."""
+    wd = workdir_with(tmp_path)
+    cfg = load(wd / "config" / "paper.yaml")
+    jobs = dry_run_jobs(wd, "results/table1.csv", "--configfile", "config/paper.yaml")
+    counts = Counter(j["rule"] for j in jobs)
+    want = expected_counts(cfg)
+    want.pop("all")  # an explicit target replaces the default rule
+    assert counts == want
+    outputs = {o for j in jobs for o in j["output"]}
+    for fam in cfg["families"]:
+        for task in cfg["tasks"]:
+            for seed in cfg["seeds"]:
+                for method in ("grpo", "agon"):
+                    assert f"results/{fam['name']}/{task['name']}/train/{method}/seed{seed}/summary.json" in outputs
+                for system in systems_for_methods(cfg["methods"]):
+                    assert f"results/{fam['name']}/{task['name']}/eval/{system}/seed{seed}/summary.json" in outputs
+    # per-rule resources come from the config's resources section (what SLURM receives)
+    train = next(j for j in jobs if j["rule"] == "train")
+    assert train["resources"]["gpu"] == str(cfg["resources"]["train"]["gpus"])
+    assert train["resources"]["mem_mb"] == str(cfg["resources"]["train"]["mem_mb"])
+    assert train["resources"]["runtime"] == str(cfg["resources"]["train"]["runtime"])
+    # nothing was downloaded or written by building the DAG
+    assert not (wd / "results").exists()
+
+
+def test_default_config_is_the_toy_world(tmp_path):
+    wd = workdir_with(tmp_path)
+    cfg = load(wd / "config" / "config.yaml")
+    jobs = dry_run_jobs(wd)
+    assert Counter(j["rule"] for j in jobs) == expected_counts(cfg)
+    pretrain = next(j for j in jobs if j["rule"] == "pretrain")
+    assert set(pretrain["output"]) == {"results/toy/models/A", "results/toy/models/B", "results/toy/models/report.json"}
+
+
+def test_a_family_is_a_row(tmp_path):
+    """Adding one row to a copy of the config adds exactly that family's jobs."""
+    wd = workdir_with(tmp_path)
+    cfg = load(wd / "config" / "paper.yaml")
+    before = dry_run_jobs(wd, "--configfile", "config/paper.yaml")
+    row = copy.deepcopy(cfg["families"][0])
+    row["name"] = "olmo3"
+    row["model_a"]["model"] = "allenai/Olmo-3-7B-Think"
+    row["model_b"]["model"] = "allenai/Olmo-3-7B-Instruct"
+    cfg["families"].append(row)
+    (wd / "config" / "new.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    after = dry_run_jobs(wd, "--configfile", "config/new.yaml")
+
+    new = [j for j in after if any(o.startswith("results/olmo3/") for o in j["output"])]
+    per_family = expected_counts({**cfg, "families": [row]})
+    assert Counter(j["rule"] for j in new) == per_family - Counter({"report": 1, "all": 1})
+    assert len(after) - len(before) == len(new)
+    # the new family's jobs run the new row's models
+    assert any(o.startswith("results/olmo3/deepmath/train/agon/seed") for j in new for o in j["output"])
+
+
+def test_methods_not_listed_are_not_built(tmp_path):
+    wd = workdir_with(tmp_path)
+    cfg = load(wd / "config" / "paper.yaml")
+    cfg["methods"] = ["base", "agon_single"]
+    (wd / "config" / "few.yaml").write_text(yaml.safe_dump(cfg))
+    jobs = dry_run_jobs(wd, "--configfile", "config/few.yaml")
+    outputs = [o for j in jobs for o in j["output"]]
+    assert not any("/train/grpo/" in o for o in outputs)
+    systems = {m.group(1) for o in outputs if (m := re.search(r"/eval/(\w+)/seed", o))}
+    assert systems == {"base", "agon_single", "agon_single_b"}
+    assert Counter(j["rule"] for j in jobs) == expected_counts(cfg)
+
+
+def test_bad_row_fails_when_the_dag_is_built(tmp_path):
+    wd = workdir_with(tmp_path)
+    cfg = load(wd / "config" / "paper.yaml")
+    cfg["families"][1]["draft_view"] = "last_tokens:zero"
+    (wd / "config" / "bad.yaml").write_text(yaml.safe_dump(cfg))
+    res = snakemake(wd, "-n", "--configfile", "config/bad.yaml")
+    assert res.returncode != 0
+    err = res.stdout + res.stderr
+    assert "families[1] (name 'qwen3_5')" in err and "draft_view" in err
+    assert not (wd / "results").exists()
+
+
+def test_toy_rows_must_point_at_the_pretrained_models(tmp_path):
+    wd = workdir_with(tmp_path)
+    cfg = load(wd / "config" / "config.yaml")
+    cfg["out_dir"] = "elsewhere"  # but the toy row still points under results/
+    (wd / "config" / "moved.yaml").write_text(yaml.safe_dump(cfg))
+    res = snakemake(wd, "-n", "--configfile", "config/moved.yaml")
+    assert res.returncode != 0
+    assert "'model_a.model'" in res.stdout + res.stderr and "elsewhere/toy/models/A" in res.stdout + res.stderr
+
+
+def test_lint_is_clean():
+    res = subprocess.run([*SNAKEMAKE, "--lint", "-s", str(REPO / "Snakefile"), "-d", str(REPO)],
+                         capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Congratulations, your workflow is in a good condition!" in res.stdout + res.stderr
