@@ -32,6 +32,7 @@ written by a different evaluation (other system, models, task or sampling) is re
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -52,8 +53,12 @@ SUMMARY_FILE = "summary.json"
 KINDS = ("single", "cascade", "moa")
 # table-1 columns that need no trained model: they resolve from the family row
 UNTRAINED = {"base": "single", "base_cascade": "cascade", "moa": "moa"}
-# a chunk's seed: seed * SEED_STRIDE + index of its first problem, so chunks never share seeds
-SEED_STRIDE = 1_000_003
+
+
+def chunk_seed(seed: int, start: int) -> int:
+    """The sampling seed of the chunk whose first problem is ``problems[start]``: a hash, so
+    that no two chunks (nor their stage and batch offsets) share a seed."""
+    return int.from_bytes(hashlib.sha256(f"agon-eval:{seed}:{start}".encode()).digest()[:4], "little")
 
 
 # ----------------------------------------------------------------------------- resume
@@ -195,6 +200,8 @@ def evaluate(
     bad_k = [k for k in ks if not 1 <= k <= n]
     if bad_k:
         raise ValueError(f"pass@k needs 1 <= k <= n={n}; got k={bad_k}")
+    if not problems:
+        raise ValueError(f"no problems to evaluate for task {task.name!r} (empty split, or max_problems 0)")
     ids = [p.id for p in problems]
     if len(set(ids)) != len(ids):
         raise ValueError(f"problem ids must be unique; {len(ids) - len(set(ids))} repeated in task {task.name!r}")
@@ -232,7 +239,7 @@ def evaluate(
                 if not chunk:
                     continue
                 t0 = time.perf_counter()
-                chunk_sampling = SamplingParams(**{**sampling.__dict__, "seed": sampling_base * SEED_STRIDE + start})
+                chunk_sampling = SamplingParams(**{**sampling.__dict__, "seed": chunk_seed(sampling_base, start)})
                 samples = system.run(task, chunk, n, chunk_sampling)
                 flat = [(p, j, s) for p, ss in zip(chunk, samples) for j, s in enumerate(ss)]
                 verdicts = task.grade([p for p, _, _ in flat], [s.completion for _, _, s in flat])

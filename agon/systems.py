@@ -11,8 +11,8 @@ Grading is the evaluator's job (:mod:`agon.evaluate`), so a system never sees th
   the reader's (DESIGN.md §1). Each of the ``n`` samples is an independent draft -> read chain.
 - Mixture-of-Agents lives in :mod:`baselines.moa` and follows the same protocol.
 
-Seeds: each stage draws with its own seed offset (``seed + stage``), so the drafter's and the
-reader's samples are not correlated through the RNG stream.
+Seeds: each stage draws with its own seed (``seed + stage * STAGE_SEED_STRIDE``), so the
+drafter's and the reader's samples are not correlated through the RNG stream.
 """
 
 from __future__ import annotations
@@ -63,9 +63,13 @@ class System(Protocol):
         ...
 
 
+# stage seeds are this far apart, so they never meet the engine's per-batch offsets (+0, +1, ...)
+STAGE_SEED_STRIDE = 1_000_003
+
+
 def stage_sampling(sampling: SamplingParams, stage: int) -> SamplingParams:
     """``sampling`` with the seed offset for pipeline stage ``stage`` (unseeded stays unseeded)."""
-    return sampling if sampling.seed is None else replace(sampling, seed=sampling.seed + stage)
+    return sampling if sampling.seed is None else replace(sampling, seed=sampling.seed + stage * STAGE_SEED_STRIDE)
 
 
 def _sample(prompt: Messages, c: Completion, **extra: Any) -> Sample:
