@@ -462,6 +462,7 @@ class Rollout:
     reads: list[list[list[Completion]]]  # [problem][g][k] (empty in solo mode)
     c_draft: np.ndarray  # (P, G)
     c_read: np.ndarray  # (P, G, K)
+    drafts_cut: int = 0  # drafts shortened to fit the reader's max_prompt_tokens
 
 
 def rollout(task: Task, drafter: Policy, reader: Policy | None, problems: list[Problem], s: DuelSettings, step: int, salt: int) -> Rollout:
@@ -473,13 +474,46 @@ def rollout(task: Task, drafter: Policy, reader: Policy | None, problems: list[P
     if reader is None:
         return Rollout(problems, drafts, [], c_draft, np.zeros((P, G, 0)))
     tok = getattr(drafter.engine, "tokenizer", None)
-    reader_prompts = [task.reader_prompt(p, apply_draft_view(d.text, s.draft_view, tok)) for p, row in zip(problems, drafts) for d in row]
+    fitted = [fit_reader_prompt(task, p, apply_draft_view(d.text, s.draft_view, tok), reader.engine) for p, row in zip(problems, drafts) for d in row]
+    reader_prompts = [msgs for msgs, _ in fitted]
     sp_read = dataclasses.replace(sp, seed=_seed_for(s.seed, step, salt + 1))
     flat_reads = reader.engine.generate(reader_prompts, n=K, sampling=sp_read)
     reads = [[flat_reads[i * G + g] for g in range(G)] for i in range(P)]
     read_problems = [p for p in problems for _ in range(G * K)]
     c_read = correctness(task.grade(read_problems, [r.text for row in flat_reads for r in row])).reshape(P, G, K)
-    return Rollout(problems, drafts, reads, c_draft, c_read)
+    return Rollout(problems, drafts, reads, c_draft, c_read, drafts_cut=sum(cut for _, cut in fitted))
+
+
+def fit_reader_prompt(task: Task, problem: Problem, shown: str, engine: Engine) -> tuple[list, bool]:
+    """The reader prompt for ``shown`` (the draft as ``draft_view`` shows it), made to fit.
+
+    A draft that would push the prompt past the family's ``max_prompt_tokens`` keeps only its
+    tail (where the answer is), shortened until the prompt fits; the bool says it was cut
+    (logged as ``reader/drafts_cut``). Engines without ``encode`` are trusted to fit it.
+    """
+    from agon.engines.base import PromptTooLongError
+
+    messages = task.reader_prompt(problem, shown)
+    encode = getattr(engine, "encode", None)
+    if encode is None:
+        return messages, False
+
+    def fits(n_chars: int) -> bool:
+        try:
+            encode(task.reader_prompt(problem, shown[len(shown) - n_chars:] if n_chars else ""))
+            return True
+        except PromptTooLongError:
+            return False
+
+    if fits(len(shown)):
+        return messages, False
+    if not fits(0):
+        raise PromptTooLongError(f"problem {problem.id}: the reader prompt is too long even without the draft; raise max_prompt_tokens")
+    lo, hi = 0, len(shown)  # binary search for the longest tail that fits: fits(lo), not fits(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return task.reader_prompt(problem, shown[len(shown) - lo:] if lo else ""), True
 
 
 # --------------------------------------------------------------------------------------------
@@ -516,6 +550,7 @@ def score(ro: Rollout, s: DuelSettings) -> tuple[Samples, Samples | None, dict[s
     flat = [r for row in ro.reads for draft_reads in row for r in draft_reads]
     reader = Samples(role="reader", prompt_ids=[c.prompt_token_ids for c in flat], completion_ids=[c.token_ids for c in flat], advantages=adv_r.values)
     m.update(_role_metrics("reader", r_read, ro.c_read, adv_r, flat))
+    m["reader/drafts_cut"] = float(ro.drafts_cut)
     return drafter, reader, m
 
 
@@ -555,7 +590,7 @@ def update(policy: Policy, batches: list[Samples], s: DuelSettings) -> dict[str,
     model = policy.model
     m: dict[str, float] = {"skipped": 0.0}
     if not comps or sum(len(c) for c in comps) == 0:  # nothing generated: nothing to learn from
-        policy.scheduler.step()
+        _scheduler_step(policy)
         return {**m, "skipped": 1.0, "skip_reason_empty": 1.0}
     ids, attn, cmask = collate(prompts, comps, policy.pad_token_id)
     n_seq, n_tok, n_comp = ids.size(0), float(cmask.sum()), cmask.size(1)
@@ -591,7 +626,7 @@ def update(policy: Policy, batches: list[Samples], s: DuelSettings) -> dict[str,
             log.warning("policy %s: non-finite loss %s or grad norm %s; update skipped", policy.name, loss_sum, grad_norm)
         else:
             policy.optimizer.step()
-        policy.scheduler.step()
+        _scheduler_step(policy)
     policy.optimizer.zero_grad(set_to_none=True)
     m.update({
         "loss": loss_sum, "grad_norm": grad_norm, "entropy": ent_sum / max(n_tok, 1.0),
@@ -599,6 +634,15 @@ def update(policy: Policy, batches: list[Samples], s: DuelSettings) -> dict[str,
         "lr": float(policy.scheduler.get_last_lr()[0]), "trained_tokens": n_tok,
     })
     return m
+
+
+def _scheduler_step(policy: Policy) -> None:
+    """Advance the schedule even when the update was skipped (torch warns; the skip is deliberate)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step\\(\\)` before")
+        policy.scheduler.step()
 
 
 # --------------------------------------------------------------------------------------------

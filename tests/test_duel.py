@@ -201,3 +201,25 @@ def test_empty_batch_is_a_no_op(tmp_path):
     pol = tiny_policies("qwen3", tmp_path, s, names=["A"], seeds=[0])["A"]
     m = duel.update(pol, [], s)
     assert m["skipped"] == 1.0 and m["skip_reason_empty"] == 1.0
+
+
+def test_long_draft_is_cut_to_fit_reader_prompt(tmp_path):
+    from transformers import AutoTokenizer
+
+    from agon.engines.base import PromptTooLongError
+    from agon.engines.hf import HFEngine
+    from tests.tiny_models import build_tiny_model
+
+    path = build_tiny_model("qwen3", tmp_path / "q")
+    task, problem = ParityTask(), ParityTask().problems("train")[0]
+    probe = HFEngine(path, AutoTokenizer.from_pretrained(path))
+    bare = len(probe.encode(task.reader_prompt(problem, "")))
+    engine = HFEngine(probe.model, probe.tokenizer, max_prompt_tokens=bare + 40)
+    msgs, cut = duel.fit_reader_prompt(task, problem, "short draft \\boxed{3}", engine)
+    assert not cut and "short draft" in msgs[0]["content"]
+    long_draft = "step " * 200 + "\\boxed{3}"
+    msgs, cut = duel.fit_reader_prompt(task, problem, long_draft, engine)
+    assert cut and "\\boxed{3}" in msgs[0]["content"] and len(engine.encode(msgs)) <= bare + 40
+    tight = HFEngine(probe.model, probe.tokenizer, max_prompt_tokens=bare - 1)
+    with pytest.raises(PromptTooLongError, match="even without the draft"):
+        duel.fit_reader_prompt(task, problem, long_draft, tight)
