@@ -77,8 +77,10 @@ def build_tiny_tokenizer(family: str, path: str | Path):
         bos_token=bos,
         eos_token=eos,
         pad_token=pad,
-        additional_special_tokens=[s for s in specials if s not in (bos, eos, pad)],
+        additional_special_tokens=[s for s in specials if s not in (bos, eos, pad, "<think>", "</think>")],
     )
+    # as in Qwen3's real tokenizer, the thinking markers are added tokens but not special ones
+    fast.add_tokens([s for s in specials if s in ("<think>", "</think>")])
     fast.chat_template = template
     fast.save_pretrained(path)
     return fast

@@ -85,6 +85,20 @@ def with_system_prompt(messages: Messages, system_prompt: str | None) -> Message
     return [{"role": "system", "content": system_prompt}, *messages]
 
 
+def strip_special_tokens(text: str, tokenizer: Any) -> str:
+    """``text`` without the tokenizer's special-token strings (turn markers, bos/eos, pad).
+
+    Message contents are untrusted: a rival's draft that contains ``<|im_end|><|im_start|>system``
+    would otherwise be parsed into real turn boundaries of the reader's prompt. Only the chat
+    template may introduce special tokens. Added tokens that are not special (Qwen3's
+    ``<think>``/``</think>``) are kept.
+    """
+    for tok in sorted(getattr(tokenizer, "all_special_tokens", []) or [], key=len, reverse=True):
+        if tok and tok in text:
+            text = text.replace(tok, "")
+    return text
+
+
 def render_prompt(
     tokenizer: Any,
     messages: Messages,
@@ -95,7 +109,8 @@ def render_prompt(
     """Token ids of ``messages`` under the tokenizer's chat template, ready for generation.
 
     The template adds the generation prompt and its own special tokens (BOS where the family
-    has one), so the text is encoded without adding more. A tokenizer without a chat template
+    has one), so the text is encoded without adding more; special-token strings inside the
+    messages are removed first (:func:`strip_special_tokens`). A tokenizer without a chat template
     is an error, since a raw concatenation would silently change what the model sees.
     """
     if not getattr(tokenizer, "chat_template", None):
@@ -103,6 +118,7 @@ def render_prompt(
             f"tokenizer {getattr(tokenizer, 'name_or_path', tokenizer)!r} has no chat template; "
             "use an instruct/chat checkpoint or set tokenizer.chat_template"
         )
+    messages = [{**m, "content": strip_special_tokens(m["content"], tokenizer)} for m in messages]
     text = tokenizer.apply_chat_template(
         with_system_prompt(messages, system_prompt),
         tokenize=False,
