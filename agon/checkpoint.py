@@ -63,19 +63,32 @@ def _save(obj: Any, path: Path) -> None:
         os.fsync(f.fileno())
 
 
-def save_checkpoint(root: str | Path, step: int, policies: Mapping[str, Any], data: dict | None = None, keep: int = 2, extra: dict | None = None) -> Path:
+def save_checkpoint(root: str | Path, step: int, policies: Mapping[str, Any], data: dict | None = None, keep: int = 2, extra: dict | None = None,
+                    accelerator: Any = None) -> Path:
     """Write checkpoint ``step`` of ``policies`` (objects with model/optimizer/scheduler) atomically.
 
     Keeps the newest ``keep`` complete checkpoints (0 keeps all). Returns the checkpoint folder.
+    Under ``accelerate`` (DDP / FSDP2, sharded states) every rank calls this: the models,
+    optimizers, schedulers and RNG go through ``accelerator.save_state``; rank 0 writes the rest.
     """
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
     final = root / f"{PREFIX}{step:06d}"
-    tmp = root / f".tmp-{PREFIX}{step:06d}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    for name, p in policies.items():
+    main = accelerator is None or accelerator.is_main_process
+    # one temp name for all ranks (no pid in it) when several processes write into it
+    tmp = root / (f".tmp-{PREFIX}{step:06d}-{os.getpid()}" if accelerator is None else f".tmp-{PREFIX}{step:06d}-dist")
+    if main:
+        root.mkdir(parents=True, exist_ok=True)
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+    if accelerator is not None:
+        accelerator.wait_for_everyone()
+        accelerator.save_state(str(tmp / "accelerate"))  # models, optimizers, schedulers, RNG of every rank
+        accelerator.wait_for_everyone()
+        if not main:
+            accelerator.wait_for_everyone()  # rank 0 renames the folder
+            return final
+    for name, p in ({} if accelerator is not None else policies).items():
         _save(
             {
                 "model": p.model.state_dict(),
@@ -94,6 +107,8 @@ def save_checkpoint(root: str | Path, step: int, policies: Mapping[str, Any], da
     if keep > 0:
         for old in complete_checkpoints(root)[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
+    if accelerator is not None:
+        accelerator.wait_for_everyone()
     return final
 
 
@@ -112,14 +127,20 @@ def latest_checkpoint(root: str | Path) -> Path | None:
     return found[-1] if found else None
 
 
-def load_checkpoint(path: str | Path, policies: Mapping[str, Any]) -> dict:
-    """Restore ``policies`` and the RNG from checkpoint ``path``; return its state (step, data, extra)."""
+def load_checkpoint(path: str | Path, policies: Mapping[str, Any], accelerator: Any = None) -> dict:
+    """Restore ``policies`` and the RNG from checkpoint ``path``; return its state (step, data, extra).
+
+    With an ``accelerator``, models / optimizers / schedulers / RNG come from ``load_state``.
+    """
     path = Path(path)
     if not (path / MARKER).is_file():
         raise FileNotFoundError(f"{path} is not a complete checkpoint (no {MARKER} marker); delete it or pick another")
     state = torch.load(path / "state.pt", weights_only=False)
     if sorted(policies) != state["policies"]:
         raise ValueError(f"checkpoint {path} holds policies {state['policies']}, this run has {sorted(policies)}")
+    if accelerator is not None:
+        accelerator.load_state(str(path / "accelerate"))
+        return state
     for name, p in policies.items():
         blob = torch.load(path / f"{name}.pt", weights_only=False)
         p.model.load_state_dict(blob["model"])

@@ -391,6 +391,7 @@ class Policy:
     scheduler: Any
     ref_model: torch.nn.Module | None = None
     pad_token_id: int = 0
+    accelerator: Any = None  # set when run under `accelerate launch` (DDP / FSDP2); None on one device
 
 
 @dataclass
@@ -612,14 +613,22 @@ def update(policy: Policy, batches: list[Samples], s: DuelSettings) -> dict[str,
                 epsilon_low=s.epsilon, epsilon_high=s.eps_high, max_completion_length=s.max_new_tokens,
                 num_sequences=n_seq, num_tokens=n_tok, kl_ratio_correction=s.kl_ratio_correction,
             )
-            out.loss.backward()
+            if policy.accelerator is not None:
+                policy.accelerator.backward(out.loss)
+            else:
+                out.loss.backward()
             w = float(cmask[c].sum())
             loss_sum += float(out.loss.detach())
             ent_sum += float((ent.detach() * cmask[c]).sum())
             kl_sum += (out.kl * w) if not math.isnan(out.kl) else 0.0
             clip_sum += out.clip_ratio * w
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), s.max_grad_norm))
-        if not (math.isfinite(loss_sum) and math.isfinite(grad_norm)):
+        acc = policy.accelerator
+        clip = acc.clip_grad_norm_ if acc is not None else torch.nn.utils.clip_grad_norm_
+        grad_norm = float(clip(model.parameters(), s.max_grad_norm))
+        bad = not (math.isfinite(loss_sum) and math.isfinite(grad_norm))
+        if acc is not None and acc.num_processes > 1:  # every rank must take the same decision
+            bad = bool(acc.reduce(torch.tensor(float(bad), device=acc.device), reduction="sum") > 0)
+        if bad:
             # a NaN/inf would poison the weights and Adam's moments: drop this step, keep going
             policy.optimizer.zero_grad(set_to_none=True)
             m["skipped"] = 1.0
@@ -757,24 +766,30 @@ def train(
     metrics_path = out_dir / "metrics.jsonl"
     stream = ProblemStream(task.problems("train"), s.seed)
     torch.manual_seed(s.seed)
+    acc = next(iter(policies.values())).accelerator
     start = 0
     last = ckpt.latest_checkpoint(out_dir / "checkpoints")
     if last is not None:
-        state = ckpt.load_checkpoint(last, policies)
+        state = ckpt.load_checkpoint(last, policies, accelerator=policies[next(iter(policies))].accelerator)
         stream.load_state_dict(state["data"])
         start = state["step"]
         log.info("resumed from %s at step %d", last, start)
-    ckpt.truncate_jsonl(metrics_path, keep=lambda row: row.get("step", -1) < start)
+    if acc is None or acc.is_main_process:
+        ckpt.truncate_jsonl(metrics_path, keep=lambda row: row.get("step", -1) < start)
+    rank, world = (acc.process_index, acc.num_processes) if acc is not None else (0, 1)
     rows = []
     for step in range(start, s.steps):
-        problems = stream.take(s.problems_per_step)
+        # every rank draws the same P problems and rolls out its share; groups live inside a
+        # problem, so advantages need no communication (the loss normalizers are per rank)
+        problems = stream.take(s.problems_per_step)[rank::world]
         row = duel_step(task, policies, problems, s, step)
         rows.append(row)
-        with open(metrics_path, "a") as f:
-            f.write(json.dumps(row, allow_nan=True) + "\n")
+        if rank == 0:  # metrics of rank 0's share of the batch
+            with open(metrics_path, "a") as f:
+                f.write(json.dumps(row, allow_nan=True) + "\n")
         if on_step:
             on_step(row)
         done = step + 1
         if (s.checkpoint_every and done % s.checkpoint_every == 0) or done == s.steps:
-            ckpt.save_checkpoint(out_dir / "checkpoints", done, policies, data=stream.state_dict(), keep=s.keep_checkpoints)
+            ckpt.save_checkpoint(out_dir / "checkpoints", done, policies, data=stream.state_dict(), keep=s.keep_checkpoints, accelerator=acc)
     return rows

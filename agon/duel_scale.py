@@ -29,7 +29,8 @@ class ServerRollouts(Engine):
     """Rollouts from one policy's ``trl vllm-serve``; weights pushed to it after each update."""
 
     def __init__(self, base_url: str, tokenizer: Any, *, system_prompt: str | None = None, chat_template_kwargs: dict | None = None,
-                 max_prompt_tokens: int | None = None, connection_timeout: float = 600.0, group_port: int = 51216, device: Any = 0):
+                 max_prompt_tokens: int | None = None, connection_timeout: float = 600.0, group_port: int = 51216, device: Any = 0,
+                 is_main: bool = True):
         from trl.generation.vllm_client import VLLMClient
 
         self.tokenizer = tokenizer
@@ -37,7 +38,9 @@ class ServerRollouts(Engine):
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.max_prompt_tokens = max_prompt_tokens
         self.client = VLLMClient(base_url=base_url, group_port=group_port, connection_timeout=connection_timeout)
-        self.client.init_communicator(device=device)
+        self.is_main = is_main
+        if is_main:  # one NCCL group per server: the main training rank pushes, the others only generate
+            self.client.init_communicator(device=device)
         eos = tokenizer.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos])
 
@@ -68,12 +71,31 @@ class ServerRollouts(Engine):
         return completions
 
     def sync_weights(self, model: Any) -> None:
-        """Broadcast the trainer's current weights to the server and drop its stale prefix cache."""
-        self.client.update_model_params(model)
-        self.client.reset_prefix_cache()
+        """Send the trainer's current weights to the server and drop its stale prefix cache.
+
+        Under FSDP2 every rank takes part in gathering each full parameter (``full_tensor``);
+        the main rank streams it to the server. All ranks wait until the server has them.
+        """
+        import torch
+
+        def full_params():
+            for name, p in model.named_parameters():
+                yield name.removeprefix("module."), (p.full_tensor() if hasattr(p, "full_tensor") else p.data)
+
+        if self.is_main:
+            with self.client.weight_update():
+                for name, tensor in full_params():
+                    self.client.update_named_param(name, tensor)
+            self.client.reset_prefix_cache()
+        else:
+            for _ in full_params():
+                pass
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.barrier()
 
     def close(self) -> None:
-        self.client.close_communicator()
+        if self.is_main:
+            self.client.close_communicator()
 
 
 class ColocatedRollouts(Engine):
@@ -112,7 +134,11 @@ def rollout_engine(config: dict, fam: dict, row: str, model: Any, tokenizer: Any
         return HFEngine(model, tokenizer, batch_size=tr["rollout_batch_size"], **common)
     servers = (config.get("agon") or {}).get("servers") or {}
     if servers.get(row.upper()):
-        return ServerRollouts(servers[row.upper()], tokenizer, **common, device=getattr(model, "device", 0))
+        import os
+
+        # each server has its own weight-transfer group, so the two policies need distinct ports
+        return ServerRollouts(servers[row.upper()], tokenizer, **common, device=getattr(model, "device", 0),
+                              group_port=51216 + (0 if row == "a" else 1), is_main=int(os.environ.get("RANK", "0")) == 0)
     from agon.engines.vllm import VLLMEngine
 
     # two colocated engines share the GPU with two trained models: each takes a small share

@@ -77,11 +77,24 @@ def _check_vllm() -> None:
         raise ConfigError("train.backend is vllm but vLLM is not installed; `pip install agon[gpu]` on a GPU machine, or use backend: hf") from None
 
 
-def _save_model(model: Any, tokenizer: Any, path: Path) -> None:
+def make_accelerator() -> Any:
+    """An accelerate.Accelerator when launched with several processes (`accelerate launch`), else None.
+
+    One Accelerator prepares both policies (config/accelerate/fsdp2.yaml shards each with
+    FSDP2). Schedulers step once per optimizer step, not once per process.
+    """
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    from accelerate import Accelerator
+
+    return Accelerator(step_scheduler_with_optimizer=False)
+
+
+def _save_model(model: Any, tokenizer: Any, path: Path, state_dict: dict | None = None) -> None:
     """Save a model folder atomically (temp folder + rename), so a half-written one never exists."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
+    model.save_pretrained(tmp, state_dict=state_dict)
     tokenizer.save_pretrained(tmp)
     if path.exists():
         shutil.rmtree(path)
@@ -99,6 +112,7 @@ def train_agon(config: dict, fam: dict, task_name: str, settings: Any, out: Path
 
     torch.manual_seed(settings.seed)
     task = task_from_config(config, task_name)
+    accelerator = make_accelerator()
     policies, tokenizers = {}, {}
     for name in ("A", "B"):
         row = fam[f"model_{name.lower()}"]
@@ -106,7 +120,11 @@ def train_agon(config: dict, fam: dict, task_name: str, settings: Any, out: Path
         model = load_model(row["model"], dtype=fam["dtype"], revision=row.get("revision"))
         engine = rollout_engine(config, fam, name.lower(), model, tok)
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        policies[name] = duel.make_policy(name, model, engine, settings, pad_token_id=pad)
+        policy = duel.make_policy(name, model, engine, settings, pad_token_id=pad)
+        if accelerator is not None:  # shard / replicate each model with its own optimizer (FSDP2 or DDP)
+            policy.model, policy.optimizer, policy.scheduler = accelerator.prepare(policy.model, policy.optimizer, policy.scheduler)
+            policy.accelerator = accelerator
+        policies[name] = policy
         tokenizers[name] = tok
     t0 = time.time()
     try:
@@ -114,7 +132,13 @@ def train_agon(config: dict, fam: dict, task_name: str, settings: Any, out: Path
     finally:
         task.close()
     for name, pol in policies.items():
-        _save_model(pol.model, tokenizers[name], out / name)
+        if accelerator is None:
+            _save_model(pol.model, tokenizers[name], out / name)
+        else:  # gather the full weights (FSDP2 shards them), save once
+            state = accelerator.get_state_dict(pol.model)
+            if accelerator.is_main_process:
+                _save_model(accelerator.unwrap_model(pol.model), tokenizers[name], out / name, state_dict=state)
+            accelerator.wait_for_everyone()
     return summarize_metrics(out / "metrics.jsonl") | {"wall_s_this_run": time.time() - t0, "steps_this_run": len(rows)}
 
 

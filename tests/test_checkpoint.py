@@ -124,3 +124,26 @@ def test_sigkill_then_resume_is_bit_exact(tmp_path):
     assert [strip(r) for r in rows_cut] == [strip(r) for r in rows_full]
     summary = json.loads((cut / "summary.json").read_text())
     assert summary["steps"] == steps and summary["provenance"]["seed"] == 3
+
+
+def test_accelerate_path_steps_and_roundtrips(tmp_path):
+    """The accelerate path (used by `accelerate launch` with DDP / FSDP2), exercised on one CPU process."""
+    from accelerate import Accelerator
+
+    from tests.duel_helpers import ParityTask
+
+    s = duel.DuelSettings(problems_per_step=2, num_drafts=4, num_reads=1, max_new_tokens=4, learning_rate=1e-2)
+    pols = tiny_policies("qwen3", tmp_path / "m", s)
+    acc = Accelerator(cpu=True, step_scheduler_with_optimizer=False)
+    for p in pols.values():
+        p.model, p.optimizer, p.scheduler = acc.prepare(p.model, p.optimizer, p.scheduler)
+        p.accelerator = acc
+    m = duel.duel_step(ParityTask(), pols, ParityTask().problems("train")[:2], s, 0)
+    assert m["A/skipped"] == 0.0 and m["B/skipped"] == 0.0
+    path = ckpt.save_checkpoint(tmp_path / "ck", 1, pols, data={"pos": 2}, accelerator=acc)
+    assert (path / ckpt.MARKER).is_file() and (path / "accelerate").is_dir()
+    saved = {k: v.clone() for k, v in pols["B"].model.state_dict().items()}
+    duel.duel_step(ParityTask(), pols, ParityTask().problems("train")[:2], s, 1)
+    state = ckpt.load_checkpoint(path, pols, accelerator=acc)
+    assert state["data"] == {"pos": 2}
+    assert all(torch.equal(v, pols["B"].model.state_dict()[k]) for k, v in saved.items())
