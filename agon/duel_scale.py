@@ -115,8 +115,9 @@ class ColocatedRollouts(Engine):
         """Load the trainer's parameters into vLLM's model (TRL's colocate sync), then reset the prefix cache."""
         llm = self.engine.llm
         runner_model = llm.llm_engine.model_executor.driver_worker.model_runner.model
-        for name, param in model.named_parameters():
-            runner_model.load_weights([(name, param.data)])
+        for name, param in model.named_parameters():  # under FSDP2, gather each full parameter first
+            full = param.full_tensor() if hasattr(param, "full_tensor") else param.data
+            runner_model.load_weights([(name.removeprefix("module."), full)])
         llm.reset_prefix_cache()
 
     def close(self) -> None:
