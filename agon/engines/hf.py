@@ -264,7 +264,13 @@ class HFEngine(Engine):
             if t in self.eos_ids:
                 cut, finish = k + 1, "stop"  # the eos is kept in the ids (it was sampled) but not the text
                 break
-        body = ids[: cut - 1] if finish == "stop" else ids[:cut]
+        if finish == "length":
+            # a row that ended on a stop string before the others is padded to the batch's width
+            while cut > 0 and ids[cut - 1] == self.pad_id:
+                cut -= 1
+            if cut < sampling.max_new_tokens:
+                finish = "stop"  # a stopping criterion ended it (e.g. a stop string spanning the prompt)
+        body = ids[: cut - 1] if finish == "stop" and cut and ids[cut - 1] in self.eos_ids else ids[:cut]
         text = self.tokenizer.decode(body, skip_special_tokens=False)
         hit = _first_stop(text, sampling.stop)
         if hit is not None:
