@@ -305,6 +305,17 @@ def minimal_config(task: str, model_a: str | None, model_b: str | None, family: 
     )
 
 
+def model_fingerprint(name_or_path: str) -> str:
+    """A cheap identity of a local model folder (file names, sizes, mtimes), so that a resumed
+    evaluation never mixes samples of a model with those of a retrained one at the same path;
+    a hub id is its own identity."""
+    path = Path(name_or_path)
+    if not path.is_dir():
+        return name_or_path
+    files = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in path.iterdir() if f.is_file())
+    return f"{name_or_path}@{config_hash(files)}"
+
+
 def resolve_kind(system: str, model: str | None, drafter: str | None, reader: str | None) -> str:
     """single, cascade or moa for a ``--system`` value and the model flags given."""
     if system in KINDS:
@@ -353,6 +364,7 @@ def build_system(config: dict, family: str, system: str, *, model: str | None = 
         sys_obj = moa(engine("a", drafter), engine("b", reader), layers=m["layers"], proposers=m["proposers"], aggregator=m["aggregator"])
         identity = {"a": drafter or fam["model_a"]["model"], "b": reader or fam["model_b"]["model"], "moa": m}
     sys_obj.name = system
+    identity["fingerprints"] = sorted({model_fingerprint(str(path)) for _, path in cache})
     identity["family_row"] = {k: v for k, v in fam.items() if k not in ("model_a", "model_b")} | {
         "personas": [fam["model_a"].get("system_prompt"), fam["model_b"].get("system_prompt")],
         "chat_template_kwargs": [fam["model_a"].get("chat_template_kwargs"), fam["model_b"].get("chat_template_kwargs")],
