@@ -5,6 +5,7 @@
 # built from one place (agon.report.layout), which `agon report` also reads, so the
 # workflow and the report cannot disagree about where a result lives.
 
+import json
 import os
 import re
 
@@ -85,7 +86,18 @@ def res(rule_name, key):
 # ---------------------------------------------------------------- config snapshots
 
 
+def _canonical(obj):
+    """``obj`` with every mapping's keys sorted: Snakemake compares params by their repr, so a
+    config whose YAML merely lists keys in another order must give the same snapshot."""
+    return json.loads(json.dumps(obj, sort_keys=True))
+
+
 def snapshot(stage, family=None, task=None):
+    """The config a job of ``stage`` runs with, key order normalised (see :func:`_snapshot`)."""
+    return _canonical(_snapshot(stage, family, task))
+
+
+def _snapshot(stage, family=None, task=None):
     """The config a job of ``stage`` runs with: its rows and the sections it reads.
 
     Written to a file by the ``config_snapshot`` rule with this dict as a param, so
@@ -100,18 +112,22 @@ def snapshot(stage, family=None, task=None):
     if stage == "pretrain":
         # the pretrain reads the toy section and the toy tasks' rows, not the family rows:
         # keep only what names the models, so editing e.g. max_new_tokens does not retrain them
-        cfg["families"] = [
-            {"name": n, "toy": True, "model_a": {"model": FAMILIES[n]["model_a"]["model"]},
-             "model_b": {"model": FAMILIES[n]["model_b"]["model"]}}
-            for n in TOY_FAMILIES
-        ]
+        cfg["families"] = [_model_names_only(n) for n in TOY_FAMILIES]
         cfg["tasks"] = [row for row in config["tasks"] if row["name"] in TOY_TASKS] or config["tasks"]
     else:
-        cfg["families"] = [FAMILIES[family]]
+        # the data split depends on the task row only
+        cfg["families"] = [_model_names_only(family) if stage == "data" else FAMILIES[family]]
         cfg["tasks"] = [TASKS[task]]
     for section in STAGE_SECTIONS[stage]:
         cfg[section] = config[section]
     return cfg
+
+
+def _model_names_only(family):
+    """A family row cut to what names its models, for stages that read nothing else of it."""
+    row = FAMILIES[family]
+    return {"name": family, "toy": row["toy"], "model_a": {"model": row["model_a"]["model"]},
+            "model_b": {"model": row["model_b"]["model"]}}
 
 
 def snapshot_params(wildcards):

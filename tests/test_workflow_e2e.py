@@ -1,0 +1,85 @@
+"""The reduced toy DAG, run end to end with the real commands (CI's workflow check).
+
+Everything is real but tiny: the toy pretrain (a 1-layer model, a few SFT steps), the data
+split, GRPO and Agon training (2 steps each), every table-1 system evaluated on a few hard
+problems, and the report. The numbers are near chance at this size; what is checked is
+that every stage runs, table 1 and the figures come out, and reruns do only what changed.
+About 2-4 minutes on 2 shared cores, hence `slow`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agon.report import SYSTEMS, systems_for_methods
+from test_workflow import dry_run_jobs, snakemake, workdir_with
+
+pytestmark = pytest.mark.slow
+
+REDUCED = yaml.safe_load((Path(__file__).parent / "fixtures" / "workflow_smoke.yaml").read_text())
+
+
+def run(wd: Path, *args: str, timeout: int = 900):
+    t0 = time.perf_counter()
+    res = snakemake(wd, "--cores", "2", *args, timeout=timeout)
+    return res, time.perf_counter() - t0
+
+
+def test_reduced_toy_dag_end_to_end(tmp_path):
+    wd = workdir_with(tmp_path, REDUCED)
+    res, wall = run(wd)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    print(f"\nreduced toy DAG: {wall:.1f}s wall")
+
+    out = wd / "results"
+    with open(out / "table1.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["family"], r["task"]) for r in rows] == [("toy", "arith")]
+    systems = systems_for_methods(REDUCED["methods"])
+    for s in systems:
+        p = float(rows[0][f"{s}_pass@1"])
+        assert 0.0 <= float(rows[0][f"{s}_pass@1_lo"]) <= p <= float(rows[0][f"{s}_pass@1_hi"]) <= 1.0
+        # the table recounts what the evaluation itself wrote
+        summary = json.loads((out / f"toy/arith/eval/{s}/seed0/summary.json").read_text())
+        assert p == pytest.approx(summary["pass@1"], abs=1e-9)
+    for m in ("grpo", "agon"):
+        assert float(rows[0][f"{m}_train_tokens"]) > 0
+        assert float(rows[0][f"{m}_train_wall_h"]) > 0
+        assert (out / f"toy/arith/train/{m}/seed0/metrics.jsonl").is_file()
+    assert (out / "table1.md").read_text().count("| toy | arith |") >= 1
+    assert json.loads((out / "table1.provenance.json").read_text())["provenance"]["config_hash"]
+    for name in ("pass1_by_system", "training_curves", "duel_dynamics"):
+        for ext in ("png", "pdf"):
+            assert (wd / "figures" / f"{name}.{ext}").stat().st_size > 5000
+    # every rule wrote its log
+    assert (out / "logs/pretrain.log").is_file() and (out / "logs/report.log").is_file()
+
+    # a second run with nothing changed does nothing
+    res, noop = run(wd)
+    assert res.returncode == 0 and "Nothing to be done" in res.stdout + res.stderr
+    print(f"no-op rerun: {noop:.1f}s wall")
+
+    # changing the toy family's row reruns its jobs, not the pretrained base models
+    cfg = yaml.safe_load((wd / "config" / "config.yaml").read_text())
+    cfg["families"][0]["max_new_tokens"] = 24
+    (wd / "config" / "edited.yaml").write_text(yaml.safe_dump(cfg))
+    jobs = dry_run_jobs(wd, "--configfile", "config/edited.yaml")
+    rules = {j["rule"] for j in jobs}
+    assert "pretrain" not in rules and {"train", "evaluate", "report"} <= rules
+
+    # a new family row adds only its own jobs (and the report): the existing family is untouched
+    cfg = yaml.safe_load((wd / "config" / "config.yaml").read_text())
+    cfg["families"].append({**cfg["families"][0], "name": "toy2"})
+    (wd / "config" / "two.yaml").write_text(yaml.safe_dump(cfg))
+    jobs = dry_run_jobs(wd, "--configfile", "config/two.yaml")
+    outputs = [o for j in jobs for o in j["output"]]
+    assert not any(o.startswith("results/toy/") for o in outputs), outputs
+    assert sum(o.endswith("summary.json") and "/eval/" in o for o in outputs) == len(systems)
+    assert {j["rule"] for j in jobs} == {"config_snapshot", "data_split", "train", "evaluate", "report", "all"}
+    assert sum(SYSTEMS[s].train is not None for s in systems) > 0
