@@ -33,6 +33,24 @@ def test_runs_a_program_on_stdin():
     assert 0 < res.seconds < 5
 
 
+def test_standard_library_is_importable():
+    code = "import math, heapq, bisect, itertools, functools, collections, re, json, fractions, decimal, random, string, array, socket\nprint('ok')\n"
+    for level in sorted({detect_isolation(), "none"}):
+        res = run_program(code, isolation=level, timeout_s=10)
+        assert res.stdout == "ok\n", (level, res.stderr)
+
+
+def test_works_when_the_grader_holds_many_fds():
+    """The report pipe then gets a number above 9, which a shell cannot redirect by number."""
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(20)]
+    try:
+        res = run_program("import sys\nsys.exit(3)\n")
+        assert (res.status, res.exit_code) == ("runtime_error", 3), res
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
 def test_large_stdin_and_stdout_round_trip():
     data = "\n".join(str(i) for i in range(200_000)) + "\n"  # ~1.3 MB, far over a pipe buffer
     res = run_program("import sys\nsys.stdout.write(sys.stdin.read())\n", data, timeout_s=20)
@@ -77,7 +95,7 @@ def test_environment_is_scrubbed_and_dir_is_fresh_and_removed():
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "agon-sbx-*")))
     a = json.loads(run_program(code).stdout)
     b = json.loads(run_program(code).stdout)
-    assert set(a["env"]) <= {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONIOENCODING", core._MARKER_VAR, "LC_CTYPE"}
+    assert set(a["env"]) <= {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONIOENCODING", core._MARKER_VAR, "LC_CTYPE", "PWD"}  # PWD: the init shell's
     assert a["cwd"] != b["cwd"] and a["files"] == ["prog.py"]
     assert not os.path.exists(a["cwd"]) and not os.path.exists(b["cwd"])
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "agon-sbx-*"))) <= before

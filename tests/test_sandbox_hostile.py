@@ -149,6 +149,7 @@ def test_opening_a_socket(level):
         server.close()
     assert not accepted, "the sandboxed program reached a socket of the grader"
     assert (v.status, v.correct) == ("runtime_error", False)
+    assert "Error" in v.detail and "ModuleNotFoundError" not in v.detail  # refused, not unimportable
 
 
 def test_reading_the_parents_environment(level, monkeypatch):

@@ -3,8 +3,8 @@
 Model-written code is hostile until proven otherwise. Every run:
 
 - gets a fresh temp dir (its cwd, HOME and TMPDIR), removed afterwards whatever happened;
-- starts in a new session and process group (``start_new_session``), so a wall-clock timeout
-  kills the whole group;
+- starts in a session and process group of its own (``os.setsid`` in the bootstrap), so a
+  wall-clock timeout kills the whole group, and it has no controlling terminal;
 - runs under rlimits set by a tiny bootstrap before the program is compiled: CPU seconds,
   address space (``memory_mb``), file size, open files and processes (hard = soft, so the
   program cannot raise them back);
@@ -19,7 +19,8 @@ Model-written code is hostile until proven otherwise. Every run:
                   interface is up, every connect fails), and a PID namespace whose init is
                   the program, so when it dies, or is killed, the kernel kills every process
                   it left, including ones that escaped into a new session. As root the
-                  program also drops to an unprivileged uid of its own (``setpriv``), one uid
+                  program also drops to an unprivileged uid of its own (``unshare --setuid``
+                  or ``setpriv``, whichever can start the interpreter), one uid
                   per concurrent run, so RLIMIT_NPROC counts only that run's processes (root
                   ignores RLIMIT_NPROC) and the program can neither delete the grader's files
                   nor signal or read the grader's processes.
@@ -78,29 +79,29 @@ _MARKER_VAR = "AGON_SANDBOX_RUN"  # per-run marker found in escaped processes (f
 
 _MEMORY_SIGNS = ("MemoryError", "Cannot allocate memory", "out of memory")
 
-# The bootstrap runs as ``python -I -c BOOT FD CPU AS FSIZE NOFILE NPROC GUARD``. It forks:
-# the parent is the run's init (PID 1 of its PID namespace, where there is one), the child is
-# the program. A namespace's init ignores signals it has no handler for, CPU-limit signals
-# included, so the program must not be PID 1. The child sets the limits, optionally installs
-# the audit guard, sends "S" on FD (it starts) and closes FD, then runs prog.py as __main__
-# in a fresh module. The init waits for it and sends "W<exit code>" on FD: the exact status,
-# which ``unshare`` would not pass on for a signal. The program never holds FD, so it can
-# forge neither message.
+# The bootstrap runs as ``python -I -S -c BOOT FD CPU AS FSIZE NOFILE NPROC GUARD``. It sets
+# the limits, optionally installs the audit guard, sends "S" on FD (the program starts),
+# closes FD, and runs prog.py as __main__ in a fresh module. The program never holds FD, so
+# it cannot forge the start message nor the exit report below.
+#
+# In a PID namespace the run's init (PID 1) is a shell, not the program: a namespace's init
+# ignores signals it has no handler for, CPU-limit signals included. The shell waits for the
+# program and sends "W<status>" on FD (the shell's status: 128+N for signal N), which
+# ``unshare`` would not pass on for a signal. A program that exits with 128+N itself reads as
+# killed by signal N: a failure either way.
+# (dash redirects only fds 0-9 by number; the pipe's number may be higher, so it is reopened
+# through /proc, which is the same pipe)
+_INIT_SH = 'fd=$1; shift; "$@"; echo "W$?" > /proc/self/fd/$fd'
 _BOOT = r"""
-import os, sys
+import os, sys, resource
 def _agon_boot():
     fd, cpu, mem, fsize, nofile, nproc, guard = (int(x) for x in sys.argv[1:8])
-    pid = os.fork()
-    if pid:
-        _, status = os.waitpid(pid, 0)
-        os.write(fd, b"W%d\n" % os.waitstatus_to_exitcode(status))
-        os._exit(0)
-    import resource
     limits = [(resource.RLIMIT_CPU, (cpu, cpu + 1)), (resource.RLIMIT_AS, (mem, mem)),
               (resource.RLIMIT_FSIZE, (fsize, fsize)), (resource.RLIMIT_NOFILE, (nofile, nofile)),
               (resource.RLIMIT_NPROC, (nproc, nproc)), (resource.RLIMIT_CORE, (0, 0))]
     for res, lim in limits:
         resource.setrlimit(res, lim)
+    os.setsid()
     if guard:
         blocked = ("socket.__new__", "socket.connect", "socket.bind", "ctypes.dlopen",
                    "ctypes.dlsym", "ctypes.cdata", "os.system", "os.exec", "os.posix_spawn",
@@ -117,8 +118,7 @@ def _agon_boot():
     sys.argv = ["prog.py"]
     return compile(src, "prog.py", "exec")
 _agon_code = _agon_boot()
-import types
-_agon_main = types.ModuleType("__main__")
+_agon_main = type(sys)("__main__")
 _agon_main.__file__ = "prog.py"
 _agon_main.__builtins__ = __builtins__
 sys.modules["__main__"] = _agon_main
@@ -161,21 +161,48 @@ def _which(name: str) -> str | None:
     return shutil.which(name, path="/usr/bin:/bin:/usr/sbin:/sbin:" + os.environ.get("PATH", ""))
 
 
-def _prefix(level: str, uid: int | None) -> list[str]:
-    """The command that wraps the interpreter at ``level`` (uid: drop to it, as root)."""
-    if level == "none":
-        ns = []
-    else:
+def _prefix(level: str, uid: int | None, uid_method: str | None = None, report_fd: int | None = None) -> list[str]:
+    """The command that wraps the interpreter at ``level``: namespaces, the init shell (which
+    reports the exit status on ``report_fd``), and the drop to ``uid`` (as root)."""
+    method = uid_method or (_uid_method() if uid is not None else None)
+    ns: list[str] = []
+    if level != "none" or (uid is not None and method == "unshare"):
         ns = [_which("unshare") or "unshare"]
         if level == "userns":
             ns += ["--user", "--map-root-user"]
-        ns += ["--net", "--pid", "--fork", "--kill-child"]
-    if uid is not None:
-        # setpriv, not Popen(user=...): Popen's child changes uid before the exec, and then
-        # cannot reach an interpreter under a root-only directory (pyenv in /root); setpriv
-        # reaches it, and the program still ends with no capabilities (a test checks).
+        if level != "none":
+            ns += ["--net", "--pid", "--fork", "--kill-child"]
+        if uid is not None and method == "unshare":  # unshare sets the ids itself: one exec less
+            ns += [f"--setuid={uid}", f"--setgid={uid}"]
+    if level != "none" and report_fd is not None:
+        ns += [_which("sh") or "/bin/sh", "-c", _INIT_SH, "sh", str(report_fd)]
+    if uid is not None and method == "setpriv":
         ns += [_which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
     return ns
+
+
+@functools.lru_cache(maxsize=None)
+def _uid_method(python: str = sys.executable) -> str | None:
+    """How a root run drops to its own uid: ``unshare`` (``--setuid/--setgid``, cheapest),
+    ``setpriv``, or None when neither can start ``python`` as an unprivileged user with an
+    importable standard library and no supplementary groups (then runs keep root: weaker).
+
+    Both are probed because they differ in practice: an interpreter under a root-only
+    directory (pyenv in /root) starts through setpriv but not through unshare.
+    """
+    uid = UID_BASE - 1  # outside every run's range
+    probe = "import os, socket, json; print(os.getuid(), os.getgroups())"
+    for method in ("unshare", "setpriv"):
+        if _which(method) is None:
+            continue
+        argv = _prefix("none", uid, method) + [python, "-I", "-S", "-c", probe]
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=30, cwd="/", env={"PATH": "/usr/bin:/bin"})
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if out.returncode == 0 and out.stdout.split() == [str(uid), "[]"]:
+            return method
+    return None
 
 
 def _is_root() -> bool:
@@ -197,7 +224,7 @@ def detect_isolation(python: str = sys.executable) -> str:
         raise ValueError(f"{ISOLATION_ENV}={forced!r}; expected one of {ISOLATION} or auto")
     candidates = (["namespaces"] if _is_root() else []) + ["userns"]
     for level in candidates:
-        if _which("unshare") is None or (level == "namespaces" and _which("setpriv") is None):
+        if _which("unshare") is None:
             continue
         # The probe is a real sandboxed run whose program must also find the network gone.
         probe = (
@@ -298,7 +325,11 @@ def _kill_tree(proc: subprocess.Popen, marker: str | None) -> None:
     except subprocess.TimeoutExpired:
         pass
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)  # the wrapper's group (in `none`: the program's session)
+    except OSError:
+        pass
+    try:
+        proc.kill()
     except OSError:
         pass
     if marker is not None:
@@ -389,11 +420,15 @@ def run_program(
     python: str = sys.executable,
     stdout_cap: int = STDOUT_CAP,
     stderr_cap: int = STDERR_CAP,
+    site_packages: bool = False,
 ) -> RunResult:
     """Run ``code`` as a Python program on ``stdin`` in the sandbox and report what it did.
 
     ``timeout_s`` is the wall-clock limit (the CPU limit is its ceiling in whole seconds);
     ``memory_mb`` the address-space limit. ``isolation`` overrides :func:`detect_isolation`.
+    The program sees the standard library only (``python -I -S``), as a judge does, unless
+    ``site_packages``: the grader's environment (torch, agon, ...) is no business of hostile
+    code, and skipping ``site`` halves the interpreter's start-up time.
     Never raises for anything the program does; a failure of the sandbox itself is a
     ``sandbox_error`` result.
     """
@@ -401,8 +436,8 @@ def run_program(
     level = isolation or detect_isolation(python)
     if level not in ISOLATION:
         raise ValueError(f"isolation {level!r}; expected one of {ISOLATION}")
-    # Without setpriv a root run keeps root (weaker, see the module docstring).
-    slots = _uid_slots() if _is_root() and _which("setpriv") else None
+    # If no way to drop the uid works, a root run keeps root (weaker, see the module docstring).
+    slots = _uid_slots() if _is_root() and _uid_method(python) else None
     uid = slots.take() if slots is not None else None
     tmp = None
     try:
@@ -412,7 +447,7 @@ def run_program(
         if uid is not None:
             os.chown(tmp, uid, uid)
             os.chmod(os.path.join(tmp, "prog.py"), 0o644)
-        return _run_in(tmp, level, uid, code, stdin, timeout_s, memory_mb, python, stdout_cap, stderr_cap, t0)
+        return _run_in(tmp, level, uid, code, stdin, timeout_s, memory_mb, python, stdout_cap, stderr_cap, site_packages, t0)
     except Exception as err:  # the sandbox failed, not the program
         return RunResult("sandbox_error", None, "", "", time.perf_counter() - t0, isolation=level, detail=f"{type(err).__name__}: {err}")
     finally:
@@ -424,7 +459,7 @@ def run_program(
 
 def _run_in(
     tmp: str, level: str, uid: int | None, code: str, stdin: str, timeout_s: float, memory_mb: int,
-    python: str, stdout_cap: int, stderr_cap: int, t0: float,
+    python: str, stdout_cap: int, stderr_cap: int, site_packages: bool, t0: float,
 ) -> RunResult:
     """The run itself, in the prepared dir ``tmp`` (see :func:`run_program`)."""
     marker = uuid.uuid4().hex if level == "none" else None
@@ -435,14 +470,17 @@ def _run_in(
     ready_r, ready_w = os.pipe()
     if level == "userns" and uid is not None:
         raise RuntimeError("isolation 'userns' as root would map the program to real root; use 'namespaces'")
-    argv = _prefix(level, uid) + [
-        python, "-I", "-c", _BOOT, str(ready_w), str(cpu), str(int(memory_mb) * 1024 * 1024),
+    argv = _prefix(level, uid, _uid_method(python) if uid is not None else None, ready_w) + [
+        python, "-I", *([] if site_packages else ["-S"]), "-c", _BOOT, str(ready_w), str(cpu), str(int(memory_mb) * 1024 * 1024),
         str(FSIZE_MB * 1024 * 1024), str(NOFILE), str(NPROC), "1" if level == "none" else "0",
     ]
     try:
         proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp,
-            env=env, start_new_session=True, pass_fds=(ready_w,), close_fds=True,
+            # A new process group, not a new session: Popen's setsid costs a full fork of the
+            # grader (no vfork) on this Python; the bootstrap puts the program in a session
+            # of its own instead, away from any terminal of the grader.
+            env=env, process_group=None if level == "none" else 0, pass_fds=(ready_w,), close_fds=True,
         )
     finally:
         os.close(ready_w)
@@ -542,7 +580,7 @@ def _run_in(
     stderr = err.decode("utf-8", "replace")
     common = dict(stdout=stdout, stderr=stderr, seconds=seconds, stdout_truncated=out_trunc, stderr_truncated=err_trunc, isolation=level)
     started = report.startswith(b"S")
-    exit_code = _reported_exit(report)
+    exit_code = returncode if level == "none" else _reported_exit(report)
     if not started and not timed_out:
         return RunResult("sandbox_error", None, detail=f"the program never started (exit {returncode}): {stderr[-500:]}", **common)
     if timed_out:
@@ -555,12 +593,13 @@ def _run_in(
 
 
 def _reported_exit(report: bytes) -> int | None:
-    """The program's exit code from the bootstrap's report, None if it sent none."""
+    """The program's exit code from the init shell's report (-N: killed by signal N), None if
+    there is none."""
     i = report.find(b"W")
     if i < 0 or not report.endswith(b"\n"):
         return None
     try:
-        return int(report[i + 1 : -1])
+        status = int(report[i + 1 : -1])
     except ValueError:
         return None
-
+    return -(status - 128) if status > 128 else status
