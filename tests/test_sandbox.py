@@ -51,6 +51,12 @@ def test_works_when_the_grader_holds_many_fds():
             os.close(fd)
 
 
+def test_program_has_a_session_of_its_own_and_no_terminal():
+    code = "import os\nprint(os.getsid(0) == os.getpid())\ntry:\n    open('/dev/tty')\n    print('tty')\nexcept OSError:\n    print('no tty')\n"
+    for level in sorted({detect_isolation(), "none"}):
+        assert run_program(code, isolation=level).stdout == "True\nno tty\n", level
+
+
 def test_large_stdin_and_stdout_round_trip():
     data = "\n".join(str(i) for i in range(200_000)) + "\n"  # ~1.3 MB, far over a pipe buffer
     res = run_program("import sys\nsys.stdout.write(sys.stdin.read())\n", data, timeout_s=20)

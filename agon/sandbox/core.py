@@ -209,8 +209,20 @@ def _is_root() -> bool:
     return os.geteuid() == 0
 
 
-@functools.lru_cache(maxsize=None)
+_PROBE_LOCK = threading.Lock()  # pool threads that start together probe once, not each
+
+
 def detect_isolation(python: str = sys.executable) -> str:
+    """The strongest isolation level that works here (see :func:`_detect_isolation`)."""
+    with _PROBE_LOCK:
+        return _detect_isolation(python)
+
+
+detect_isolation.cache_clear = lambda: _detect_isolation.cache_clear()  # type: ignore[attr-defined]
+
+
+@functools.lru_cache(maxsize=None)
+def _detect_isolation(python: str = sys.executable) -> str:
     """The strongest isolation level that works here, probed once per process.
 
     ``AGON_SANDBOX_ISOLATION`` (namespaces | userns | none | auto) forces a level; forcing one
