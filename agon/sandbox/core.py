@@ -11,14 +11,18 @@ Model-written code is hostile until proven otherwise. Every run:
 - gets the stdin it is given, through a pipe written without blocking, and has stdout and
   stderr read into capped buffers (a program that overflows stdout is killed at once);
 - sees a scrubbed environment (no variable of the grader's leaks in);
+- sees the standard library only (``python -I -S``: no site-packages of the grader, and half
+  the interpreter's start-up time), unless ``site_packages=True``;
 - has no network and cannot reach the grader, by the strongest :data:`ISOLATION` level the
   kernel allows (detected once per process by a probe run, or forced with the environment
   variable ``AGON_SANDBOX_ISOLATION``):
 
   ``namespaces``  ``unshare --net --pid --fork --kill-child``: an empty network namespace (no
                   interface is up, every connect fails), and a PID namespace whose init is
-                  the program, so when it dies, or is killed, the kernel kills every process
-                  it left, including ones that escaped into a new session. As root the
+                  a shell that waits for the program (the program must not be the init: an
+                  init ignores CPU-limit signals), so when the program ends, or the run is
+                  killed, the kernel kills every process it left, including ones that
+                  escaped into a new session. As root the
                   program also drops to an unprivileged uid of its own (``unshare --setuid``
                   or ``setpriv``, whichever can start the interpreter), one uid
                   per concurrent run, so RLIMIT_NPROC counts only that run's processes (root
@@ -40,6 +44,11 @@ The verdict of a run (:class:`RunResult.status`) is one of ``ok``, ``timeout``, 
 ``runtime_error``, ``output_limit`` or ``sandbox_error`` (the sandbox itself failed: the
 program never started). Whether the program started is reported on a private pipe by the
 bootstrap before any program code runs, so a program cannot forge a ``sandbox_error``.
+
+A program that the kernel kills (SIGKILL at the hard CPU limit, SIGSEGV of a stack overflow)
+is a ``runtime_error`` unless the signal is SIGXCPU (``timeout``); ``memory`` is read from
+the program's stderr (MemoryError), since an address-space limit makes allocations fail
+rather than kill.
 """
 
 from __future__ import annotations
