@@ -57,6 +57,12 @@ def test_program_has_a_session_of_its_own_and_no_terminal():
         assert run_program(code, isolation=level).stdout == "True\nno tty\n", level
 
 
+def test_site_packages_only_when_asked():
+    code = "import psutil\nprint('imported')\n"  # a dependency of agon, so installed here
+    assert run_program(code).status == "runtime_error"
+    assert grade_program(code, [("", "imported")], site_packages=True).status == "pass"
+
+
 def test_large_stdin_and_stdout_round_trip():
     data = "\n".join(str(i) for i in range(200_000)) + "\n"  # ~1.3 MB, far over a pipe buffer
     res = run_program("import sys\nsys.stdout.write(sys.stdin.read())\n", data, timeout_s=20)

@@ -50,12 +50,14 @@ def grade_program(
     memory_mb: int = 512,
     *,
     isolation: str | None = None,
+    site_packages: bool = False,
 ) -> Verdict:
     """Run ``code`` on each test (stdin, expected stdout) and stop at the first failure.
 
     ``status`` is pass | wrong_answer | timeout | memory | runtime_error | sandbox_error;
     ``correct`` is True for pass, False for failures the program caused, None for a
-    sandbox_error (cannot score). ``timeout_s`` and ``memory_mb`` are per test. A program
+    sandbox_error (cannot score). ``timeout_s`` and ``memory_mb`` are per test;
+    ``site_packages`` lets the program import the grader's installed packages. A program
     with no tests is a sandbox_error: passing it would reward anything.
     """
     if not tests:
@@ -65,7 +67,7 @@ def grade_program(
     for i, (stdin, expected) in enumerate(tests):
         # Leave room for a right answer, however long, but not for an unbounded one.
         cap = max(STDOUT_CAP, 2 * len(expected) + 4096)
-        run = run_program(code, stdin, timeout_s, memory_mb, isolation=isolation, stdout_cap=cap)
+        run = run_program(code, stdin, timeout_s, memory_mb, isolation=isolation, stdout_cap=cap, site_packages=site_packages)
         elapsed += run.seconds
         verdict = _verdict_of(run, expected, i, len(tests), elapsed)
         if verdict.status != "pass":
@@ -81,9 +83,12 @@ class SandboxPool:
     idempotent.
     """
 
-    def __init__(self, workers: int = 0, isolation: str | None = None):
+    def __init__(self, workers: int = 0, isolation: str | None = None, site_packages: bool = False):
+        """``workers``: concurrent runs (0: one per core). ``isolation``: force a level (None:
+        detect). ``site_packages``: programs may import installed packages (numpy, ...)."""
         self.workers = workers if workers > 0 else (os.cpu_count() or 1)
         self.isolation = isolation
+        self.site_packages = site_packages
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -107,7 +112,7 @@ class SandboxPool:
         futures = {}
         for i, (code, ts) in enumerate(zip(codes, tests)):
             if code is not None:
-                futures[i] = pool.submit(grade_program, code, list(ts), timeout_s, memory_mb, isolation=self.isolation)
+                futures[i] = pool.submit(grade_program, code, list(ts), timeout_s, memory_mb, isolation=self.isolation, site_packages=self.site_packages)
         out = []
         for i, code in enumerate(codes):
             if code is None:

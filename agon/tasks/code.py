@@ -13,6 +13,11 @@ offline users do. Where the source carries a difficulty or a rating, ``hard`` (a
 ``train_hard``) keep the problems at or above a threshold; HumanEval has none, so its hard
 split is its test split.
 
+Hub ids are loaded with ``datasets.load_dataset(hub_id, split=...)``; ``datasets`` no longer
+runs loading scripts, so a source published only as a script (LiveCodeBench's
+``code_generation_lite`` release tags) is loaded from its jsonl files through ``data_files``.
+Solutions run with the standard library only (see :mod:`agon.sandbox.core`).
+
 Departures from the sources' own judges, on purpose: per-problem time and memory limits in
 the data (CodeContests ``time_limit``, TACO ``time_limit``) are not used; every run gets the
 task's ``grading_timeout_s`` / ``memory_mb`` (Python is judged the same everywhere). No
