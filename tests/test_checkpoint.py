@@ -87,7 +87,7 @@ def _final_weights(out: Path) -> dict:
 def test_sigkill_then_resume_is_bit_exact(tmp_path):
     config = tiny_config(tmp_path, "qwen3", train={"checkpoint_every": 1, "keep_checkpoints": 0, "problems_per_step": 2, "num_generations": 4},
                          agon={"role_schedule": "alternate"})
-    steps = 4
+    steps = 3
     full, cut = tmp_path / "full", tmp_path / "cut"
     launcher = [sys.executable, str(ROOT / "tests" / "_agon_with_test_task.py")]
     r = subprocess.run(launcher + _train_cmd(config, full, steps)[3:], env=_env(), capture_output=True, text=True, timeout=300)
@@ -97,7 +97,7 @@ def test_sigkill_then_resume_is_bit_exact(tmp_path):
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None:
         done = ckpt.complete_checkpoints(cut / "checkpoints")
-        if done and int(done[-1].name.split("-")[1]) >= 2:
+        if done and int(done[-1].name.split("-")[1]) >= 1:
             break
         time.sleep(0.05)
     assert proc.poll() is None, "the run ended before it could be killed; make it longer"
