@@ -167,25 +167,39 @@ def eval_inputs(wildcards):
     return inputs
 
 
-def eval_model_args(wildcards):
-    """`agon eval` model flags: trained systems name their model folders; untrained systems
-    leave them out, so the CLI takes the family row's base models with their personas."""
+def eval_model_flags(wildcards):
+    """`agon eval` model flags: trained systems name their model folders and the family row
+    (persona, chat-template kwargs) each was trained as; untrained systems leave them out, so
+    the CLI takes the family row's base models with their personas."""
     spec = SYSTEMS[wildcards.system]
     if not spec.train:
-        return ""
+        return []
     run = LAYOUT.train_dir(wildcards.family, wildcards.task, spec.train, wildcards.seed)
-    # --*-row: the family row (persona, chat-template kwargs) each trained model was trained as
     if spec.model:
-        return f"--model {run}/{spec.model} --model-row {spec.model.lower()}"
-    return (
-        f"--drafter {run}/{spec.drafter} --reader {run}/{spec.reader}"
-        f" --drafter-row {spec.drafter.lower()} --reader-row {spec.reader.lower()}"
-    )
+        return ["--model", f"{run}/{spec.model}", "--model-row", spec.model.lower()]
+    return ["--drafter", f"{run}/{spec.drafter}", "--reader", f"{run}/{spec.reader}",
+            "--drafter-row", spec.drafter.lower(), "--reader-row", spec.reader.lower()]
 
 
-def eval_cli_system(wildcards):
-    """The `--system` value `agon eval` receives for this output folder."""
-    return SYSTEMS[wildcards.system].eval_system
+def train_command(wildcards, input):
+    """The `agon train` arguments of one training run (the script adds `--threads`: the job's
+    thread count depends on --cores, and must not look like a change of the command)."""
+    return ["train", "--config", input.config, "--family", wildcards.family, "--task", wildcards.task,
+            "--method", wildcards.method, "--seed", wildcards.seed,
+            "--out", LAYOUT.train_dir(wildcards.family, wildcards.task, wildcards.method, wildcards.seed)]
+
+
+def eval_command(wildcards, input):
+    """The `agon eval` arguments of one evaluation (`--system` as `agon eval` names it)."""
+    return ["eval", "--config", input.config, "--family", wildcards.family, "--task", wildcards.task,
+            "--system", SYSTEMS[wildcards.system].eval_system, "--seed", wildcards.seed,
+            *eval_model_flags(wildcards), "--no-progress",
+            "--out", LAYOUT.eval_dir(wildcards.family, wildcards.task, wildcards.system, wildcards.seed)]
+
+
+def job_folder(wildcards, output):
+    """The folder of a train / evaluate job: where its summary.json and resumable state live."""
+    return os.path.dirname(output.summary)
 
 
 def all_eval_summaries():
@@ -217,11 +231,6 @@ def table_outputs():
 def pretrain_out(wildcards, output):
     """`agon toy pretrain --out`: the folder holding A/, B/ and report.json."""
     return os.path.dirname(output.report)
-
-
-def eval_out(wildcards, output):
-    """`agon eval --out`: the folder holding summary.json."""
-    return os.path.dirname(output.summary)
 
 
 def figures_dir(wildcards, output):

@@ -1,4 +1,6 @@
 # One evaluation per (family, task, system, seed) on the config's eval split (table 1).
+# samples.jsonl is the evaluation's resumable state, written next to summary.json but not a
+# declared output: see workflow/scripts/resumable.py.
 
 
 rule evaluate:
@@ -6,16 +8,15 @@ rule evaluate:
     input:
         unpack(eval_inputs),
     output:
-        samples=LAYOUT.eval_samples("{family}", "{task}", "{system}", "{seed}"),
         summary=LAYOUT.eval_summary("{family}", "{task}", "{system}", "{seed}"),
     log:
         LAYOUT.log("eval/{family}/{task}/{system}/seed{seed}"),
     benchmark:
         LAYOUT.benchmark("eval/{family}/{task}/{system}/seed{seed}")
     params:
-        out=eval_out,
-        cli_system=eval_cli_system,
-        models=eval_model_args,
+        folder=job_folder,
+        state=["samples.jsonl"],
+        command=eval_command,
     conda:
         "../envs/agon.yaml"
     threads: res("evaluate", "threads")
@@ -23,7 +24,5 @@ rule evaluate:
         mem_mb=res("evaluate", "mem_mb"),
         runtime=res("evaluate", "runtime"),
         gpu=res("evaluate", "gpus"),
-    shell:
-        "OMP_NUM_THREADS={threads} python -m agon eval --config {input.config} --family {wildcards.family}"
-        " --task {wildcards.task} --system {params.cli_system} --seed {wildcards.seed}"
-        " {params.models} --out {params.out} --no-progress > {log} 2>&1"
+    script:
+        "../scripts/resumable.py"

@@ -1,10 +1,7 @@
 # One training run per (family, task, method, seed): the Agon duel, or GRPO (which trains
 # model A and model B each alone, for the `grpo` and `grpo_cascade` columns).
-#
-# metrics.jsonl and checkpoints/ are deliberately not declared outputs: Snakemake deletes a
-# job's outputs before it reruns, and a run killed mid-way must keep both to resume
-# (`--rerun-incomplete`). workflow/scripts/train.py throws them away instead when the run's
-# inputs changed since they were written, so a rerun for a new config never resumes stale state.
+# metrics.jsonl and checkpoints/ are the run's resumable state, not declared outputs: see
+# workflow/scripts/resumable.py.
 
 
 rule train:
@@ -19,6 +16,11 @@ rule train:
         LAYOUT.log("train/{family}/{task}/{method}/seed{seed}"),
     benchmark:
         LAYOUT.benchmark("train/{family}/{task}/{method}/seed{seed}")
+    params:
+        folder=job_folder,
+        state=["checkpoints", "metrics.jsonl"],
+        command=train_command,
+        threads_flag="--threads",
     conda:
         "../envs/agon.yaml"
     threads: res("train", "threads")
@@ -27,4 +29,4 @@ rule train:
         runtime=res("train", "runtime"),
         gpu=res("train", "gpus"),
     script:
-        "../scripts/train.py"
+        "../scripts/resumable.py"
