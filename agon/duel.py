@@ -50,6 +50,7 @@ import json
 import logging
 import math
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -530,8 +531,9 @@ def score(ro: Rollout, s: DuelSettings) -> tuple[Samples, Samples | None, dict[s
     if K == 0:  # solo: reward is correctness, the group is the G samples of a problem (= GRPO)
         r_draft = ro.c_draft.copy()
     else:
-        with np.errstate(invalid="ignore"):
-            mean_read = np.nanmean(ro.c_read, axis=2) if K else np.full((P, G), np.nan)
+        with warnings.catch_warnings():  # a draft whose reads were all ungraded: NaN rival, on purpose
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean_read = np.nanmean(ro.c_read, axis=2)
         r_draft = duel_rewards(ro.c_draft, mean_read, s.reward_scheme, s.lam, role="drafter")
         c_draft_per_read = np.repeat(ro.c_draft[:, :, None], K, axis=2)
         r_read = duel_rewards(ro.c_read, c_draft_per_read, s.reward_scheme, s.lam, role="reader")
@@ -647,8 +649,6 @@ def update(policy: Policy, batches: list[Samples], s: DuelSettings) -> dict[str,
 
 def _scheduler_step(policy: Policy) -> None:
     """Advance the schedule even when the update was skipped (torch warns; the skip is deliberate)."""
-    import warnings
-
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step\\(\\)` before")
         policy.scheduler.step()
