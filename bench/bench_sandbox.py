@@ -47,7 +47,7 @@ def run() -> dict[str, float]:
         for _ in range(PAIRS):
             for cmd, times in ((same_cmd, same), (plain_cmd, plain)):
                 t0 = time.perf_counter()
-                out = subprocess.run(cmd, input=STDIN.encode(), capture_output=True, timeout=30)
+                out = subprocess.run(cmd, input=STDIN.encode(), capture_output=True, timeout=30, check=True)
                 times.append(time.perf_counter() - t0)
                 assert out.stdout.decode().split() == EXPECTED.split()
             t0 = time.perf_counter()

@@ -16,12 +16,12 @@ from agon.sandbox import (
     SandboxPool,
     call_program,
     check_program,
+    core,
     detect_isolation,
     grade_program,
     outputs_match,
     run_program,
 )
-from agon.sandbox import core
 
 ECHO_SUM = "import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))\n"
 
@@ -260,7 +260,7 @@ def test_call_program_function_and_solution_class():
 
 
 def _cli(*args: str) -> tuple[int, dict]:
-    out = subprocess.run([sys.executable, "-m", "agon", "sandbox", *args], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-m", "agon", "sandbox", *args], capture_output=True, text=True, timeout=60, check=False)
     return out.returncode, (json.loads(out.stdout) if out.stdout.strip() else {"stderr": out.stderr})
 
 

@@ -190,7 +190,7 @@ def _prefix(level: str, uid: int | None, uid_method: str | None = None, report_f
     return ns
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _uid_method(python: str = sys.executable) -> str | None:
     """How a root run drops to its own uid: ``unshare`` (``--setuid/--setgid``, cheapest),
     ``setpriv``, or None when neither can start ``python`` as an unprivileged user with an
@@ -206,7 +206,7 @@ def _uid_method(python: str = sys.executable) -> str | None:
             continue
         argv = _prefix("none", uid, method) + [python, "-I", "-S", "-c", probe]
         try:
-            out = subprocess.run(argv, capture_output=True, text=True, timeout=30, cwd="/", env={"PATH": "/usr/bin:/bin"})
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=30, cwd="/", env={"PATH": "/usr/bin:/bin"}, check=False)
         except (OSError, subprocess.SubprocessError):
             continue
         if out.returncode == 0 and out.stdout.split() == [str(uid), "[]"]:
@@ -230,7 +230,7 @@ def detect_isolation(python: str = sys.executable) -> str:
 detect_isolation.cache_clear = lambda: _detect_isolation.cache_clear()  # type: ignore[attr-defined]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _detect_isolation(python: str = sys.executable) -> str:
     """The strongest isolation level that works here, probed once per process.
 
@@ -469,7 +469,7 @@ def run_program(
             os.chown(tmp, uid, uid)
             os.chmod(os.path.join(tmp, "prog.py"), 0o644)
         return _run_in(tmp, level, uid, code, stdin, timeout_s, memory_mb, python, stdout_cap, stderr_cap, site_packages, t0)
-    except Exception as err:  # the sandbox failed, not the program
+    except Exception as err:  # noqa: BLE001 - the sandbox failed, not the program: never raise
         return RunResult("sandbox_error", None, "", "", time.perf_counter() - t0, isolation=level, detail=f"{type(err).__name__}: {err}")
     finally:
         if tmp is not None:
@@ -599,7 +599,7 @@ def _run_in(
     seconds = time.perf_counter() - t0
     stdout = out.decode("utf-8", "replace")
     stderr = err.decode("utf-8", "replace")
-    common = dict(stdout=stdout, stderr=stderr, seconds=seconds, stdout_truncated=out_trunc, stderr_truncated=err_trunc, isolation=level)
+    common = {"stdout": stdout, "stderr": stderr, "seconds": seconds, "stdout_truncated": out_trunc, "stderr_truncated": err_trunc, "isolation": level}
     started = report.startswith(b"S")
     exit_code = returncode if level == "none" else _reported_exit(report)
     if not started and not timed_out:

@@ -185,13 +185,15 @@ class CodeTask(Task):
         grading_timeout_s: float = 5.0,
         grading_workers: int = 0,
         memory_mb: int = 512,
+        site_packages: bool = False,
     ):
         """``source``: hub id (default: the task's). ``data_files``: local override,
         ``{"train": path, "test": path}`` in the source's schema. ``hard_min_difficulty``:
         hard = difficulty >= this (None: the task's default). ``max_train`` / ``max_test``:
         caps on problems (None: all). ``max_tests``: cap on tests per problem, in source order
         (None: all; every test must pass). ``grading_timeout_s`` / ``memory_mb``: limits per
-        sandboxed run. ``grading_workers``: concurrent runs (0: one per core)."""
+        sandboxed run. ``grading_workers``: concurrent runs (0: one per core).
+        ``site_packages``: solutions may import installed packages (default: stdlib only)."""
         self.source = source or self.hub_id
         self.data_files = dict(data_files) if data_files else None
         self.revision = revision
@@ -199,6 +201,7 @@ class CodeTask(Task):
             self.hard_min_difficulty = float(hard_min_difficulty)
         self.max_train, self.max_test, self.max_tests = max_train, max_test, max_tests
         self.grading_timeout_s, self.grading_workers, self.memory_mb = float(grading_timeout_s), int(grading_workers), int(memory_mb)
+        self.site_packages = bool(site_packages)
         self._splits: dict[str, list[Problem]] | None = None
         self._pool = None
 
@@ -274,7 +277,7 @@ class CodeTask(Task):
         from agon.sandbox import SandboxPool
 
         if self._pool is None:
-            self._pool = SandboxPool(self.grading_workers)
+            self._pool = SandboxPool(self.grading_workers, site_packages=self.site_packages)
         codes = [extract_code(str(c)) for c in completions]
         programs: list[str | None] = []
         tests: list[list[tuple[str, str]]] = []
