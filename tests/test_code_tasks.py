@@ -78,6 +78,16 @@ def test_taco_loader_splits_and_tests():
         task.problems("valid")
 
 
+def test_split_manifest_records_ids_and_hashes():
+    m = TacoTask(data_files=TACO_FILES).split_manifest()
+    assert m["sizes"] == {"train": 3, "test": 2, "hard": 1, "train_hard": 1}
+    assert m["ids"]["hard"] == ["taco-test-1"]
+    again = TacoTask(data_files=TACO_FILES).split_manifest()
+    assert m["problems_sha256"] == again["problems_sha256"] and len(m["split_sha256"]) == 64
+    capped = TacoTask(data_files=TACO_FILES, max_tests=1).split_manifest()
+    assert capped["problems_sha256"] != m["problems_sha256"]  # the tests are part of the problem
+
+
 def test_taco_grading_gold_wrong_and_missing():
     task = TacoTask(data_files=TACO_FILES, grading_timeout_s=5)
     try:

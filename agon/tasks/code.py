@@ -235,6 +235,27 @@ class CodeTask(Task):
             raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
         return self._load()[split]
 
+    def split_manifest(self) -> dict:
+        """The split as data: ids per split, and hashes of the problems' text and tests, so a
+        run can prove which problems it trained and tested on."""
+        splits = self._load()
+        ids = {name: [p.id for p in ps] for name, ps in splits.items()}
+        content = hashlib.sha256()
+        for p in splits["train"] + splits["test"]:
+            content.update(f"{p.id}\x00{p.question}\x00{p.answer}\x01".encode())
+        return {
+            "task": self.name,
+            "version": self.version,
+            "source": self.source,
+            "data_files": self.data_files,
+            "revision": self.revision,
+            "hard_min_difficulty": self.hard_min_difficulty,
+            "problems_sha256": content.hexdigest(),
+            "split_sha256": hashlib.sha256(repr(sorted(ids.items())).encode()).hexdigest(),
+            "sizes": {k: len(v) for k, v in ids.items()},
+            "ids": ids,
+        }
+
     def _cap(self, tests: list) -> list:
         return tests if self.max_tests is None else tests[: self.max_tests]
 
