@@ -70,6 +70,7 @@ from dataclasses import asdict, dataclass
 
 ISOLATION = ("namespaces", "userns", "none")
 ISOLATION_ENV = "AGON_SANDBOX_ISOLATION"  # force a level: namespaces | userns | none | auto
+PYTHON_ENV = "AGON_SANDBOX_PYTHON"  # the interpreter that runs programs (default: this one)
 
 # Limits that are not per-call arguments. Each is a ceiling for hostile code, far above what
 # a competitive-programming solution needs.
@@ -173,7 +174,7 @@ def _which(name: str) -> str | None:
 def _prefix(level: str, uid: int | None, uid_method: str | None = None, report_fd: int | None = None) -> list[str]:
     """The command that wraps the interpreter at ``level``: namespaces, the init shell (which
     reports the exit status on ``report_fd``), and the drop to ``uid`` (as root)."""
-    method = uid_method or (_uid_method() if uid is not None else None)
+    method = uid_method or (_uid_method(sandbox_python()) if uid is not None else None)
     ns: list[str] = []
     if level != "none" or (uid is not None and method == "unshare"):
         ns = [_which("unshare") or "unshare"]
@@ -221,10 +222,19 @@ def _is_root() -> bool:
 _PROBE_LOCK = threading.Lock()  # pool threads that start together probe once, not each
 
 
-def detect_isolation(python: str = sys.executable) -> str:
+def sandbox_python() -> str:
+    """The interpreter that runs programs: ``AGON_SANDBOX_PYTHON`` if set, else this one.
+
+    Any CPython 3.8+ (or PyPy) works: the bootstrap uses the standard library only. Set it
+    when this interpreter is not readable by unprivileged users, or to judge with another.
+    """
+    return os.environ.get(PYTHON_ENV) or sys.executable
+
+
+def detect_isolation(python: str | None = None) -> str:
     """The strongest isolation level that works here (see :func:`_detect_isolation`)."""
     with _PROBE_LOCK:
-        return _detect_isolation(python)
+        return _detect_isolation(python or sandbox_python())
 
 
 detect_isolation.cache_clear = lambda: _detect_isolation.cache_clear()  # type: ignore[attr-defined]
@@ -438,7 +448,7 @@ def run_program(
     memory_mb: int = 512,
     *,
     isolation: str | None = None,
-    python: str = sys.executable,
+    python: str | None = None,
     stdout_cap: int = STDOUT_CAP,
     stderr_cap: int = STDERR_CAP,
     site_packages: bool = False,
@@ -446,7 +456,8 @@ def run_program(
     """Run ``code`` as a Python program on ``stdin`` in the sandbox and report what it did.
 
     ``timeout_s`` is the wall-clock limit (the CPU limit is its ceiling in whole seconds);
-    ``memory_mb`` the address-space limit. ``isolation`` overrides :func:`detect_isolation`.
+    ``memory_mb`` the address-space limit. ``isolation`` overrides :func:`detect_isolation`;
+    ``python`` overrides :func:`sandbox_python`.
     The program sees the standard library only (``python -I -S``), as a judge does, unless
     ``site_packages``: the grader's environment (torch, agon, ...) is no business of hostile
     code, and skipping ``site`` halves the interpreter's start-up time.
@@ -454,6 +465,7 @@ def run_program(
     ``sandbox_error`` result.
     """
     t0 = time.perf_counter()
+    python = python or sandbox_python()
     level = isolation or detect_isolation(python)
     if level not in ISOLATION:
         raise ValueError(f"isolation {level!r}; expected one of {ISOLATION}")
