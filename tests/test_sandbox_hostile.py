@@ -96,6 +96,11 @@ def test_unbounded_output(level):
     assert "stdout over" in v.detail
 
 
+def test_unbounded_stderr(level):
+    v = hostile(level, "import sys\nwhile True:\n    sys.stderr.write('e' * 4096)\n", expect="x")
+    assert (v.status, v.correct) == ("timeout", False)  # drained and dropped until the clock runs out
+
+
 def test_reading_stdin_forever(level):
     v = hostile(level, "import sys\nwhile True:\n    sys.stdin.read()\n", stdin="1 2 3\n")
     assert (v.status, v.correct) == ("timeout", False)

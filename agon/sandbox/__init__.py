@@ -6,7 +6,7 @@ and returns an :class:`agon.grading.Verdict`; ``SandboxPool`` grades many at onc
 Function-call tests become harness programs (:mod:`agon.sandbox.harness`).
 """
 
-from agon.sandbox.core import ISOLATION, RunResult, detect_isolation, run_program
+from agon.sandbox.core import ISOLATION, RunResult, detect_isolation, run_program, sandbox_python
 from agon.sandbox.grade import VERDICTS, SandboxPool, grade_program, outputs_match
 from agon.sandbox.harness import call_program, check_program
 
@@ -21,4 +21,5 @@ __all__ = [
     "grade_program",
     "outputs_match",
     "run_program",
+    "sandbox_python",
 ]
