@@ -110,9 +110,11 @@ def _snapshot(stage, family=None, task=None):
     # carries the same full list and adding a method reruns nothing that exists.
     cfg = {"out_dir": OUT, "methods": ALL_METHODS}
     if stage == "pretrain":
-        # the pretrain reads the toy section and the toy tasks' rows, not the family rows:
-        # keep only what names the models, so editing e.g. max_new_tokens does not retrain them
-        cfg["families"] = [_model_names_only(n) for n in TOY_FAMILIES]
+        # the pretrain reads the toy section and the toy tasks' rows, not the family rows; all
+        # toy rows name the same two models (_check_toy_rows), so one fixed row stands for them
+        # and adding or editing a toy family does not retrain the base models
+        cfg["families"] = [{"name": "toy", "toy": True, "model_a": {"model": LAYOUT.toy_model("A")},
+                            "model_b": {"model": LAYOUT.toy_model("B")}}]
         cfg["tasks"] = [row for row in config["tasks"] if row["name"] in TOY_TASKS] or config["tasks"]
     else:
         # the data split depends on the task row only
