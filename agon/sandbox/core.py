@@ -84,6 +84,7 @@ UID_SLOTS = 1024  # concurrent runs per grader process that get distinct uids
 _READ_CHUNK = 65536
 _WRITE_CHUNK = 65536
 _ORPHAN_GRACE_S = 0.2  # once the program exited, how long inherited pipes may stay open
+_REPORT_CAP = 64  # bytes kept of the bootstrap's report ("S", then "W<status>\n")
 _KILL_WAIT_S = 2.0  # how long a SIGKILLed process may take to die before we move on
 _MARKER_VAR = "AGON_SANDBOX_RUN"  # per-run marker found in escaped processes (fallback)
 
@@ -499,10 +500,10 @@ def _run_in(
     env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
     if marker is not None:
         env[_MARKER_VAR] = marker
-    cpu = max(1, math.ceil(timeout_s))
-    ready_r, ready_w = os.pipe()
     if level == "userns" and uid is not None:
         raise RuntimeError("isolation 'userns' as root would map the program to real root; use 'namespaces'")
+    cpu = max(1, math.ceil(timeout_s))
+    ready_r, ready_w = os.pipe()
     argv = _prefix(level, uid, _uid_method(python) if uid is not None else None, ready_w) + [
         python, "-I", *([] if site_packages else ["-S"]), "-c", _BOOT, str(ready_w), str(cpu), str(int(memory_mb) * 1024 * 1024),
         str(FSIZE_MB * 1024 * 1024), str(NOFILE), str(NPROC), "1" if level == "none" else "0",
@@ -567,7 +568,8 @@ def _run_in(
                     sel.unregister(fd)
                     continue
                 if fd == ready_r:
-                    report += chunk[:64]
+                    if len(report) < _REPORT_CAP:
+                        report += chunk[: _REPORT_CAP - len(report)]
                 elif fd == proc.stdout.fileno():
                     room = stdout_cap - len(out)
                     out += chunk[:room]
@@ -594,7 +596,7 @@ def _run_in(
             if uid is not None:  # ... including ones that dropped the marker
                 _kill_uid(uid)
         try:  # the report may still sit in the pipe if the loop ended early
-            report += os.read(ready_r, 64)
+            report += os.read(ready_r, _REPORT_CAP)[: max(0, _REPORT_CAP - len(report))]
         except OSError:
             pass
     finally:
