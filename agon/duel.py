@@ -286,6 +286,7 @@ class DuelSettings:
     mode: str = "duel"  # duel: drafter + reader; solo: one model, no reader (= GRPO)
     steps: int = 50  # optimizer steps per model
     problems_per_step: int = 8  # P: problems per step (split in half per direction under `both`)
+    train_split: str = "train"  # train | train_hard: where training problems come from
     num_drafts: int = 8  # G: drafts per problem (solo: samples per problem)
     num_reads: int = 2  # K: reads per draft
     role_schedule: str = "alternate"  # alternate | both
@@ -323,6 +324,7 @@ class DuelSettings:
             "scale": (self.scale, SCALES),
             "loss_type": (self.loss_type, LOSS_TYPES),
         }
+        checks["train_split"] = (self.train_split, ("train", "train_hard"))
         for name, (value, allowed) in checks.items():
             if value not in allowed:
                 raise ValueError(f"duel setting {name}={value!r}: expected one of {allowed}")
@@ -345,6 +347,7 @@ class DuelSettings:
             mode=mode,
             steps=tr.get("steps"),
             problems_per_step=tr.get("problems_per_step"),
+            train_split=tr.get("split"),
             num_drafts=tr.get("num_generations"),
             num_reads=ag.get("num_reads"),
             role_schedule=ag.get("role_schedule"),
@@ -764,7 +767,7 @@ def train(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     metrics_path = out_dir / "metrics.jsonl"
-    stream = ProblemStream(task.problems("train"), s.seed)
+    stream = ProblemStream(task.problems(s.train_split), s.seed)
     torch.manual_seed(s.seed)
     acc = next(iter(policies.values())).accelerator
     start = 0

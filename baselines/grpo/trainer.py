@@ -32,6 +32,7 @@ class GRPOSettings:
 
     steps: int = 50
     problems_per_step: int = 8
+    split: str = "train"  # train | train_hard
     num_generations: int = 8
     learning_rate: float = 1e-5
     weight_decay: float = 0.0
@@ -231,14 +232,14 @@ def train_grpo(config: dict, fam: dict, task: Task, settings: GRPOSettings, row:
     model = load_model(mrow["model"], dtype=fam["dtype"], revision=mrow.get("revision"))
     bf16 = fam["dtype"] == "bfloat16" and torch.cuda.is_available()
     args = settings.grpo_config(work_dir, bf16=bf16, chat_template_kwargs=mrow.get("chat_template_kwargs"))
-    dataset = prompt_dataset(task, "train", mrow.get("system_prompt"))
+    dataset = prompt_dataset(task, settings.split, mrow.get("system_prompt"))
     metrics = work_dir / "metrics.jsonl"
     last = get_last_checkpoint(str(work_dir)) if work_dir.is_dir() else None
     resumed_step = int(last.rsplit("-", 1)[1]) if last else 0
     truncate_jsonl(metrics, keep=lambda r: r.get("step", -1) < resumed_step)
     per_step = settings.problems_per_step * settings.num_generations
     trainer = GRPOTrainer(
-        model=model, reward_funcs=[make_reward_fn(task, task.problems("train"))], args=args, train_dataset=dataset,
+        model=model, reward_funcs=[make_reward_fn(task, task.problems(settings.split))], args=args, train_dataset=dataset,
         processing_class=tok, callbacks=[_metrics_callback(metrics, name, per_step)],
     )
     trainer.train(resume_from_checkpoint=last)
