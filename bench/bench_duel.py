@@ -20,6 +20,7 @@ from pathlib import Path
 TARGETS = {"duel.step_over_two_solo": ("<=", 1.10), "solo.step_over_trl": ("<=", 1.0)}
 
 P, G, MAX_NEW, STEPS, LR = 8, 8, 24, 5, 1e-3  # problems, samples per problem, tokens, timed steps, learning rate
+THREADS = 1  # torch threads for every measured side
 
 
 def _policies(root: Path, names, seeds, settings):
@@ -79,6 +80,9 @@ def run() -> dict[str, float]:
     from agon import duel
     from tests.duel_helpers import ParityTask
 
+    # one thread: on a shared, oversubscribed machine multi-threaded kernels spin and the
+    # timings swing by 10x; both sides of each ratio run under the same setting
+    torch.set_num_threads(THREADS)
     torch.manual_seed(0)
     task = ParityTask()
     problems = (task.problems("train") * 4)[:P]
