@@ -5,7 +5,8 @@ heads, 2 kv heads) with random weights and the tiny test tokenizer, so the bench
 nothing built beforehand. 64 arithmetic prompts of mixed lengths are decoded greedily twice:
 one generate call with ``batch_size=64``, and with ``batch_size=1`` (64 sequential decodes).
 Both runs must give identical outputs (left padding and the KV cache change nothing), else the
-benchmark fails; the metric is tokens/s at 64 over tokens/s at 1.
+benchmark fails; the metric is tokens/s at 64 over tokens/s at 1, each from the fastest of
+``ROUNDS`` repeats (robust to other jobs on a shared machine).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ TARGETS = {"generate.batch64_over_batch1": (">=", 20.0)}
 TOY_SHAPE = dict(hidden_size=96, intermediate_size=192, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=24)
 N_PROMPTS = 64
 MAX_NEW_TOKENS = 48  # the toy family's max_new_tokens (config/config.yaml)
+ROUNDS = 2  # repeats of each measurement; the fastest is kept
 INIT_RANGE = 0.2  # peakier random logits than the default 0.02, so greedy has few near-ties
 
 
@@ -66,16 +68,26 @@ def run() -> dict[str, float]:
         path = _build(Path(tmp) / "toy_qwen3")
         engine = HFEngine(path, dtype="float32", device="cpu", batch_size=N_PROMPTS)
         engine.generate(prompts[:2], sampling=greedy)  # warm-up: first-call allocations
-        timings = {}
-        outputs = {}
-        for batch in (N_PROMPTS, 1):
-            engine.batch_size = batch
+        # best of ROUNDS: on a shared machine the fastest repeat is the least disturbed one;
+        # batch 1 takes the fastest repeat of each prompt's own decode
+        engine.batch_size = N_PROMPTS
+        best64, out64 = float("inf"), None
+        for _ in range(ROUNDS):
             t0 = time.perf_counter()
-            out = engine.generate(prompts, sampling=greedy)
-            seconds = time.perf_counter() - t0
-            tokens = sum(len(cs[0].token_ids) for cs in out)
-            timings[batch] = tokens / seconds
-            outputs[batch] = [cs[0].token_ids for cs in out]
+            out64 = engine.generate(prompts, sampling=greedy)
+            best64 = min(best64, time.perf_counter() - t0)
+        engine.batch_size = 1
+        best1 = [float("inf")] * N_PROMPTS
+        out1: list = [None] * N_PROMPTS
+        for _ in range(ROUNDS):
+            for i, p in enumerate(prompts):
+                t0 = time.perf_counter()
+                out1[i] = engine.generate([p], sampling=greedy)[0]
+                best1[i] = min(best1[i], time.perf_counter() - t0)
+        tokens64 = sum(len(cs[0].token_ids) for cs in out64)
+        tokens1 = sum(len(cs[0].token_ids) for cs in out1)
+        timings = {N_PROMPTS: tokens64 / best64, 1: tokens1 / sum(best1)}
+        outputs = {N_PROMPTS: [cs[0].token_ids for cs in out64], 1: [cs[0].token_ids for cs in out1]}
     same = sum(a == b for a, b in zip(outputs[N_PROMPTS], outputs[1]))
     if same != N_PROMPTS:
         raise AssertionError(f"greedy outputs differ between batch {N_PROMPTS} and batch 1 for {N_PROMPTS - same} of {N_PROMPTS} prompts")
