@@ -123,7 +123,7 @@ def _child(tmp_path: Path, config: Path, out: Path, delay: float) -> list[str]:
             "--seed", "3", "--out", str(out), "--no-progress"]
 
 
-def test_resume_after_sigkill_neither_redoes_nor_duplicates(tmp_path, monkeypatch):
+def test_resume_after_sigkill_neither_redoes_nor_duplicates(tmp_path, monkeypatch, capsys):
     model = build_tiny_model("qwen3", tmp_path / "qwen3")
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({
@@ -151,20 +151,18 @@ def test_resume_after_sigkill_neither_redoes_nor_duplicates(tmp_path, monkeypatc
     with open(samples, "a") as f:
         f.write('{"run_id": "torn')  # what a kill in the middle of a write leaves behind
 
-    done = subprocess.run(_child(tmp_path, config, killed, delay=0.0), env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    monkeypatch.setitem(agon.tasks._FACTORIES, "tinysum", lambda **params: tiny_sum_task(10))
+    capsys.readouterr()
+    assert main(_child(tmp_path, config, killed, delay=0.0)[2:]) == 0  # the restart, in this process
     kept_problems = len({json.loads(x)["problem_id"] for x in before.splitlines()})
-    assert f"{kept_problems} of 10 problems already done" in done.stderr
+    assert f"{kept_problems} of 10 problems already done" in capsys.readouterr().err
     after = samples.read_text()
     assert after.startswith(before)  # the samples already on disk were kept byte for byte, not redone
     lines = [json.loads(x) for x in after.splitlines()]
     assert len(lines) == 20 and len({(r["problem_id"], r["sample"]) for r in lines}) == 20
 
     clean = tmp_path / "clean"
-    with monkeypatch.context() as m:  # the same evaluation, uninterrupted, in this process
-        m.setitem(agon.tasks._FACTORIES, "tinysum", lambda **params: tiny_sum_task(10))
-        argv = _child(tmp_path, config, clean, delay=0.0)[2:]
-        assert main(argv) == 0
+    assert main(_child(tmp_path, config, clean, delay=0.0)[2:]) == 0  # the same evaluation, uninterrupted
     ref_lines = [json.loads(x) for x in (clean / "samples.jsonl").read_text().splitlines()]
 
     def strip(r: dict) -> dict:
