@@ -189,7 +189,7 @@ METRIC_KEYS = {
     "train_correct": "{model}/drafter/correct",
     "win_rate": "duel/win_rate/{model}",
     # else per duel direction, fractions of (draft, read) pairs: "A->B/duel/drafter_wins" etc.
-    "direction": r"^(?P<drafter>[^/]+)->(?P<reader>[^/]+)/duel/(?P<outcome>drafter_wins|reader_wins)$",
+    "direction": r"^(?P<drafter>[^/]+)->(?P<reader>[^/]+)/duel/(?P<outcome>drafter_wins|reader_wins|ties)$",
 }
 # summary.json keys for compute, looked up at the top level and under "compute"
 TOKEN_KEYS = ("tokens_generated", "total_generated_tokens")
@@ -394,6 +394,11 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def _short(v: Any) -> str:
+    """A number for reading (3 significant digits); the CSV keeps full precision."""
+    return f"{v:.3g}" if isinstance(v, float) and math.isfinite(v) else _fmt(v)
+
+
 def table_csv(rows: list[dict]) -> str:
     """The rows as CSV text (columns in first-seen order; empty cell = not defined)."""
     cols: list[str] = []
@@ -436,7 +441,7 @@ def table_markdown(rows: list[dict], systems: Sequence[str], config_hash_: str) 
         for s in systems:
             m = SYSTEMS[s].train
             tt, tw = (r.get(f"{m}_train_tokens"), r.get(f"{m}_train_wall_h")) if m else (0, 0)
-            cells = [r["family"], r["task"], s, _fmt(r.get(f"{s}_eval_tokens")), _fmt(r.get(f"{s}_eval_wall_h")), _fmt(tt), _fmt(tw)]
+            cells = [r["family"], r["task"], s, *(_short(v) for v in (r.get(f"{s}_eval_tokens"), r.get(f"{s}_eval_wall_h"), tt, tw))]
             lines.append("| " + " | ".join(cells) + " |")
     n = rows[0].get("n_problems") if rows else None
     lines += ["", f"Split: {rows[0]['split'] if rows else ''}; problems per row: {n}; seeds: {rows[0]['seeds'] if rows else ''}; "
@@ -497,6 +502,9 @@ def plot_pass1(rows: list[dict], systems: Sequence[str], figures_dir: str | Path
                [100 * (r[f"{s}_pass@1_hi"] - r[f"{s}_pass@1"]) for s in systems]]
         ax.bar(range(len(systems)), vals, yerr=err, capsize=2, color=[COLORS.get(s, "#555") for s in systems],
                error_kw={"elinewidth": 0.8})
+        # the value above each error bar: readable even when a bar is too short to see (e.g. 0)
+        for x, (v, up) in enumerate(zip(vals, err[1])):
+            ax.text(x, v + up + 1.5, f"{v:.1f}", ha="center", va="bottom", fontsize=FONT_PT - 2)
         ax.set_xticks(range(len(systems)), systems, rotation=40, ha="right")
         ax.set_ylabel(f"pass@1 on {r['split']} (%)")
         ax.set_ylim(0, 100)
@@ -549,8 +557,8 @@ def win_rates(rows: list[dict], model: str) -> tuple[list[float], list[float]]:
 
     Read from ``duel/win_rate/{model}``, else from the per-direction outcomes
     (``A->B/duel/drafter_wins``: the share of A's drafts that beat B's reads of them), averaged
-    over the directions ``model`` took part in that step. Ties count as no one's win; NaN
-    (no graded pair) is skipped."""
+    over the directions ``model`` took part in that step. Ties count as no one's win;
+    ``model="ties"`` gives the tie rate instead. NaN (no graded pair) is skipped."""
     pattern = re.compile(METRIC_KEYS["direction"])
     steps, rates = [], []
     for i, r in enumerate(rows):
@@ -565,7 +573,9 @@ def win_rates(rows: list[dict], model: str) -> tuple[list[float], list[float]]:
             m = pattern.match(key)
             if not m or not isinstance(v, (int, float)) or math.isnan(v):
                 continue
-            if (m["outcome"] == "drafter_wins" and m["drafter"] == model) or (m["outcome"] == "reader_wins" and m["reader"] == model):
+            if model == "ties" and m["outcome"] == "ties":
+                won.append(float(v))
+            elif (m["outcome"] == "drafter_wins" and m["drafter"] == model) or (m["outcome"] == "reader_wins" and m["reader"] == model):
                 won.append(float(v))
         if won:
             steps.append(step)
@@ -606,7 +616,7 @@ def plot_training_curves(config: dict, layout: Layout, methods: Sequence[str], f
     handles: dict[str, Any] = {}
     for i, (f, t) in enumerate(pairs):
         ax_step, ax_tok = axes[i // per_row, 2 * (i % per_row)], axes[i // per_row, 2 * (i % per_row) + 1]
-        drawn = 0
+        drawn, top = 0, 0.0
         for m in methods:
             for model, style in (("A", "-"), ("B", "--")):
                 for j, seed in enumerate(config["seeds"]):
@@ -620,9 +630,13 @@ def plot_training_curves(config: dict, layout: Layout, methods: Sequence[str], f
                     ax_tok.plot(toks, [100 * y for y in ys], **kw)
                     handles.setdefault(f"{m} {model}", line)
                     drawn += 1
+                    top = max(top, 100 * max(ys))
         for ax, xl in ((ax_step, "training step"), (ax_tok, "tokens generated")):
             ax.set_xlabel(xl)
             ax.set_ylabel("pass@1 (%)" if use_hard else "correct drafts (%)")
+            # from 0, so gains are not exaggerated; a little below, so a curve at 0 stays visible
+            hi = min(100.0, max(10.0, 1.15 * top))
+            ax.set_ylim(-0.02 * hi, hi)
             ax.set_title(f"{f} / {t}")
             ax.grid(lw=0.3, alpha=0.6)
             if not drawn:
@@ -651,15 +665,16 @@ def plot_duel_dynamics(config: dict, layout: Layout, figures_dir: str | Path, me
         drawn = 0
         for j, seed in enumerate(config["seeds"]):
             rows = read_jsonl(layout.train_metrics(f, t, "agon", seed))
-            for model, color in (("A", "#d62728"), ("B", "#1f77b4")):
+            for model, color, label in (("A", "#d62728", "model A wins"), ("B", "#1f77b4", "model B wins"),
+                                        ("ties", "#9e9e9e", "ties")):
                 steps, rates = win_rates(rows, model)
                 if rates:
                     ax.plot(steps, [100 * r for r in _smooth(rates, smooth)], color=color, lw=1.0,
-                            alpha=1.0 if j == 0 else 0.5, label=f"model {model}" if j == 0 else None)
+                            ls=":" if model == "ties" else "-", alpha=1.0 if j == 0 else 0.5, label=label if j == 0 else None)
                     drawn += 1
         ax.set_xlabel("training step")
-        ax.set_ylabel(f"duel win rate (%), {smooth}-step mean")
-        ax.set_ylim(0, 100)
+        ax.set_ylabel(f"share of duels (%), {smooth}-step mean")
+        ax.set_ylim(-2, 102)  # curves at 0 or 100 stay visible
         ax.set_title(f"{f} / {t}")
         ax.grid(lw=0.3, alpha=0.6)
         if drawn:
