@@ -213,6 +213,7 @@ def test_win_rates_from_direction_outcomes():
     ]
     assert win_rates(rows, "A") == ([0.0, 1.0, 3.0, 4.0], [0.25, 0.6, pytest.approx((0.2 + 0.6) / 2), 0.9])
     assert win_rates(rows, "B") == ([0.0, 1.0, 3.0, 4.0], [0.5, 0.1, pytest.approx((0.4 + 0.3) / 2), 0.05])
+    assert win_rates(rows, "ties") == ([0.0, 1.0], [0.25, 0.3])
 
 
 def test_hard_curve_uses_cumulative_tokens_at_eval_steps():
