@@ -2,14 +2,14 @@
 #
 # The config is validated here, when the DAG is built, with the same schema and semantic
 # checks as every `agon` CLI, so a bad family row fails before any job starts. Paths are
-# built from one place (agon.report.layout), which `agon report` also reads, so the
+# built from one place (agon.report.Layout), which `agon report` also reads, so the
 # workflow and the report cannot disagree about where a result lives.
 
 import json
 import os
 import re
 
-from agon.config import ConfigError, config_hash, validate_config
+from agon.config import ConfigError, validate_config
 from agon.report import SYSTEMS, Layout, systems_for_methods
 
 try:
@@ -221,8 +221,8 @@ def all_train_summaries():
 
 
 def table_outputs():
-    """The default target: the table and its Markdown (the figures come with them)."""
-    return [LAYOUT.table_csv(), LAYOUT.table_md()]
+    """The default target: table 1 (CSV, its provenance, Markdown) and the figures."""
+    return [LAYOUT.table_csv(), LAYOUT.table_provenance(), LAYOUT.table_md(), *LAYOUT.figures(TRAIN_METHODS)]
 
 
 # ---------------------------------------------------------------- output folders from outputs
