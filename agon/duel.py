@@ -500,7 +500,7 @@ def fit_reader_prompt(task: Task, problem: Problem, shown: str, engine: Engine) 
 
     messages = task.reader_prompt(problem, shown)
     encode = getattr(engine, "encode", None)
-    if encode is None:
+    if encode is None or getattr(engine, "max_prompt_tokens", 0) is None:  # no limit: nothing to fit
         return messages, False
 
     def fits(n_chars: int) -> bool:

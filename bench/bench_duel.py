@@ -1,10 +1,14 @@
 """Duel trainer step costs, measured side by side in one process on the same tiny model.
 
 - ``duel.step_over_two_solo``: one duel step (A drafts G per problem, B reads each draft
-  once, K = 1) over two solo GRPO steps of the same P and G, i.e. the same number of
-  completions; both per generated token, since random models stop at random lengths.
-  What it measures is the duel's overhead (longer reader prompts, two policies, the
-  bookkeeping) over doing the same generation and updates as plain GRPO.
+  once, K = 1) over two solo GRPO steps with the same P and G, i.e. the same number of
+  completions, per generated token (random models stop at random lengths). The second solo
+  step samples from prompts shaped like reader prompts (the reader template around a draft of
+  the typical length), so both sides process the same prompt tokens and the ratio measures
+  what the duel itself adds: reader-prompt building, two policies, bookkeeping.
+- ``duel.step_over_two_solo_raw``: the same with plain solve prompts on both solo steps; the
+  extra is then mostly the reader's longer prompts (the draft is in them), which the method
+  needs and which no implementation can avoid.
 - ``solo.step_over_trl``: our solo step (= GRPO) over TRL GRPOTrainer's step on the same
   model, batch (P problems x G samples), generation length and reward function, median step
   times after a warm-up step.
@@ -74,6 +78,19 @@ def _trl_step_times(model_path: Path, work: Path, n: int) -> list[float]:
     return steps[1:]  # drop the warm-up step
 
 
+class _ReaderShaped:
+    """The test task with solve prompts shaped like reader prompts (template + a fixed draft)."""
+
+    def __init__(self, task, draft: str):
+        self.task, self.draft = task, draft
+
+    def __getattr__(self, name):
+        return getattr(self.task, name)
+
+    def solve_prompt(self, problem):
+        return self.task.reader_prompt(problem, self.draft)
+
+
 def run() -> dict[str, float]:
     import torch
 
@@ -93,24 +110,36 @@ def run() -> dict[str, float]:
         pair = _policies(root, ["A", "B"], [0, 1], duel_s)
         solo_a = _policies(root, ["A"], [0], solo_s)
         solo_b = _policies(root, ["B"], [1], solo_s)
+        tok = solo_b["B"].engine.tokenizer
+        # a stand-in draft with as many tokens as the drafts the duel's reader sees (measured)
+        warm = duel.duel_step(task, pair, problems, duel_s, step=0)
+        n_draft = round(warm["A/drafter/mean_length"])
+        words = ["7"] * n_draft
+        while len(words) > 1 and len(tok(" ".join(words), add_special_tokens=False)["input_ids"]) > n_draft:
+            words.pop()
+        shaped = _ReaderShaped(task, " ".join(words))
 
         def duel_step(i):
             return duel.duel_step(task, pair, problems, duel_s, step=i + 1)["tokens_generated"]
 
-        def two_solo(i):
+        def two_solo(i, second_task=shaped):
             # the duel's two generations and two updates, as two independent GRPO steps
             a = duel.duel_step(task, solo_a, problems, solo_s, step=i + 1)["tokens_generated"]
-            b = duel.duel_step(task, {"B": solo_b["B"]}, problems, solo_s, step=i + 1)["tokens_generated"]
+            b = duel.duel_step(second_task, {"B": solo_b["B"]}, problems, solo_s, step=i + 1)["tokens_generated"]
             return a + b
+
+        def two_solo_raw(i):
+            return two_solo(i, second_task=task)
 
         def one_solo(i):
             return duel.duel_step(task, solo_a, problems, solo_s, step=i + 100)["tokens_generated"]
 
         # interleave the measured blocks so machine noise hits both sides alike
-        d1, s1 = _time_steps(duel_step, STEPS), _time_steps(two_solo, STEPS)
-        d2, s2 = _time_steps(duel_step, STEPS), _time_steps(two_solo, STEPS)
+        d1, s1, r1 = _time_steps(duel_step, STEPS), _time_steps(two_solo, STEPS), _time_steps(two_solo_raw, STEPS)
+        d2, s2, r2 = _time_steps(duel_step, STEPS), _time_steps(two_solo, STEPS), _time_steps(two_solo_raw, STEPS)
         per_tok = lambda rows: statistics.median(t / max(k, 1) for t, k in rows)
         duel_ratio = per_tok(d1 + d2) / per_tok(s1 + s2)
+        duel_raw = per_tok(d1 + d2) / per_tok(r1 + r2)
 
         ours1 = [t for t, _ in _time_steps(one_solo, STEPS)]
         trl = _trl_step_times(root / "qwen3-0", root / "trl", STEPS)
@@ -118,6 +147,7 @@ def run() -> dict[str, float]:
         ours = statistics.median(ours1 + ours2)
     return {
         "duel.step_over_two_solo": duel_ratio,
+        "duel.step_over_two_solo_raw": duel_raw,
         "duel.step_s": statistics.median(t for t, _ in d1 + d2),
         "duel.two_solo_s": statistics.median(t for t, _ in s1 + s2),
         "duel.tokens_per_step": statistics.median(k for _, k in d1 + d2),
