@@ -2,7 +2,7 @@
 
 The model is a toy-sized Qwen3 (the toy world's shape, DESIGN.md §5: hidden 96, 3 layers, 4
 heads, 2 kv heads) with random weights and the tiny test tokenizer, so the benchmark needs
-nothing built beforehand. 64 arithmetic prompts of mixed lengths are decoded greedily twice:
+nothing built beforehand (``AGON_BENCH_MODEL=DIR`` measures a trained model instead). 64 arithmetic prompts of mixed lengths are decoded greedily twice:
 one generate call with ``batch_size=64``, and with ``batch_size=1`` (64 sequential decodes).
 Both runs must give identical outputs (left padding and the KV cache change nothing), else the
 benchmark fails; the metric is tokens/s at 64 over tokens/s at 1, each from the fastest of
@@ -65,7 +65,8 @@ def run() -> dict[str, float]:
     greedy = SamplingParams(max_new_tokens=MAX_NEW_TOKENS, temperature=0)
     prompts = _prompts()
     with tempfile.TemporaryDirectory() as tmp:
-        path = _build(Path(tmp) / "toy_qwen3")
+        # AGON_BENCH_MODEL: a trained model folder instead (e.g. the toy world's base model A)
+        path = os.environ.get("AGON_BENCH_MODEL") or _build(Path(tmp) / "toy_qwen3")
         engine = HFEngine(path, dtype="float32", device="cpu", batch_size=N_PROMPTS)
         engine.generate(prompts[:2], sampling=greedy)  # warm-up: first-call allocations
         # best of ROUNDS: on a shared machine the fastest repeat is the least disturbed one;

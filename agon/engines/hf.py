@@ -226,11 +226,11 @@ class HFEngine(Engine):
             # own warpers (and the checkpoint's defaults such as top_k) out of the way
             temperature=1.0,
             top_p=1.0,
-            top_k=0,
+            top_k=None if sampling.greedy else 0,  # greedy ignores it (and warns if it is set)
             # generate fills every knob left None from the checkpoint's generation_config:
             # pin the ones that reshape the distribution to their neutral values
             repetition_penalty=1.0,
-            min_p=0.0,
+            min_p=None if sampling.greedy else 0.0,
             typical_p=1.0,
             epsilon_cutoff=0.0,
             eta_cutoff=0.0,
