@@ -93,7 +93,7 @@ def test_toycode_grading_passes_only_a_program_that_computes_the_chain():
     task = ToyCodeTask(n_train=0, n_test=40, seed=7, grading_timeout_s=2.0)
     p = task.problems("hard")[0]
     gold = task.solution(p)
-    (inp, out), *_ = json.loads(p.answer)
+    (_inp, out), *_ = json.loads(p.answer)
     op, k = p.meta["ops"][0]
     off_by_one = gold.replace(f" x=(x{op}{k})%7", f" x=(x{op}{k % 6 + 1})%7", 1)
     completions = [

@@ -28,7 +28,6 @@ options in the ``toy`` section of the config.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
@@ -49,7 +48,6 @@ from agon.toy.tasks import (
     arith_solution,
     code_line,
     code_program,
-    gold_arith_steps,
     parse_arith_steps,
     parse_code_lines,
 )
@@ -212,8 +210,6 @@ class SFTStream:
 
 def tokenizer_corpus(tasks: dict[str, Any], n: int, seed: int = 0) -> list[str]:
     """Text the BPE is trained on: prompts and solutions of every kind and level."""
-    from agon.toy.tokenizer import CHAT_TEMPLATE  # noqa: F401  (the template's words are specials)
-
     rng = random.Random(f"toy-tokenizer-{seed}")
     none = Mistake("+", (), 0.0, 0.0)
     out = []
@@ -299,7 +295,7 @@ def train_one(cfg: dict, tasks: dict[str, Any], tokenizer, role: str, seed: int,
     steps, bs, pad = tc["steps"], tc["batch_size"], tokenizer.pad_token_id
     losses: list[float] = []
     check_at = int(guard["check_frac"] * steps)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     buckets: list[list[tuple[list[int], list[int]]]] = []
     for step in range(steps):
         if not buckets:  # draw `length_buckets` batches at once and group them by length
@@ -333,7 +329,7 @@ def train_one(cfg: dict, tasks: dict[str, Any], tokenizer, role: str, seed: int,
     final = _window_mean(losses, guard["window"])
     if final > guard["max_loss_final"]:
         raise NotClickedError(f"model {role} seed {seed}: final loss {final:.4f} > toy.guard.max_loss_final={guard['max_loss_final']}")
-    stats = {"seed": seed, "steps": steps, "train_seconds": time.perf_counter() - t0, "final_loss": final, "loss_curve": _curve(losses, 20)}
+    stats = {"seed": seed, "steps": steps, "train_seconds": time.perf_counter() - t0, "train_cpu_seconds": time.process_time() - cpu0, "final_loss": final, "loss_curve": _curve(losses, 20)}
     return model, stats
 
 
@@ -520,8 +516,8 @@ def pretrain(config: dict, out: str | Path, seed: int | None = None, log=print) 
         for n in names:
             task = tasks[n]
 
-            def pass1(completions: list[str]) -> dict:
-                verdicts = task.grade(hard[n], completions)
+            def pass1(completions: list[str], task=task, problems=hard[n]) -> dict:
+                verdicts = task.grade(problems, completions)
                 ok = [bool(v.correct) for v in verdicts]
                 undecided = sum(v.correct is None for v in verdicts)
                 return {"pass@1": sum(ok) / len(ok), "n": len(ok), "undecided": undecided}
@@ -612,13 +608,8 @@ def format_report(payload: dict) -> str:
     t = payload["timing"]
     for r in ROLES:
         s = payload["train"][r]
-        lines.append(f"  model {r}: seed {s['seed']} (try {s['attempt'] + 1}), {s['steps']} steps, final loss {s['final_loss']:.4f}, train {s['train_seconds']:.1f}s")
+        lines.append(f"  model {r}: seed {s['seed']} (try {s['attempt'] + 1}), {s['steps']} steps, final loss {s['final_loss']:.4f}, train {s['train_seconds']:.1f}s wall / {s['train_cpu_seconds']:.1f}s cpu")
     lines.append(f"  pretrain wall {t['pretrain_wall_seconds']:.1f}s, gates {t['gate_wall_seconds']:.1f}s, total {t['total_wall_seconds']:.1f}s (load avg {t['load_average_1m']:.2f}, {t['cpus']} cpus)")
     failed = [k for k, c in payload["checks"].items() if not c["pass"]]
     lines.append("  gates: ALL PASS" if not failed else f"  gates: FAILED {failed}")
     return "\n".join(lines)
-
-
-def to_json(payload: dict) -> str:
-    """The payload as JSON (for printing)."""
-    return json.dumps(payload, indent=2, default=str)

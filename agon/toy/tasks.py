@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agon.grading.verdict import Verdict
-from agon.tasks.base import SPLITS, Messages, MathTask, Problem, Task
+from agon.tasks.base import SPLITS, MathTask, Messages, Problem, Task
 
 MOD = 7  # the modulus; mod 13 stayed at chance for the 0.3M model (DESIGN.md §5)
 OPS = ("+", "-", "*")
