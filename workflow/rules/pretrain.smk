@@ -3,7 +3,7 @@
 
 
 rule pretrain_config:
-    """The config the toy pretraining runs with (toy section, tasks, toy family rows)."""
+    """The config the toy pretraining runs with (toy section, toy task rows, the models' paths)."""
     output:
         LAYOUT.pretrain_snapshot(),
     params:
