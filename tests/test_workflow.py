@@ -176,3 +176,12 @@ def test_lint_is_clean():
                          capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "Congratulations, your workflow is in a good condition!" in res.stdout + res.stderr
+
+
+def test_slurm_profile_builds_the_paper_dag(tmp_path):
+    """The SLURM profile loads (executor plugin, its options) and plans the paper DAG."""
+    wd = workdir_with(tmp_path)
+    shutil.copytree(REPO / "profiles", wd / "profiles")
+    cfg = load(wd / "config" / "paper.yaml")
+    jobs = dry_run_jobs(wd, "--profile", "profiles/slurm", "--configfile", "config/paper.yaml")
+    assert Counter(j["rule"] for j in jobs) == expected_counts(cfg)
