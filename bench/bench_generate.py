@@ -2,7 +2,8 @@
 
 The model is a toy-sized Qwen3 (the toy world's shape, DESIGN.md §5: hidden 96, 3 layers, 4
 heads, 2 kv heads) with random weights and the tiny test tokenizer, so the benchmark needs
-nothing built beforehand (``AGON_BENCH_MODEL=DIR`` measures a trained model instead). 64 arithmetic prompts of mixed lengths are decoded greedily twice:
+nothing built beforehand (``AGON_BENCH_MODEL=DIR`` measures a trained toy model instead, on the arith task's hard
+prompts; it stops at its own eos, so rows end at different lengths). 64 arithmetic prompts of mixed lengths are decoded greedily twice:
 one generate call with ``batch_size=64``, and with ``batch_size=1`` (64 sequential decodes).
 Both runs must give identical outputs (left padding and the KV cache change nothing), else the
 benchmark fails; the metric is tokens/s at 64 over tokens/s at 1, each from the fastest of
@@ -43,6 +44,17 @@ def _build(path: Path) -> Path:
     return path
 
 
+def _task_prompts() -> list[list[dict]]:
+    """Solve prompts of the toy arith task's hard split: what a trained toy model expects."""
+    from agon.tasks import get_task
+
+    task = get_task("arith")
+    try:
+        return [task.solve_prompt(p) for p in task.problems("hard")[:N_PROMPTS]]
+    finally:
+        task.close()
+
+
 def _prompts() -> list[list[dict]]:
     rng = random.Random(0)
     out = []
@@ -63,10 +75,11 @@ def run() -> dict[str, float]:
     if os.environ.get("AGON_BENCH_THREADS"):
         torch.set_num_threads(int(os.environ["AGON_BENCH_THREADS"]))
     greedy = SamplingParams(max_new_tokens=MAX_NEW_TOKENS, temperature=0)
-    prompts = _prompts()
+    trained = os.environ.get("AGON_BENCH_MODEL")
+    prompts = _task_prompts() if trained else _prompts()
     with tempfile.TemporaryDirectory() as tmp:
         # AGON_BENCH_MODEL: a trained model folder instead (e.g. the toy world's base model A)
-        path = os.environ.get("AGON_BENCH_MODEL") or _build(Path(tmp) / "toy_qwen3")
+        path = trained or _build(Path(tmp) / "toy_qwen3")
         engine = HFEngine(path, dtype="float32", device="cpu", batch_size=N_PROMPTS)
         engine.generate(prompts[:2], sampling=greedy)  # warm-up: first-call allocations
         # best of ROUNDS: on a shared machine the fastest repeat is the least disturbed one;
