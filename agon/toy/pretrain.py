@@ -398,18 +398,20 @@ def greedy(model_path: Path, prompts: list[list[dict]], cfg: dict) -> list[str]:
 def op_error_rates(name: str, problems, completions: Sequence[str]) -> dict[str, dict[str, float]]:
     """Per-operation error rates of written steps (arith) or program lines (toycode).
 
-    arith: a written step ``a op b = c`` is an error when ``c`` is not ``a op b`` mod 7.
-    toycode: line ``i`` is an error when it is not the ``i``-th operation of the problem
-    (counted on the problem's operation; a missing or unparseable line is an error).
+    arith: step ``i`` is an error when it does not apply the problem's ``i``-th operation and
+    operand, or its result is not ``lhs op rhs`` mod 7 (a miscopied operand counts, not only a
+    wrong table entry; counted on the problem's operation). toycode: line ``i`` is an error
+    when it is not the ``i``-th operation of the problem (a missing or unparseable line too).
     """
     wrong = {op: 0 for op in OPS}
     total = {op: 0 for op in OPS}
     for p, text in zip(problems, completions):
         if name == "arith":
-            for s in parse_arith_steps(text):
-                if s.op in OPS:
-                    total[s.op] += 1
-                    wrong[s.op] += 0 if s.correct else 1
+            steps = parse_arith_steps(text)
+            for i, (op, k) in enumerate(p.meta["ops"]):
+                total[op] += 1
+                ok = i < len(steps) and (steps[i].op, steps[i].rhs) == (op, k) and steps[i].correct
+                wrong[op] += 0 if ok else 1
         else:
             lines = parse_code_lines(text)
             for i, (op, k) in enumerate(p.meta["ops"]):
