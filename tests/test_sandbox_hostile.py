@@ -20,6 +20,18 @@ SLACK_S = 2.0  # a verdict may come this late on a busy 2-core machine, not late
 LEVELS = sorted({detect_isolation(), "none"})
 
 
+_BASELINE: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _children_before_the_test():
+    """Children this process had before the test (worker pools of earlier tests in the same
+    session) are not the sandbox's; anything in a run's uid range still counts."""
+    _BASELINE.clear()
+    _BASELINE.update(p.pid for p in psutil.Process().children(recursive=True))
+    yield
+
+
 def _ours() -> list[psutil.Process]:
     """Live processes a sandbox run of this test process could have left."""
     left = []
@@ -32,7 +44,7 @@ def _ours() -> list[psutil.Process]:
                     left.append(p)
             except psutil.Error:
                 pass
-    left += psutil.Process().children(recursive=True)
+    left += [p for p in psutil.Process().children(recursive=True) if p.pid not in _BASELINE]
     return left
 
 
