@@ -4,7 +4,8 @@ Everything is real but tiny: the toy pretrain (a 1-layer model, a few SFT steps)
 split, GRPO and Agon training (2 steps each), every table-1 system evaluated on a few hard
 problems, and the report. The numbers are near chance at this size; what is checked is
 that every stage runs, table 1 and the figures come out, and reruns do only what changed.
-About 2-4 minutes on 2 shared cores, hence `slow`.
+About 45 s on 2 idle cores (2-4 minutes when they are shared), so it runs in the default
+suite: this is CI's end-to-end check of the workflow.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ import yaml
 
 from agon.report import SYSTEMS, systems_for_methods
 from test_workflow import dry_run_jobs, snakemake, workdir_with
-
-pytestmark = pytest.mark.slow
 
 REDUCED = yaml.safe_load((Path(__file__).parent / "fixtures" / "workflow_smoke.yaml").read_text())
 
