@@ -8,6 +8,7 @@ marked as a possibly wrong attempt by a rival, and the instruction to solve the 
 
 from __future__ import annotations
 
+import hashlib
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -72,9 +73,34 @@ class Task(ABC):
     kind: str = "math"  # "math" or "code": which grader family
     version: str = "1"  # bump when problems, prompts or grading change (lm-eval habit)
 
-    @abstractmethod
     def problems(self, split: str) -> list[Problem]:
-        """The problems of ``split`` (one of :data:`SPLITS`), in a fixed order."""
+        """The problems of ``split`` (one of :data:`SPLITS`), in a fixed order.
+
+        By default every split is built at once by :meth:`_load` (and cached there)."""
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+        return self._load()[split]
+
+    def _load(self) -> dict[str, list[Problem]]:
+        """All splits, keyed by the names in :data:`SPLITS`; implement this or :meth:`problems`."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _load() or problems()")
+
+    def split_manifest(self) -> dict:
+        """The split as data: ids per split and a hash of them, plus :meth:`_manifest_extra`
+        (source, content hashes), so a run can prove which problems it trained and tested on."""
+        ids = {name: [p.id for p in self.problems(name)] for name in SPLITS}
+        return {
+            "task": self.name,
+            "version": self.version,
+            **self._manifest_extra(),
+            "split_sha256": hashlib.sha256(repr(sorted(ids.items())).encode()).hexdigest(),
+            "sizes": {k: len(v) for k, v in ids.items()},
+            "ids": ids,
+        }
+
+    def _manifest_extra(self) -> dict:
+        """Task-specific fields of the split manifest (where the problems came from)."""
+        return {}
 
     def solve_prompt(self, problem: Problem) -> Messages:
         """The ordinary prompt: solve the problem."""

@@ -23,11 +23,7 @@ def _run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     row = get_task_row(config, args.task)
     task = get_task(row["name"], **row["params"])
-    manifest = task.split_manifest() if hasattr(task, "split_manifest") else {
-        "task": task.name,
-        "sizes": {s: len(task.problems(s)) for s in ("train", "test", "hard")},
-        "ids": {s: [p.id for p in task.problems(s)] for s in ("train", "test", "hard")},
-    }
+    manifest = task.split_manifest()
     write_results(args.out, manifest, config=row)
     print(f"wrote {args.out}: " + ", ".join(f"{k}={v}" for k, v in manifest["sizes"].items()))
     return 0

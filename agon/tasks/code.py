@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from agon.grading.verdict import Verdict
-from agon.tasks.base import SPLITS, Messages, Problem, Task
+from agon.tasks.base import Messages, Problem, Task
 
 THINK_START, THINK_END = "<think>", "</think>"
 PYTHON_FENCES = ("", "python", "py", "python3", "py3")  # info strings taken as python
@@ -230,30 +230,17 @@ class CodeTask(Task):
             self._splits = {"train": train, "test": test, "hard": hard(test), "train_hard": hard(train)}
         return self._splits
 
-    def problems(self, split: str) -> list[Problem]:
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
-        return self._load()[split]
-
-    def split_manifest(self) -> dict:
-        """The split as data: ids per split, and hashes of the problems' text and tests, so a
-        run can prove which problems it trained and tested on."""
+    def _manifest_extra(self) -> dict:
+        content = hashlib.sha256()  # the problems' text and tests, not only their ids
         splits = self._load()
-        ids = {name: [p.id for p in ps] for name, ps in splits.items()}
-        content = hashlib.sha256()
         for p in splits["train"] + splits["test"]:
             content.update(f"{p.id}\x00{p.question}\x00{p.answer}\x01".encode())
         return {
-            "task": self.name,
-            "version": self.version,
             "source": self.source,
             "data_files": self.data_files,
             "revision": self.revision,
             "hard_min_difficulty": self.hard_min_difficulty,
             "problems_sha256": content.hexdigest(),
-            "split_sha256": hashlib.sha256(repr(sorted(ids.items())).encode()).hexdigest(),
-            "sizes": {k: len(v) for k, v in ids.items()},
-            "ids": ids,
         }
 
     def _cap(self, tests: list) -> list:

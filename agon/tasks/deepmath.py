@@ -13,7 +13,7 @@ import hashlib
 import random
 from pathlib import Path
 
-from agon.tasks.base import SPLITS, MathTask, Problem
+from agon.tasks.base import MathTask, Problem
 
 HUB_ID = "zwhe99/DeepMath-103K"
 REQUIRED_FIELDS = ("question", "final_answer", "difficulty")
@@ -92,29 +92,18 @@ class DeepMathTask(MathTask):
         train = [problems[i] for i in sorted(order[self.test_size :])]
         if self.max_train is not None:
             train = train[: self.max_train]
-        hard = lambda ps: [p for p in ps if p.difficulty >= self.hard_min_difficulty]  # noqa: E731
+        def hard(ps: list[Problem]) -> list[Problem]:
+            return [p for p in ps if p.difficulty >= self.hard_min_difficulty]
+
         self._splits = {"train": train, "test": test, "hard": hard(test), "train_hard": hard(train)}
         return self._splits
 
-    def problems(self, split: str) -> list[Problem]:
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
-        return self._load()[split]
-
-    def split_manifest(self) -> dict:
-        """The split as data: ids per split, the source's content hash, and the split's hash."""
-        splits = self._load()
-        ids = {name: [p.id for p in ps] for name, ps in splits.items()}
-        split_hash = hashlib.sha256(repr(sorted(ids.items())).encode()).hexdigest()
+    def _manifest_extra(self) -> dict:
+        self._load()  # fills the source hash
         return {
-            "task": self.name,
-            "version": self.version,
             "source": self.source,
             "revision": self.revision,
             "seed": self.seed,
             "hard_min_difficulty": self.hard_min_difficulty,
             "source_sha256": self._source_hash,
-            "split_sha256": split_hash,
-            "sizes": {k: len(v) for k, v in ids.items()},
-            "ids": ids,
         }
