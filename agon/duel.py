@@ -339,7 +339,7 @@ class DuelSettings:
         return self.epsilon if self.epsilon_high is None else self.epsilon_high
 
     @classmethod
-    def from_config(cls, config: dict, family: dict | None = None, mode: str = "duel", seed: int = 0) -> "DuelSettings":
+    def from_config(cls, config: dict, family: dict | None = None, mode: str = "duel", seed: int = 0) -> DuelSettings:
         """Build from a validated config's ``train``/``agon`` sections and a family row."""
         tr, ag = dict(config.get("train", {})), dict(config.get("agon", {}))
         reward = ag.get("reward", {})

@@ -41,7 +41,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agon.config import ConfigError, config_hash, get_family, get_task_row, load_config, validate_config
+from agon.config import (
+    ConfigError,
+    config_hash,
+    get_family,
+    get_task_row,
+    load_config,
+    validate_config,
+)
 from agon.engines.base import SamplingParams
 from agon.provenance import atomic_write_text, write_results
 from agon.stats import summarize

@@ -8,9 +8,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agon.cli import main  # noqa: E402
-from agon.tasks import register_task  # noqa: E402
-from tests.duel_helpers import ParityTask  # noqa: E402
+from agon.cli import main
+from agon.tasks import register_task
+from tests.duel_helpers import ParityTask
 
 register_task("parity_test", ParityTask)
 sys.exit(main(sys.argv[1:]))

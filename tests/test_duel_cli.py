@@ -14,7 +14,7 @@ from tests.duel_helpers import tiny_config
 @pytest.fixture
 def no_model_loads(monkeypatch):
     """Any attempt to load a model fails the test: config errors must come first."""
-    import agon.engines.hf as hf
+    from agon.engines import hf
 
     def boom(*a, **k):
         raise AssertionError("a model was loaded before the config was checked")

@@ -12,7 +12,7 @@ from agon.config import load_config
 from agon.grading.verdict import Verdict
 from agon.tasks.base import Problem, Task
 from baselines.grpo import GRPOSettings, completion_text, make_reward_fn
-from tests.duel_helpers import ParityTask, tiny_config
+from tests.duel_helpers import tiny_config
 
 
 class _Hostile(Task):

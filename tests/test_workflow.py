@@ -15,7 +15,6 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import pytest
 import yaml
 
 from agon.report import SYSTEMS, systems_for_methods

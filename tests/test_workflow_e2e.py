@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_workflow import dry_run_jobs, snakemake, workdir_with
 
 from agon.report import SYSTEMS, systems_for_methods
-from test_workflow import dry_run_jobs, snakemake, workdir_with
 
 REDUCED = yaml.safe_load((Path(__file__).parent / "fixtures" / "workflow_smoke.yaml").read_text())
 

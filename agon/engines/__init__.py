@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from agon.engines.base import Completion, Engine, Messages, PromptTooLongError, SamplingParams, render_prompt
+from agon.engines.base import (
+    Completion,
+    Engine,
+    Messages,
+    PromptTooLongError,
+    SamplingParams,
+    render_prompt,
+)
 
 BACKENDS = ("hf", "vllm")
 

@@ -67,7 +67,7 @@ class GRPOSettings:
             raise ValueError("train.num_generations must be >= 2: GRPO's advantage needs a group")
 
     @classmethod
-    def from_config(cls, config: dict, family: dict, seed: int = 0) -> "GRPOSettings":
+    def from_config(cls, config: dict, family: dict, seed: int = 0) -> GRPOSettings:
         """From a validated config (``train`` + ``grpo`` sections) and a family row."""
         tr, gr = config["train"], config["grpo"]
         names = {f.name for f in cls.__dataclass_fields__.values()}
