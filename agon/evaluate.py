@@ -368,7 +368,7 @@ def build_system(config: dict, family: str, system: str, *, model: str | None = 
         from baselines.moa import moa
 
         m = config["moa"]
-        sys_obj = moa(engine("a", drafter), engine("b", reader), layers=m["layers"], proposers=m["proposers"], aggregator=m["aggregator"])
+        sys_obj = moa(engine("a", drafter), engine("b", reader), layers=m["layers"], proposers=m["proposers"], aggregator=m["aggregator"], prompt=m["prompt"])
         identity = {"a": drafter or fam["model_a"]["model"], "b": reader or fam["model_b"]["model"], "moa": m}
     sys_obj.name = system
     identity["fingerprints"] = sorted({model_fingerprint(str(path)) for _, path in cache})

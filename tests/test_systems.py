@@ -73,6 +73,17 @@ def test_moa_alternates_proposers_and_synthesizes(task):
         moa(a, b, layers=0)
 
 
+def test_moa_reader_prompt_shows_proposals_as_the_rival_attempt(task):
+    a = ScriptedEngine(lambda text, j: "A says \\boxed{1}")
+    b = ScriptedEngine(lambda text, j: "B says \\boxed{2}")
+    problems = task.problems("hard")[:2]
+    moa(a, b, layers=1, proposers=2, prompt="reader").run(task, problems, 1, SamplingParams())
+    final = a.calls[-1]  # A aggregates the second problem's chain last
+    assert final == task.reader_prompt(problems[1], "A says \\boxed{1}\n\nB says \\boxed{2}")
+    with pytest.raises(ValueError, match="moa.prompt"):
+        moa(a, b, prompt="vote")
+
+
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny")

@@ -12,7 +12,9 @@ here there are two (the same two the cascade uses), alternating, so MoA spends i
 compute on the same models as the cascade. Each of the ``n`` evaluation samples is an
 independent MoA run (its own proposals). The synthesis prompt is the paper's (its Table 1),
 given as the system turn, with the task's solve prompt as the user turn, as in the paper's
-reference implementation.
+reference implementation. ``prompt: reader`` instead shows the proposals through the task's
+own reader prompt (the proposals joined as one "rival attempt"): for models too small to
+follow the paper's long instruction or to fit it in their context, such as the toy world's.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class MixtureOfAgents:
     layers: int = 1
     proposers: int = 4
     aggregator: str = "a"
+    prompt: str = "synthesize"  # "synthesize" (the paper's) or "reader" (the task's reader prompt)
     name: str = "moa"
 
     def __post_init__(self) -> None:
@@ -60,6 +63,8 @@ class MixtureOfAgents:
             raise ValueError(f"moa.proposers must be >= 1, got {self.proposers}")
         if self.aggregator not in ("a", "b"):
             raise ValueError(f"moa.aggregator must be 'a' or 'b', got {self.aggregator!r}")
+        if self.prompt not in ("synthesize", "reader"):
+            raise ValueError(f"moa.prompt must be 'synthesize' or 'reader', got {self.prompt!r}")
 
     def _proposer(self, i: int) -> Engine:
         return self.model_a if i % 2 == 0 else self.model_b
@@ -67,13 +72,20 @@ class MixtureOfAgents:
     def run(self, task: Task, problems: Sequence[Problem], n: int, sampling: SamplingParams) -> list[list[Sample]]:
         """``n`` independent MoA runs per problem; the answer is the aggregator's."""
         # one "chain" per (problem, sample); chains of all problems are batched per proposer
-        solve = [task.solve_prompt(p) for p in problems for _ in range(n)]
+        chains = [p for p in problems for _ in range(n)]
+        solve = [task.solve_prompt(p) for p in chains]
+
+        def show(chain: int, proposals: list[str]) -> Messages:
+            if self.prompt == "reader":
+                return task.reader_prompt(chains[chain], "\n\n".join(proposals))
+            return synthesis_prompt(solve[chain], proposals)
+
         previous: list[list[str]] | None = None  # per chain, the last layer's proposals
         history: list[list[list[str]]] = [[] for _ in solve]  # per chain, per layer, proposals
         draft_tokens = [0] * len(solve)
         stage = 0
         for _ in range(self.layers):
-            prompts = solve if previous is None else [synthesis_prompt(s, prev) for s, prev in zip(solve, previous)]
+            prompts = solve if previous is None else [show(c, prev) for c, prev in enumerate(previous)]
             layer: list[list[str]] = [[] for _ in solve]
             for i in range(self.proposers):
                 outs = self._proposer(i).generate(prompts, n=1, sampling=stage_sampling(sampling, stage))
@@ -84,7 +96,7 @@ class MixtureOfAgents:
             for h, props in zip(history, layer):
                 h.append(props)
             previous = layer
-        final_prompts = [synthesis_prompt(s, prev) for s, prev in zip(solve, previous or [])]
+        final_prompts = [show(c, prev) for c, prev in enumerate(previous or [])]
         aggregator = self.model_a if self.aggregator == "a" else self.model_b
         finals: list[list[Completion]] = aggregator.generate(final_prompts, n=1, sampling=stage_sampling(sampling, stage))
         samples = [
@@ -109,6 +121,6 @@ class MixtureOfAgents:
             self.model_b.close()
 
 
-def moa(model_a: Engine, model_b: Engine, layers: int = 1, proposers: int = 4, aggregator: str = "a") -> MixtureOfAgents:
+def moa(model_a: Engine, model_b: Engine, layers: int = 1, proposers: int = 4, aggregator: str = "a", prompt: str = "synthesize") -> MixtureOfAgents:
     """The Mixture-of-Agents system over models A and B (config section ``moa``)."""
-    return MixtureOfAgents(model_a, model_b, layers=layers, proposers=proposers, aggregator=aggregator)
+    return MixtureOfAgents(model_a, model_b, layers=layers, proposers=proposers, aggregator=aggregator, prompt=prompt)
