@@ -641,6 +641,10 @@ def plot_training_curves(config: dict, layout: Layout, methods: Sequence[str], f
             ax.grid(lw=0.3, alpha=0.6)
             if not drawn:
                 ax.text(0.5, 0.5, "no curves\nin metrics.jsonl", ha="center", va="center", transform=ax.transAxes)
+        # 100000, 120000, ... run into each other at paper size; 100k, 120k do not
+        from matplotlib.ticker import EngFormatter
+
+        ax_tok.xaxis.set_major_formatter(EngFormatter(sep=""))
     for ax in axes.flat[2 * len(pairs):]:
         ax.axis("off")
     what = (f"{split}-split pass@1 during training" if use_hard else
