@@ -11,19 +11,11 @@ import os
 import random
 import time
 
-from agon.grading.math import MathGrader, grade_one
+from agon.grading.math import MathGrader, grade_one, hostile_answers
 
 TARGETS = {"grading.pool_over_inprocess": (">=", 0.7)}
 
-HOSTILE = [
-    r"\boxed{9^{9^{9^{9^{9}}}}}",
-    r"\boxed{(10^{8})!}",
-    r"\boxed{10^{10^{10^{10}}}}",
-    "\\boxed{" + "(" * 5000 + "1" + ")" * 5000 + "}",
-    "\\boxed{" * 100_000,
-    r"\boxed{\int_0^\infty e^{-x^{x^x}} dx}",
-    "x" * 2_000_000 + r"\boxed{1}",
-]
+HOSTILE = hostile_answers()
 
 
 def mixed_items(n: int = 1000, seed: int = 0) -> tuple[list[str], list[str]]:

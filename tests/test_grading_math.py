@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from agon.grading.math import MathGrader, extract_answer, grade_one, last_boxed
+from agon.grading.math import MathGrader, extract_answer, grade_one, hostile_answers, last_boxed
 
 
 @pytest.mark.parametrize(
@@ -75,15 +75,7 @@ def test_no_answer_is_wrong_not_unknown():
     assert (v.correct, v.status, v.extracted) == (False, "no_answer", None)
 
 
-HOSTILE = [
-    r"\boxed{9^{9^{9^{9^{9}}}}}",
-    r"\boxed{(10^{8})!}",
-    r"\boxed{10^{10^{10^{10}}}}",
-    "\\boxed{" + "(" * 5000 + "1" + ")" * 5000 + "}",
-    "\\boxed{" * 100_000,
-    "x" * 1_000_000 + r"\boxed{1}",
-    r"\boxed{\int_0^\infty e^{-x^{x^x}} dx}",
-]
+HOSTILE = hostile_answers()
 
 
 @pytest.fixture(scope="module")

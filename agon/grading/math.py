@@ -24,6 +24,21 @@ from agon.grading.verdict import Verdict
 THINK_END = "</think>"
 THINK_START = "<think>"
 MAX_ANSWER_CHARS = 1000  # a boxed answer longer than this is graded wrong, unparsed
+def hostile_answers() -> list[str]:
+    """Completions known to stress math-verify or the extractor (towers of powers, huge
+    factorials, deep nesting, unclosed boxes, a megabyte of text); the tests and
+    `python -m bench grading` share this set. None of them equals 7."""
+    return [
+        r"\boxed{9^{9^{9^{9^{9}}}}}",
+        r"\boxed{(10^{8})!}",
+        r"\boxed{10^{10^{10^{10}}}}",
+        "\\boxed{" + "(" * 5000 + "1" + ")" * 5000 + "}",
+        "\\boxed{" * 100_000,
+        "x" * 1_000_000 + r"\boxed{1}",
+        r"\boxed{\int_0^\infty e^{-x^{x^x}} dx}",
+    ]
+
+
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 
 

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agon.grading.verdict import Verdict
-from agon.tasks.base import SPLITS, MathTask, Messages, Problem, Task
+from agon.tasks.base import MathTask, Messages, Problem, Task
 
 MOD = 7  # the modulus; mod 13 stayed at chance for the 0.3M model (DESIGN.md §5)
 OPS = ("+", "-", "*")
@@ -143,10 +143,8 @@ class _ToySplits:
         """Questions of the test split: generators of training data must avoid them."""
         return frozenset(p.question for p in self.problems("test"))
 
-    def problems(self, split: str) -> list[Problem]:
-        """The problems of ``split``; generated once, deterministic in ``seed``."""
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+    def _load(self) -> dict[str, list[Problem]]:
+        """Every split, generated once, deterministic in ``seed`` (``Task.problems`` reads it)."""
         if self._splits is None:
             # separate streams, so changing n_train never changes the test set
             test_rng = random.Random(f"{self.name}-test-{self.seed}")
@@ -170,7 +168,7 @@ class _ToySplits:
             hard = [p for p in test if p.difficulty >= self.hard_min_level]
             train_hard = [p for p in train if p.difficulty >= self.hard_min_level]
             self._splits = {"train": train, "test": test, "hard": hard, "train_hard": train_hard}
-        return list(self._splits[split])
+        return self._splits
 
 
 class ArithTask(_ToySplits, MathTask):
