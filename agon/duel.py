@@ -313,6 +313,8 @@ class DuelSettings:
     draft_view: str = "full"
     checkpoint_every: int = 10  # steps between checkpoints (0: only at the end)
     keep_checkpoints: int = 2  # complete checkpoints kept on disk
+    eval_every: int = 0  # steps between greedy hard-split evaluations (agon.train_eval); 0: none
+    eval_problems: int | None = None  # the first N hard problems in them (None: all)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -331,6 +333,10 @@ class DuelSettings:
         for name in ("steps", "problems_per_step", "num_drafts", "num_reads", "num_iterations", "micro_batch_size", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"duel setting {name} must be >= 1, got {getattr(self, name)}")
+        if self.eval_every < 0:
+            raise ValueError(f"duel setting eval_every must be >= 0 (0: no evaluations), got {self.eval_every}")
+        if self.eval_problems is not None and self.eval_problems < 1:
+            raise ValueError(f"duel setting eval_problems must be >= 1 or None (all), got {self.eval_problems}")
         if self.mode == "duel" and self.role_schedule == "both" and self.problems_per_step < 2:
             raise ValueError("role_schedule 'both' splits the problems in two: problems_per_step must be >= 2")
 
@@ -371,6 +377,8 @@ class DuelSettings:
             top_p=tr.get("top_p"),
             checkpoint_every=tr.get("checkpoint_every"),
             keep_checkpoints=tr.get("keep_checkpoints"),
+            eval_every=tr.get("eval_every"),
+            eval_problems=tr.get("eval_problems"),
             seed=seed,
         )
         if family is not None:
@@ -761,8 +769,14 @@ def train(
     Writes ``out_dir/metrics.jsonl`` (one JSON row per step) and ``out_dir/checkpoints/``.
     A run killed at any point restarts from its last complete checkpoint; the metrics of steps
     after it are dropped and recomputed, so the file never has a step twice.
+
+    With ``s.eval_every`` > 0, each policy is also evaluated alone on the hard split
+    (:mod:`agon.train_eval`) before the update of step 0, every ``eval_every`` steps and after
+    the last update; the scores go into the rows (the last one into a row ``step = s.steps`` of
+    its own, not in the returned list). The evaluations do not touch the training RNG.
     """
     from agon import checkpoint as ckpt
+    from agon import train_eval
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -780,19 +794,34 @@ def train(
     if acc is None or acc.is_main_process:
         ckpt.truncate_jsonl(metrics_path, keep=lambda row: row.get("step", -1) < start)
     rank, world = (acc.process_index, acc.num_processes) if acc is not None else (0, 1)
+    eval_set = train_eval.hard_problems(task, s.eval_problems) if s.eval_every else []
+
+    def evaluate(updates: int) -> dict[str, float]:
+        # every rank evaluates the whole set: sharded (FSDP) models need every rank in each forward
+        m = train_eval.hard_pass1({n: p.engine for n, p in policies.items()}, task, eval_set, s.max_new_tokens,
+                                  models=[p.model for p in policies.values()])
+        log.info("hard-split pass@1 after %d updates: %s", updates, train_eval.describe(m))
+        return m
+
+    def write(row: dict) -> None:
+        if rank == 0:  # metrics of rank 0's share of the batch
+            with open(metrics_path, "a") as f:
+                f.write(json.dumps(row, allow_nan=True) + "\n")
+
     rows = []
     for step in range(start, s.steps):
         # every rank draws the same P problems and rolls out its share; groups live inside a
         # problem, so advantages need no communication (the loss normalizers are per rank)
         problems = stream.take(s.problems_per_step)[rank::world]
-        row = duel_step(task, policies, problems, s, step)
+        evaluation = evaluate(step) if train_eval.is_eval_step(step, s.eval_every) else {}  # before this step's update
+        row = duel_step(task, policies, problems, s, step) | evaluation
         rows.append(row)
-        if rank == 0:  # metrics of rank 0's share of the batch
-            with open(metrics_path, "a") as f:
-                f.write(json.dumps(row, allow_nan=True) + "\n")
+        write(row)
         if on_step:
             on_step(row)
         done = step + 1
         if (s.checkpoint_every and done % s.checkpoint_every == 0) or done == s.steps:
             ckpt.save_checkpoint(out_dir / "checkpoints", done, policies, data=stream.state_dict(), keep=s.keep_checkpoints, accelerator=acc)
+    if s.eval_every:  # the trained models; a resume drops this row with the others and writes it again
+        write(train_eval.final_row(s.steps, evaluate(s.steps)))
     return rows

@@ -143,19 +143,27 @@ def train_agon(config: dict, fam: dict, task_name: str, settings: Any, out: Path
 
 
 def _print_step(row: dict) -> None:
-    keys = ["A/drafter/correct", "A/reader/correct", "B/drafter/correct", "B/reader/correct", "duel/reader_wins", "tokens_generated"]
+    keys = ["A/drafter/correct", "A/reader/correct", "B/drafter/correct", "B/reader/correct", "duel/reader_wins", "tokens_generated",
+            "eval/hard_pass@1/A", "eval/hard_pass@1/B"]
     print(f"[agon train] step {row['step']}: " + " ".join(f"{k}={row[k]:.3g}" for k in keys if k in row), flush=True)
 
 
 def summarize_metrics(path: Path) -> dict:
-    """Totals and last values from metrics.jsonl: tokens generated per model, steps, skipped updates."""
+    """Totals and last values from metrics.jsonl: tokens generated per model, steps, skipped updates,
+    and each model's last hard-split evaluation (after the last update, once the run is complete)."""
+    from agon.train_eval import KEY, SECONDS_KEY, is_eval_only
+
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()] if Path(path).exists() else []
-    out: dict[str, Any] = {"steps": len(rows)}
+    out: dict[str, Any] = {"steps": sum(not is_eval_only(r) for r in rows)}
     for name in ("A", "B"):
         out[f"{name}/tokens_generated"] = sum(r.get(f"{name}/drafter/tokens", 0) + r.get(f"{name}/reader/tokens", 0) for r in rows)
         out[f"{name}/skipped_updates"] = sum(r.get(f"{name}/skipped", 0) for r in rows)
+        evals = [r[KEY.format(model=name)] for r in rows if KEY.format(model=name) in r]
+        if evals:
+            out[f"{name}/last_hard_pass@1"] = evals[-1]
     out["tokens_generated"] = sum(r.get("tokens_generated", 0) for r in rows)
     out["train_time_s"] = sum(r.get("time/rollout_s", 0) + r.get("time/update_s", 0) for r in rows)
+    out["eval_time_s"] = sum(r.get(SECONDS_KEY, 0) for r in rows)
     return out
 
 

@@ -85,7 +85,9 @@ def _final_weights(out: Path) -> dict:
 
 
 def test_sigkill_then_resume_is_bit_exact(tmp_path):
-    config = tiny_config(tmp_path, "qwen3", train={"checkpoint_every": 1, "keep_checkpoints": 0, "problems_per_step": 2, "num_generations": 4},
+    # hard-split evaluations every step: they must not disturb what resumes bit for bit
+    config = tiny_config(tmp_path, "qwen3", train={"checkpoint_every": 1, "keep_checkpoints": 0, "problems_per_step": 2, "num_generations": 4,
+                                                   "eval_every": 1, "eval_problems": 3},
                          agon={"role_schedule": "alternate"})
     steps = 3
     full, cut = tmp_path / "full", tmp_path / "cut"
@@ -119,7 +121,9 @@ def test_sigkill_then_resume_is_bit_exact(tmp_path):
             assert torch.equal(a[name][k], b[name][k]), f"{name}.{k} differs after resume"
     rows_full = [json.loads(x) for x in (full / "metrics.jsonl").read_text().splitlines()]
     rows_cut = [json.loads(x) for x in (cut / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows_cut] == list(range(steps))
+    # every step once, then the evaluation of the trained models; evaluated before each update and after the last
+    assert [r["step"] for r in rows_cut] == list(range(steps + 1))
+    assert all("eval/hard_pass@1/A" in r and "eval/hard_pass@1/B" in r for r in rows_cut)
     strip = lambda r: {k: v for k, v in r.items() if not k.startswith("time/")}
     assert [strip(r) for r in rows_cut] == [strip(r) for r in rows_full]
     summary = json.loads((cut / "summary.json").read_text())
