@@ -8,14 +8,16 @@ when it cannot score, which TRL keeps out of the group baseline).
 
 Metrics: TRL's logs of every step go to ``metrics.jsonl`` (and to TensorBoard / W&B through
 ``train.report_to``), with the duel trainer's names added (``A/drafter/correct``,
-``A/entropy``, ...) so the report plots both methods from one schema.
+``A/entropy``, ...) so the report plots both methods from one schema. With
+``train.eval_every`` > 0, the model is also evaluated on the hard split at the duel trainer's
+steps and into the same keys (``eval/hard_pass@1/A``; :mod:`agon.train_eval`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,8 @@ class GRPOSettings:
     max_new_tokens: int = 256
     checkpoint_every: int = 10
     keep_checkpoints: int = 2
+    eval_every: int = 0  # steps between greedy hard-split evaluations (agon.train_eval); 0: none
+    eval_problems: int | None = None  # the first N hard problems in them (None: all)
     report_to: list[str] = field(default_factory=list)
     gradient_checkpointing: bool = False
     use_vllm: bool = False
@@ -65,6 +69,10 @@ class GRPOSettings:
             raise ValueError(f"train.loss_type {self.loss_type!r}: expected dapo, dr_grpo or grpo")
         if self.num_generations < 2:
             raise ValueError("train.num_generations must be >= 2: GRPO's advantage needs a group")
+        if self.eval_every < 0:
+            raise ValueError(f"train.eval_every must be >= 0 (0: no evaluations), got {self.eval_every}")
+        if self.eval_problems is not None and self.eval_problems < 1:
+            raise ValueError(f"train.eval_problems must be >= 1 or null (all), got {self.eval_problems}")
 
     @classmethod
     def from_config(cls, config: dict, family: dict, seed: int = 0) -> GRPOSettings:
@@ -195,17 +203,51 @@ def _aliases(name: str, logs: dict, completions_per_step: int) -> dict:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def _metrics_callback(path: Path, name: str, completions_per_step: int):
+def _metrics_callback(path: Path, name: str, completions_per_step: int, evaluate: Callable[[Any], dict] | None = None,
+                      eval_every: int = 0):
+    """The callback that writes ``metrics.jsonl``; with ``evaluate`` (model -> metrics) and
+    ``eval_every`` > 0 it also evaluates the model at the duel trainer's steps (:mod:`agon.train_eval`)."""
     from transformers import TrainerCallback
 
+    from agon.train_eval import final_row, is_eval_step
+
+    def _evaluate(model: Any) -> dict:
+        was_training = model.training
+        model.eval()  # TRL keeps the model in train mode between steps
+        try:
+            return evaluate(model)
+        finally:
+            model.train(was_training)
+
     class JsonlMetrics(TrainerCallback):
-        """Append each logged step to ``path`` as JSON (TRL's keys under NAME/trl/, plus aliases)."""
+        """Append each logged step to ``path`` as JSON (TRL's keys under NAME/trl/, plus aliases).
+
+        Row ``s`` is the log of the update that takes the model from ``s`` to ``s + 1`` updates
+        (``global_step - 1`` when TRL logs it); its evaluation, of the model after ``s``
+        updates, is taken when that step begins, before its rollout, and written with its log.
+        """
+
+        def __init__(self) -> None:
+            self.pending: dict[int, dict] = {}  # step -> its evaluation, until the step's log
+
+        def on_step_begin(self, args, state, control, model=None, **kwargs):
+            if evaluate is not None and is_eval_step(state.global_step, eval_every):
+                self.pending = {state.global_step: _evaluate(model)}
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "train_runtime" in logs:  # the end-of-training summary is not a step
                 return
             row = {"step": state.global_step - 1, **_aliases(name, logs, completions_per_step)}
             row.update({f"{name}/trl/{k}": v for k, v in logs.items() if isinstance(v, (int, float))})
+            row.update(self.pending.pop(row["step"], {}))
+            self._write(row)
+
+        def on_train_end(self, args, state, control, model=None, **kwargs):
+            # the trained model; a resume truncates this row with the rest and writes it again
+            if evaluate is not None and eval_every:
+                self._write(final_row(state.global_step, _evaluate(model)))
+
+        def _write(self, row: dict) -> None:
             with open(path, "a") as f:
                 f.write(json.dumps(row) + "\n")
 
@@ -238,28 +280,59 @@ def train_grpo(config: dict, fam: dict, task: Task, settings: GRPOSettings, row:
     resumed_step = int(last.rsplit("-", 1)[1]) if last else 0
     truncate_jsonl(metrics, keep=lambda r: r.get("step", -1) < resumed_step)
     per_step = settings.problems_per_step * settings.num_generations
+    evaluate = _hard_eval(config, fam, task, settings, row, tok) if settings.eval_every else None
     trainer = GRPOTrainer(
         model=model, reward_funcs=[make_reward_fn(task, task.problems(settings.split))], args=args, train_dataset=dataset,
-        processing_class=tok, callbacks=[_metrics_callback(metrics, name, per_step)],
+        processing_class=tok, callbacks=[_metrics_callback(metrics, name, per_step, evaluate, settings.eval_every)],
     )
     trainer.train(resume_from_checkpoint=last)
     from agon.train_cli import _save_model
+    from agon.train_eval import is_eval_only
 
     _save_model(trainer.model, tok, out_model)
     rows = [json.loads(x) for x in metrics.read_text().splitlines() if x.strip()]
-    return {"steps": len(rows), "tokens_generated": sum(r.get(f"{name}/drafter/tokens", 0.0) for r in rows), "metrics": str(metrics)}
+    return {"steps": sum(not is_eval_only(r) for r in rows), "tokens_generated": sum(r.get(f"{name}/drafter/tokens", 0.0) for r in rows),
+            "metrics": str(metrics)}
+
+
+def _hard_eval(config: dict, fam: dict, task: Task, settings: GRPOSettings, row: str, tokenizer: Any) -> Callable[[Any], dict]:
+    """model -> its greedy hard-split pass@1 (``eval/hard_pass@1/NAME``), as the duel trainer measures it.
+
+    Generation goes through the same engine as the duel trainer's rollouts (the live model,
+    the row's persona and chat-template kwargs), so both methods are scored alike.
+    """
+    from agon.engines.hf import HFEngine
+    from agon.train_eval import describe, hard_pass1, hard_problems
+
+    mrow = fam[f"model_{row}"]
+    problems = hard_problems(task, settings.eval_problems)
+
+    def evaluate(model: Any) -> dict:
+        engine = HFEngine(model, tokenizer, system_prompt=mrow.get("system_prompt"), chat_template_kwargs=mrow.get("chat_template_kwargs"),
+                          batch_size=config["train"]["rollout_batch_size"], max_prompt_tokens=fam["max_prompt_tokens"])
+        m = hard_pass1({row.upper(): engine}, task, problems, settings.max_new_tokens, models=[model])
+        print(f"[grpo {row.upper()}] hard-split pass@1: {describe(m)}", flush=True)
+        return m
+
+    return evaluate
 
 
 def merge_metrics(paths: Sequence[Path], out: Path) -> None:
-    """Merge per-model metrics files into one row per step (A/... and B/... side by side)."""
+    """Merge per-model metrics files into one row per step (A/... and B/... side by side; the
+    evaluation after the last update is a step too; evaluation seconds add up)."""
     from agon.provenance import atomic_write_text
+    from agon.train_eval import SECONDS_KEY
 
     by_step: dict[int, dict] = {}
     for p in paths:
         for line in Path(p).read_text().splitlines():
             if line.strip():
                 r = json.loads(line)
-                by_step.setdefault(r["step"], {"step": r["step"]}).update(r)
+                row = by_step.setdefault(r["step"], {"step": r["step"]})
+                seconds = row.get(SECONDS_KEY, 0.0) + r.get(SECONDS_KEY, 0.0)
+                row.update(r)
+                if seconds:
+                    row[SECONDS_KEY] = seconds
     for r in by_step.values():
         r["tokens_generated"] = sum(v for k, v in r.items() if k.endswith("/drafter/tokens") and isinstance(v, (int, float)) and math.isfinite(v))
     atomic_write_text(out, "".join(json.dumps(by_step[s]) + "\n" for s in sorted(by_step)))
