@@ -222,8 +222,55 @@ def test_hard_curve_uses_cumulative_tokens_at_eval_steps():
     rows[3]["hard_pass@1/A"] = 0.4
     steps, toks, ys = hard_curve(rows, "A")
     assert steps == [0.0, 3.0] and ys == [0.2, 0.4]
-    assert toks == [10.0, 10.0 + 20 + 30 + 40]
+    # an evaluation on row s scores the model after s updates: the tokens of the rows before it
+    assert toks == [0.0, 10.0 + 20 + 30]
     assert hard_curve(rows, "B") == ([], [], [])
+
+
+def trainer_rows(steps: int, every: int, tokens: int, rate: float) -> list[dict]:
+    """metrics.jsonl rows as the trainers write them with train.eval_every (agon.train_eval):
+    evaluations before the updates of steps 0, every, ... and a last row after the final update."""
+    rows = []
+    for s in range(steps):
+        row = {"step": s, "tokens_generated": tokens, "A/drafter/correct": 0.9, "B/drafter/correct": 0.9}
+        if s % every == 0:
+            row.update({"eval/hard_pass@1/A": rate * s, "eval/hard_pass@1/B": rate * s / 2, "time/eval_s": 0.1})
+        rows.append(row)
+    rows.append({"step": steps, "tokens_generated": 0, "eval/hard_pass@1/A": rate * steps, "eval/hard_pass@1/B": rate * steps / 2})
+    return rows
+
+
+def test_training_curves_plot_the_trainers_hard_split_evaluations(tmp_path, monkeypatch):
+    """The figure draws the logged hard-split points (not training correctness), against step and tokens."""
+    from agon import report
+
+    cfg = make_config(tmp_path / "results", seeds=(0,), methods=["base", "grpo", "agon"])
+    layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
+    write_synthetic(cfg, layout, n_problems=5)
+    runs = {"agon": trainer_rows(10, 5, 300, 0.04), "grpo": trainer_rows(10, 5, 100, 0.02)}
+    for m, rows in runs.items():
+        Path(layout.train_metrics("fam1", "arith", m, 0)).write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    drawn = {}
+    save = report._save
+
+    def keep(fig, figures_dir, name, meta):
+        drawn[name] = fig
+        return save(fig, figures_dir, name, meta)
+
+    monkeypatch.setattr(report, "_save", keep)
+    build_report(cfg, layout)
+    fig = drawn["training_curves"]
+    assert "hard-split pass@1 during training" in fig.legends[0].get_title().get_text()
+    ax_step, ax_tok = fig.axes[:2]
+    for m, color in (("agon", report.COLORS["agon"]), ("grpo", report.COLORS["grpo"])):
+        tokens = runs[m][0]["tokens_generated"]
+        for model, ls in (("A", "-"), ("B", "--")):
+            steps, toks, ys = hard_curve(runs[m], model)
+            assert steps == [0.0, 5.0, 10.0] and toks == [0.0, 5.0 * tokens, 10.0 * tokens]
+            line = next(ln for ln in ax_step.get_lines() if ln.get_color() == color and ln.get_linestyle() == ls)
+            assert list(line.get_xdata()) == steps and list(line.get_ydata()) == pytest.approx([100 * y for y in ys])
+            line = next(ln for ln in ax_tok.get_lines() if ln.get_color() == color and ln.get_linestyle() == ls)
+            assert list(line.get_xdata()) == toks
 
 
 def test_problem_counts_skips_torn_tail_and_rejects_unparseable(tmp_path):
