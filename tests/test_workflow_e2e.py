@@ -50,7 +50,9 @@ def test_reduced_toy_dag_end_to_end(tmp_path):
     for m in ("grpo", "agon"):
         assert float(rows[0][f"{m}_train_tokens"]) > 0
         assert float(rows[0][f"{m}_train_wall_h"]) > 0
-        assert (out / f"toy/arith/train/{m}/seed0/metrics.jsonl").is_file()
+        metrics = [json.loads(x) for x in (out / f"toy/arith/train/{m}/seed0/metrics.jsonl").read_text().splitlines()]
+        # train.eval_every 1: both models on the hard split before each update and after the last
+        assert [r["step"] for r in metrics if "eval/hard_pass@1/A" in r and "eval/hard_pass@1/B" in r] == [0, 1, 2], m
     assert (out / "table1.md").read_text().count("| toy | arith |") >= 1
     assert json.loads((out / "table1.provenance.json").read_text())["provenance"]["config_hash"]
     for name in ("pass1_by_system", "training_curves", "duel_dynamics"):
