@@ -21,7 +21,7 @@ from agon.toy.pretrain import (
     written_arith_steps,
     written_code_lines,
 )
-from agon.toy.tasks import ArithTask, ToyCodeTask, parse_code_lines
+from agon.toy.tasks import ArithStep, ArithTask, ToyCodeTask, parse_code_lines
 from agon.toy.tokenizer import build_tokenizer
 
 TASK_ROWS = [
@@ -172,3 +172,16 @@ def test_task_classes_are_what_the_registry_serves(tasks):
     p = tasks["toycode"].problems("hard")[0]
     prompt, target = make_example("code_solve", p, tasks["toycode"], random.Random(0), Mistake("+", (), 0, 0), Mistake("+", (), 0, 0), {"draft_clean": 1.0, "draft_slip": 0.0})
     assert target == ToyCodeTask.solution(p) and prompt == tasks["toycode"].solve_prompt(p)
+
+
+@pytest.mark.parametrize("copy_wrong, kept", [(0.0, False), (1.0, True)])
+def test_reader_anchoring_copies_wrong_draft_lines_and_steps(copy_wrong, kept):
+    """A reader with no habit of its own repairs every wrong draft line, unless it anchors."""
+    rng = random.Random(0)
+    ops = [("*", 4), ("+", 2), ("*", 5), ("-", 3)]
+    draft = [("*", 5), ("+", 2), ("*", 6), ("-", 3)]  # the rival misread both `*` operands
+    target = written_code_lines(ops, rng, None, keep=draft, copy_wrong=copy_wrong)
+    assert target == (draft if kept else ops)
+    wrong = [ArithStep(3, "*", 4, 1), ArithStep(1, "+", 2, 3)]  # 3*4=5 mod 7, written as 1
+    steps = written_arith_steps(3, [("*", 4), ("+", 2)], rng, None, keep=wrong, copy_wrong=copy_wrong)
+    assert [s.result for s in steps] == ([1, 3] if kept else [5, 0])

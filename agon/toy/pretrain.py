@@ -11,7 +11,8 @@ What makes them a usable pair for the Agon method:
   (problem + a rival's possibly wrong draft -> a solution that keeps the draft's correct
   steps and redoes the rest, with the reader's own habits). Drafts are drawn with the rival's
   mistake profile plus random slips, so the untrained cascade A drafts -> B reads already
-  works in-distribution.
+  works in-distribution. A reader may also *anchor*: copy a wrong draft step as it stands
+  (``toy.reader.{arith,code}_copy_wrong``), a habit that training the reader can remove.
 - *Trained for real, and checked.* A curriculum raises the maximum level from
   ``curriculum_start_level`` to the task's top level over the first ``curriculum_frac`` of the
   steps (without it the model may never "click"). A guard compares the running loss with a
@@ -90,17 +91,19 @@ def misread(k: int) -> int:
     return k % (len(OPERANDS)) + 1
 
 
-def written_arith_steps(start: int, ops: Sequence[tuple[str, int]], rng: random.Random, mistake: Mistake | None, slip: float = 0.0, keep: Sequence[ArithStep] = ()) -> list[ArithStep]:
+def written_arith_steps(start: int, ops: Sequence[tuple[str, int]], rng: random.Random, mistake: Mistake | None, slip: float = 0.0, keep: Sequence[ArithStep] = (), copy_wrong: float = 0.0) -> list[ArithStep]:
     """The steps a model with ``mistake`` writes for a chain, continuing from its own results.
 
     ``slip``: extra probability per step of a random wrong result (a rival's careless errors).
     ``keep``: a draft being read; its step ``i`` is copied when it starts from the same value
     and is right (the reader keeps the draft's correct steps), else the step is redone.
+    ``copy_wrong``: probability that a wrong draft step is copied anyway (the reader anchors
+    on the draft instead of checking it).
     """
     out, value = [], start
     for i, (op, k) in enumerate(ops):
         step = keep[i] if i < len(keep) else None
-        if step is not None and step.lhs == value and step.op == op and step.rhs == k and step.correct:
+        if step is not None and step.lhs == value and step.op == op and step.rhs == k and (step.correct or (copy_wrong and rng.random() < copy_wrong)):
             result = step.result
         else:
             result = apply_op(value, op, k)
@@ -113,16 +116,18 @@ def written_arith_steps(start: int, ops: Sequence[tuple[str, int]], rng: random.
     return out
 
 
-def written_code_lines(ops: Sequence[tuple[str, int]], rng: random.Random, mistake: Mistake | None, slip: float = 0.0, keep: Sequence[tuple[str, int] | None] = ()) -> list[tuple[str, int]]:
+def written_code_lines(ops: Sequence[tuple[str, int]], rng: random.Random, mistake: Mistake | None, slip: float = 0.0, keep: Sequence[tuple[str, int] | None] = (), copy_wrong: float = 0.0) -> list[tuple[str, int]]:
     """The (op, operand) of each program line a model with ``mistake`` writes.
 
-    As :func:`written_arith_steps`: ``slip`` adds random wrong operands or operations, and a
-    draft's correct line ``i`` in ``keep`` is copied rather than rewritten.
+    As :func:`written_arith_steps`: ``slip`` adds random wrong operands or operations, a
+    draft's correct line ``i`` in ``keep`` is copied rather than rewritten, and a wrong one is
+    copied too with probability ``copy_wrong``.
     """
     out = []
     for i, (op, k) in enumerate(ops):
-        if i < len(keep) and keep[i] == (op, k):
-            out.append((op, k))
+        shown = keep[i] if i < len(keep) else None
+        if shown is not None and (shown == (op, k) or (copy_wrong and rng.random() < copy_wrong)):
+            out.append(shown)
             continue
         w_op, w_k = op, k
         if mistake is not None and mistake.hits(op, k) and rng.random() < mistake.code_rate:
@@ -155,13 +160,13 @@ def make_example(kind: str, problem, task, rng: random.Random, own: Mistake, riv
         return task.solve_prompt(problem), arith_solution(written_arith_steps(problem.meta["start"], ops, rng, own))
     if kind == "arith_read":
         draft = written_arith_steps(problem.meta["start"], ops, rng, rival_habit, slip)
-        target = written_arith_steps(problem.meta["start"], ops, rng, own, keep=draft)
+        target = written_arith_steps(problem.meta["start"], ops, rng, own, keep=draft, copy_wrong=reader_cfg.get("arith_copy_wrong", 0.0))
         return task.reader_prompt(problem, arith_solution(draft)), arith_solution(target)
     if kind == "code_solve":
         return task.solve_prompt(problem), program_text(written_code_lines(ops, rng, own))
     if kind == "code_read":
         draft = written_code_lines(ops, rng, rival_habit, slip)
-        target = written_code_lines(ops, rng, own, keep=draft)
+        target = written_code_lines(ops, rng, own, keep=draft, copy_wrong=reader_cfg.get("code_copy_wrong", 0.0))
         return task.reader_prompt(problem, program_text(draft)), program_text(target)
     raise ValueError(f"unknown example kind {kind!r}; expected one of {KINDS}")
 
