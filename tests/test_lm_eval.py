@@ -117,3 +117,16 @@ def test_task_yamls_are_shipped():
 
     names = sorted(p.name for p in Path(TASKS_DIR).glob("*.yaml"))
     assert names == ["agon_arith.yaml", "agon_deepmath_hard.yaml"]
+
+
+def test_model_types_are_declared_as_lm_eval_plugins():
+    """The installed package advertises the same model types in lm-eval's plugin group."""
+    from importlib.metadata import entry_points
+
+    from agon.lm_eval_interop import MODEL_TYPES
+    from agon.lm_eval_interop.models import AgonCascadeLM, AgonMoALM, AgonSingleLM
+
+    declared = {ep.name: ep for ep in entry_points(group="lm_eval.models") if ep.value.startswith("agon.")}
+    assert {name: ep.value for name, ep in declared.items()} == MODEL_TYPES
+    assert {name: ep.load() for name, ep in declared.items()} == {
+        "agon-single": AgonSingleLM, "agon-cascade": AgonCascadeLM, "agon-moa": AgonMoALM}

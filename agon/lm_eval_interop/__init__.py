@@ -6,7 +6,9 @@
 - Task YAMLs ``agon_arith`` and ``agon_deepmath_hard`` (group tag ``agon``) in
   :data:`TASKS_DIR`, graded by agon's math grader.
 
-lm-eval 0.4 has no plugin entry points, so a model type exists only in a process that has
+The package declares the model types in lm-eval's plugin entry-point group ``lm_eval.models``,
+which lm-eval reads only in releases after 0.4.13; there, the stock ``lm_eval --model
+agon-cascade ...`` finds them. Up to 0.4.13 a model type exists only in a process that has
 called :func:`register`. ``agon-lm-eval`` (or ``python -m agon.lm_eval_interop``) is the
 ``lm_eval`` command with both registered::
 
