@@ -282,3 +282,23 @@ def test_cli_run_with_stdin_and_expect(tmp_path):
     assert rc == 1 and out["status"] == "timeout"
     rc, out = _cli("run", str(tmp_path / "missing.py"))
     assert rc != 0 and "does not exist" in out["stderr"]
+
+
+def test_pool_runs_each_distinct_program_once_per_call(monkeypatch):
+    """Repeated (program, tests) pairs share one run and one verdict; distinct ones do not."""
+    import agon.sandbox.grade as grade_mod
+
+    calls = []
+    real = grade_mod.grade_program
+
+    def counting(code, tests, *args, **kwargs):
+        calls.append((code, tuple(tests)))
+        return real(code, tests, *args, **kwargs)
+
+    monkeypatch.setattr(grade_mod, "grade_program", counting)
+    echo, wrong = "print(input())", "print('no')"
+    t1, t2 = [("a\n", "a")], [("b\n", "b")]
+    with SandboxPool(2) as pool:
+        verdicts = pool.grade([echo, echo, wrong, echo, None], [t1, t1, t1, t2, t1], timeout_s=5.0)
+    assert [v.status for v in verdicts] == ["pass", "pass", "wrong_answer", "pass", "no_code"]
+    assert sorted(calls) == sorted({(echo, tuple(t1)), (wrong, tuple(t1)), (echo, tuple(t2))})

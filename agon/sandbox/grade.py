@@ -105,14 +105,23 @@ class SandboxPool:
         timeout_s: float = 5.0,
         memory_mb: int = 512,
     ) -> list[Verdict]:
-        """One verdict per (code, tests) pair, in order; a None code is ``no_code`` (wrong)."""
+        """One verdict per (code, tests) pair, in order; a None code is ``no_code`` (wrong).
+
+        Identical pairs in one call run once and share the verdict: sampled completions repeat
+        often (a trained model writes the same program for most of a problem's samples), and
+        grading is what a code task's evaluation and training spend their time on.
+        """
         if len(codes) != len(tests):
             raise ValueError(f"SandboxPool.grade: {len(codes)} codes but {len(tests)} test lists")
         pool = self._pool()
-        futures = {}
+        futures, runs = {}, {}
         for i, (code, ts) in enumerate(zip(codes, tests)):
             if code is not None:
-                futures[i] = pool.submit(grade_program, code, list(ts), timeout_s, memory_mb, isolation=self.isolation, site_packages=self.site_packages)
+                ts = [tuple(t) for t in ts]
+                key = (code, tuple(ts))
+                if key not in runs:
+                    runs[key] = pool.submit(grade_program, code, ts, timeout_s, memory_mb, isolation=self.isolation, site_packages=self.site_packages)
+                futures[i] = runs[key]
         out = []
         for i, code in enumerate(codes):
             if code is None:
