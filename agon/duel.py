@@ -333,10 +333,9 @@ class DuelSettings:
         for name in ("steps", "problems_per_step", "num_drafts", "num_reads", "num_iterations", "micro_batch_size", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"duel setting {name} must be >= 1, got {getattr(self, name)}")
-        if self.eval_every < 0:
-            raise ValueError(f"duel setting eval_every must be >= 0 (0: no evaluations), got {self.eval_every}")
-        if self.eval_problems is not None and self.eval_problems < 1:
-            raise ValueError(f"duel setting eval_problems must be >= 1 or None (all), got {self.eval_problems}")
+        from agon.train_eval import check_settings
+
+        check_settings(self.eval_every, self.eval_problems)
         if self.mode == "duel" and self.role_schedule == "both" and self.problems_per_step < 2:
             raise ValueError("role_schedule 'both' splits the problems in two: problems_per_step must be >= 2")
 

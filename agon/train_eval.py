@@ -46,23 +46,29 @@ SECONDS_KEY = "time/eval_s"  # wall time of the evaluation (time/ keys are not p
 ROW_KEYS = ("step", "tokens_generated", SECONDS_KEY)  # the keys an evaluation-only row has besides eval/*
 
 
+def check_settings(every: int, limit: int | None = None) -> None:
+    """Refuse a bad ``train.eval_every`` / ``train.eval_problems`` (both trainers' settings call this)."""
+    if every < 0:
+        raise ValueError(f"train.eval_every must be >= 0 (0 = no evaluations), got {every}")
+    if limit is not None and limit < 1:
+        raise ValueError(f"train.eval_problems must be >= 1 or null (all), got {limit}")
+
+
 def is_eval_step(step: int, every: int) -> bool:
     """True when the models are evaluated before the update of ``step``: 0, every, 2*every, ...
 
     ``every == 0`` turns the evaluations off. The evaluation after the last update is
     :func:`final_row`'s, whatever ``every`` is (as long as it is not 0).
     """
-    if every < 0:
-        raise ValueError(f"train.eval_every must be >= 0 (0 = no evaluations), got {every}")
+    check_settings(every)
     return every > 0 and step % every == 0
 
 
 def hard_problems(task: Task, limit: int | None) -> list[Problem]:
     """The first ``limit`` problems of ``task``'s hard split (all when ``limit`` is None)."""
+    check_settings(0, limit)
     problems = task.problems(HARD_SPLIT)
     if limit is not None:
-        if limit < 1:
-            raise ValueError(f"train.eval_problems must be >= 1 or null (all), got {limit}")
         problems = problems[:limit]
     if not problems:
         raise ValueError(f"task {task.name!r} has no {HARD_SPLIT!r} problems to evaluate on; set train.eval_every: 0")

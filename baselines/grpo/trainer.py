@@ -69,10 +69,9 @@ class GRPOSettings:
             raise ValueError(f"train.loss_type {self.loss_type!r}: expected dapo, dr_grpo or grpo")
         if self.num_generations < 2:
             raise ValueError("train.num_generations must be >= 2: GRPO's advantage needs a group")
-        if self.eval_every < 0:
-            raise ValueError(f"train.eval_every must be >= 0 (0: no evaluations), got {self.eval_every}")
-        if self.eval_problems is not None and self.eval_problems < 1:
-            raise ValueError(f"train.eval_problems must be >= 1 or null (all), got {self.eval_problems}")
+        from agon.train_eval import check_settings
+
+        check_settings(self.eval_every, self.eval_problems)
 
     @classmethod
     def from_config(cls, config: dict, family: dict, seed: int = 0) -> GRPOSettings:
@@ -211,14 +210,6 @@ def _metrics_callback(path: Path, name: str, completions_per_step: int, evaluate
 
     from agon.train_eval import final_row, is_eval_step
 
-    def _evaluate(model: Any) -> dict:
-        was_training = model.training
-        model.eval()  # TRL keeps the model in train mode between steps
-        try:
-            return evaluate(model)
-        finally:
-            model.train(was_training)
-
     class JsonlMetrics(TrainerCallback):
         """Append each logged step to ``path`` as JSON (TRL's keys under NAME/trl/, plus aliases).
 
@@ -232,7 +223,7 @@ def _metrics_callback(path: Path, name: str, completions_per_step: int, evaluate
 
         def on_step_begin(self, args, state, control, model=None, **kwargs):
             if evaluate is not None and is_eval_step(state.global_step, eval_every):
-                self.pending = {state.global_step: _evaluate(model)}
+                self.pending = {state.global_step: evaluate(model)}
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "train_runtime" in logs:  # the end-of-training summary is not a step
@@ -245,7 +236,7 @@ def _metrics_callback(path: Path, name: str, completions_per_step: int, evaluate
         def on_train_end(self, args, state, control, model=None, **kwargs):
             # the trained model; a resume truncates this row with the rest and writes it again
             if evaluate is not None and eval_every:
-                self._write(final_row(state.global_step, _evaluate(model)))
+                self._write(final_row(state.global_step, evaluate(model)))
 
         def _write(self, row: dict) -> None:
             with open(path, "a") as f:
