@@ -34,10 +34,11 @@ every choice below is a config option, the default is our reading):
   reads of different drafts face different prompts.
 - *One model, two roles, one optimizer step per training step*: in ``alternate`` each model
   acts in one role per step and is updated on that role's tokens only.
-- *Positions of left-padded prompts* follow TRL (position ids 0..T-1 over the padded row),
-  so that solo mode matches GRPOTrainer exactly; the sampler used proper positions. With one
-  gradient step per rollout (``num_iterations: 1``) the importance ratio is 1 by construction,
-  so this does not bias the gradient.
+- *Positions.* Updates score sequences packed several per row (``train.packing``), each at
+  positions 0..len-1 as the sampler had them. With ``packing: false`` (and always for
+  linear-attention models, which cannot be packed) rows are left-padded as in TRL, whose
+  position ids run 0..T-1 over the padded row. RoPE sees only relative positions, so the two
+  agree to float rounding, and solo mode matches GRPOTrainer either way (tested to 1e-5).
 
 The draft inside a reader prompt is *prompt*: the reader's loss mask covers the reader's own
 completion tokens only, and the drafter is never trained on the reader's prompt either.
@@ -60,6 +61,7 @@ import numpy as np
 import torch
 
 from agon.engines.base import Completion, Engine, SamplingParams
+from agon.packing import pack, supports_packing
 from agon.tasks.base import Problem, Task, apply_draft_view
 
 log = logging.getLogger(__name__)
@@ -274,6 +276,35 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_ma
     return out.log_probs[:, -n_completion:], out.entropy[:, -n_completion:]
 
 
+def completion_logprobs(model: torch.nn.Module, prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]], width: int, pad_token_id: int, packing: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token log-probs and entropies of each completion given its prompt, as ``(n, width)``
+    tensors (zero past a completion's end).
+
+    ``packing`` (when the model supports it) scores the sequences packed several per row, with
+    positions 0..len-1 as the sampler had them; otherwise rows are TRL's
+    ``[left-padded prompt | right-padded completion]`` (:func:`collate`). The two agree to float
+    rounding (RoPE sees the same relative positions); packing skips the padding, which in a
+    reader's batch is the spread of draft lengths plus that of read lengths.
+    """
+    if not (packing and supports_packing(model)):
+        ids, attn, _ = collate(prompt_ids, completion_ids, pad_token_id)
+        logps, ent = token_logprobs(model, ids, attn, ids.size(1) - max(len(p) for p in prompt_ids))
+        return _fit(logps, width), _fit(ent, width)
+    p = pack([list(a) + list(b) for a, b in zip(prompt_ids, completion_ids)], pad_token_id, labels=[[-100] * len(a) + list(b) for a, b in zip(prompt_ids, completion_ids)])
+    out = model(input_ids=p.input_ids, position_ids=p.position_ids, labels=p.labels, fused_lm_head=True)
+    # out.* are shifted: column t scores token t + 1, so completion token j sits at len(prompt) - 1 + j
+    first = [len(a) - 1 for a in prompt_ids]
+    mask = torch.zeros((len(completion_ids), width), dtype=torch.bool)
+    for i, c in enumerate(completion_ids):
+        mask[i, : len(c)] = True
+    return p.gather(out.log_probs, first, width).masked_fill(~mask, 0.0), p.gather(out.entropy, first, width).masked_fill(~mask, 0.0)
+
+
+def _fit(x: torch.Tensor, width: int) -> torch.Tensor:
+    """``x`` cut or zero-padded on the right to ``width`` columns."""
+    return x[:, :width] if x.size(1) >= width else torch.nn.functional.pad(x, (0, width - x.size(1)))
+
+
 # --------------------------------------------------------------------------------------------
 # settings
 # --------------------------------------------------------------------------------------------
@@ -307,6 +338,7 @@ class DuelSettings:
     warmup_steps: int = 0
     max_grad_norm: float = 1.0  # clip; the pre-clip norm is logged
     micro_batch_size: int = 64  # rows per forward/backward (gradient accumulation inside a step)
+    packing: bool = True  # score sequences packed several per row (agon.packing), not padded
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 256
@@ -372,6 +404,7 @@ class DuelSettings:
             warmup_steps=tr.get("warmup_steps"),
             max_grad_norm=tr.get("max_grad_norm"),
             micro_batch_size=tr.get("micro_batch_size"),
+            packing=tr.get("packing"),
             temperature=tr.get("temperature"),
             top_p=tr.get("top_p"),
             checkpoint_every=tr.get("checkpoint_every"),
@@ -605,21 +638,28 @@ def update(policy: Policy, batches: list[Samples], s: DuelSettings) -> dict[str,
     if not comps or sum(len(c) for c in comps) == 0:  # nothing generated: nothing to learn from
         _scheduler_step(policy)
         return {**m, "skipped": 1.0, "skip_reason_empty": 1.0}
-    ids, attn, cmask = collate(prompts, comps, policy.pad_token_id)
-    n_seq, n_tok, n_comp = ids.size(0), float(cmask.sum()), cmask.size(1)
+    n_seq, n_comp = len(comps), max(max(len(c) for c in comps), 1)
+    cmask = torch.zeros((n_seq, n_comp), dtype=torch.long)
+    for i, c in enumerate(comps):
+        cmask[i, : len(c)] = 1
+    n_tok = float(cmask.sum())
     chunks = [slice(i, min(i + s.micro_batch_size, n_seq)) for i in range(0, n_seq, s.micro_batch_size)]
+
+    def score(net: torch.nn.Module, c: slice) -> tuple[torch.Tensor, torch.Tensor]:
+        return completion_logprobs(net, prompts[c], comps[c], n_comp, policy.pad_token_id, s.packing)
+
     ref_logps, old_logps = [None] * len(chunks), [None] * len(chunks)
     with torch.no_grad():
         if policy.ref_model is not None:
-            ref_logps = [token_logprobs(policy.ref_model, ids[c], attn[c], n_comp)[0] for c in chunks]
+            ref_logps = [score(policy.ref_model, c)[0] for c in chunks]
         if s.num_iterations > 1:
-            old_logps = [token_logprobs(model, ids[c], attn[c], n_comp)[0] for c in chunks]
+            old_logps = [score(model, c)[0] for c in chunks]
     model.train()
     for _ in range(s.num_iterations):
         policy.optimizer.zero_grad(set_to_none=True)
         loss_sum, ent_sum, kl_sum, clip_sum = 0.0, 0.0, 0.0, 0.0
         for c, ref, old in zip(chunks, ref_logps, old_logps):
-            logps, ent = token_logprobs(model, ids[c], attn[c], n_comp)
+            logps, ent = score(model, c)
             out = policy_loss(
                 logps, adv[c], cmask[c], s.loss_type, old_logps=old, ref_logps=ref, beta=s.beta,
                 epsilon_low=s.epsilon, epsilon_high=s.eps_high, max_completion_length=s.max_new_tokens,

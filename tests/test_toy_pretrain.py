@@ -114,6 +114,24 @@ def test_same_seed_same_data_and_same_weights(config, tasks, tokenizer):
     assert not all(torch.equal(w1[k], build_model(cfg, tokenizer, 7).state_dict()[k]) for k in w1)  # it trained
 
 
+def test_sft_loss_is_the_same_packed_or_padded(config, tasks, tokenizer):
+    """Packing (the default) only removes padding: same examples, same loss, fewer rows."""
+    import torch
+
+    from agon.toy.pretrain import _sft_batch, encode_example
+
+    cfg = config["toy"]
+    a, b = Mistake.from_config(cfg["models"]["A"]["mistake"]), Mistake.from_config(cfg["models"]["B"]["mistake"])
+    stream = SFTStream(tasks, cfg, a, b, 3)
+    batch = [encode_example(tokenizer, *stream.example(1.0)) for _ in range(16)]
+    model = build_model(cfg, tokenizer, 0)
+    packed, padded = _sft_batch(batch, tokenizer.pad_token_id, True), _sft_batch(batch, tokenizer.pad_token_id, False)
+    assert packed["input_ids"].size(0) < padded["input_ids"].size(0)
+    assert int((packed["labels"] != -100).sum()) == int((padded["labels"] != -100).sum())
+    with torch.no_grad():
+        torch.testing.assert_close(model(**packed, use_cache=False).loss, model(**padded, use_cache=False).loss, atol=1e-5, rtol=1e-5)
+
+
 def test_the_guard_retries_then_fails_loudly(config, tasks, tokenizer, tmp_path):
     from agon.config import deep_merge
     from agon.toy.pretrain import train_with_guard
