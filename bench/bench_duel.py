@@ -3,9 +3,11 @@
 - ``duel.step_over_two_solo``: one duel step (A drafts G per problem, B reads each draft
   once, K = 1) over two solo GRPO steps with the same P and G, i.e. the same number of
   completions, per generated token (random models stop at random lengths). The second solo
-  step samples from prompts shaped like reader prompts (the reader template around a draft of
-  the typical length), so both sides process the same prompt tokens and the ratio measures
-  what the duel itself adds: reader-prompt building, two policies, bookkeeping.
+  step samples from reader prompts: for each problem, the reader prompt around one of A's real
+  drafts (the one of median prompt length among that problem's G), so both sides process the
+  same prompt tokens and the ratio measures what the duel itself adds: reader-prompt building,
+  two policies, bookkeeping. (A random model's draft re-tokenizes to more tokens than it was
+  sampled as, so a stand-in draft of the sampled length would undercount the reader's prompt.)
 - ``duel.step_over_two_solo_raw``: the same with plain solve prompts on both solo steps; the
   extra is then mostly the reader's longer prompts (the draft is in them), which the method
   needs and which no implementation can avoid.
@@ -79,16 +81,27 @@ def _trl_step_times(model_path: Path, work: Path, n: int) -> list[float]:
 
 
 class _ReaderShaped:
-    """The test task with solve prompts shaped like reader prompts (template + a fixed draft)."""
+    """The test task with each problem's solve prompt replaced by a reader prompt around a
+    fixed draft (``drafts[problem.id]``)."""
 
-    def __init__(self, task, draft: str):
-        self.task, self.draft = task, draft
+    def __init__(self, task, drafts: dict[str, str]):
+        self.task, self.drafts = task, drafts
 
     def __getattr__(self, name):
         return getattr(self.task, name)
 
     def solve_prompt(self, problem):
-        return self.task.reader_prompt(problem, self.draft)
+        return self.task.reader_prompt(problem, self.drafts[problem.id])
+
+
+def _median_drafts(task, problems, roll, engine) -> dict[str, str]:
+    """For each problem, the draft (of a real duel rollout) whose reader prompt has the median
+    token count among that problem's drafts."""
+    out = {}
+    for problem, row in zip(problems, roll.drafts):
+        ranked = sorted(row, key=lambda d: len(engine.encode(task.reader_prompt(problem, d.text))))
+        out[problem.id] = ranked[len(ranked) // 2].text
+    return out
 
 
 def run() -> dict[str, float]:
@@ -110,14 +123,9 @@ def run() -> dict[str, float]:
         pair = _policies(root, ["A", "B"], [0, 1], duel_s)
         solo_a = _policies(root, ["A"], [0], solo_s)
         solo_b = _policies(root, ["B"], [1], solo_s)
-        tok = solo_b["B"].engine.tokenizer
-        # a stand-in draft with as many tokens as the drafts the duel's reader sees (measured)
-        warm = duel.duel_step(task, pair, problems, duel_s, step=0)
-        n_draft = round(warm["A/drafter/mean_length"])
-        words = ["7"] * n_draft
-        while len(words) > 1 and len(tok(" ".join(words), add_special_tokens=False)["input_ids"]) > n_draft:
-            words.pop()
-        shaped = _ReaderShaped(task, " ".join(words))
+        duel.duel_step(task, pair, problems, duel_s, step=0)  # warm-up
+        roll = duel.rollout(task, pair["A"], pair["B"], problems, duel_s, step=0, salt=0)
+        shaped = _ReaderShaped(task, _median_drafts(task, problems, roll, solo_b["B"].engine))
 
         def duel_step(i):
             return duel.duel_step(task, pair, problems, duel_s, step=i + 1)["tokens_generated"]
