@@ -65,15 +65,18 @@ class System:
         return self.cli_system or self.name
 
 
-# Ordered as the table's columns. `agon_single` is each Agon-trained model alone: A under
-# the column's own name, B as `agon_single_b` (same `agon eval` system, the other model).
+# Ordered as the table's columns. Single-model columns show model A under the method's name
+# and model B as `<name>_b` (the same `agon eval` system run on the other model), so each
+# trainer's effect on each model reads against that model's own base (the gains section).
 SYSTEMS: dict[str, System] = {
     s.name: s
     for s in (
         System("base", "base", model=None),
+        System("base_b", "base", model="B", cli_system="base"),
         System("base_cascade", "base_cascade"),
         System("moa", "moa"),
         System("grpo", "grpo", train="grpo", model="A"),
+        System("grpo_b", "grpo", train="grpo", model="B", cli_system="grpo"),
         System("grpo_cascade", "grpo_cascade", train="grpo", drafter="A", reader="B"),
         System("agon", "agon", train="agon", drafter="A", reader="B"),
         System("agon_rev", "agon_rev", train="agon", drafter="B", reader="A"),
@@ -293,6 +296,24 @@ def paired_ratio_ci(num: dict[str, float], den: dict[str, float], base: dict[str
     return float(lo), float(hi)
 
 
+def paired_gain_ci(num: dict[str, float], base: dict[str, float], n_boot: int, seed: int) -> tuple[float | None, float | None]:
+    """95% bootstrap interval of mean(num) - mean(base) over the problems both share, resampled
+    together (the gain of a trained model over its own base)."""
+    import numpy as np
+
+    ids = sorted(set(num) & set(base))
+    if len(ids) < 2:
+        return None, None
+    d = np.array([num[i] - base[i] for i in ids])
+    idx = np.random.default_rng(seed).integers(0, len(ids), size=(n_boot, len(ids)))
+    lo, hi = np.quantile(d[idx].mean(1), [0.025, 0.975])
+    return float(lo), float(hi)
+
+
+# each model alone, trained by each method, against that model's base: (model, base, trained systems)
+GAINS = (("A", "base", ("grpo", "agon_single")), ("B", "base_b", ("grpo_b", "agon_single_b")))
+
+
 def system_stats(layout: Layout, family: str, task: str, system: str, seeds: Sequence[int],
                  n_boot: int) -> tuple[dict, dict[str, float] | None]:
     """pass@1 (with se, interval) of one system, and its per-problem pass@1 for paired ratios."""
@@ -377,6 +398,12 @@ def build_table(config: dict, layout: Layout) -> list[dict]:
                 lo, hi = (paired_ratio_ci(per_problem["agon"], per_problem["moa"], per_problem["base"], n_boot, 2)
                           if all(per_problem[s] for s in ("agon", "moa", "base")) else (None, None))
                 row["agon_gain_over_moa_gain_lo"], row["agon_gain_over_moa_gain_hi"] = lo, hi
+            for _, base, trained_systems in GAINS:
+                for s in (x for x in trained_systems if x in p and base in p):
+                    row[f"{s}_gain"] = p[s] - p[base]
+                    lo, hi = (paired_gain_ci(per_problem[s], per_problem[base], n_boot, 3)
+                              if per_problem[s] and per_problem[base] else (None, None))
+                    row[f"{s}_gain_lo"], row[f"{s}_gain_hi"] = lo, hi
             for m in trained:
                 for k, v in train_compute(layout, f, t, m, seeds).items():
                     row[f"{m}_{k}"] = v
@@ -435,6 +462,17 @@ def table_markdown(rows: list[dict], systems: Sequence[str], config_hash_: str) 
         cells = [r["family"], r["task"], *(pct(r, s) for s in systems),
                  ratio(r, "agon_over_grpo"), ratio(r, "agon_gain_over_moa_gain")]
         lines.append("| " + " | ".join(cells) + " |")
+    gain_rows = [(r, model, base, ts) for r in rows for model, base, ts in GAINS if r.get(f"{base}_pass@1") is not None]
+    if gain_rows:
+        lines += ["", "## Each model alone: trained vs. its own base (pass@1 %, gain in points [paired 95% interval])", "",
+                  "| family | task | model | base | grpo | agon (alone) |", "|---|---|---|---|---|---|"]
+        for r, model, base, ts in gain_rows:
+            cells = [r["family"], r["task"], model, pct(r, base)]
+            for s in ts:
+                g, lo, hi = r.get(f"{s}_gain"), r.get(f"{s}_gain_lo"), r.get(f"{s}_gain_hi")
+                gain = "" if g is None else f"; {100 * g:+.1f}" + (f" [{100 * lo:+.1f}, {100 * hi:+.1f}]" if lo is not None else "")
+                cells.append(f"{100 * r[f'{s}_pass@1']:.1f}{gain}" if r.get(f"{s}_pass@1") is not None else "")
+            lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "## Compute (mean per seed)", "",
               "| family | task | system | eval tokens | eval wall h | train tokens | train wall h |",
               "|---|---|---|---|---|---|---|"]
@@ -447,7 +485,7 @@ def table_markdown(rows: list[dict], systems: Sequence[str], config_hash_: str) 
     n = rows[0].get("n_problems") if rows else None
     lines += ["", f"Split: {rows[0]['split'] if rows else ''}; problems per row: {n}; seeds: {rows[0]['seeds'] if rows else ''}; "
               f"config hash: {config_hash_}. Trained systems' train columns are those of their training run "
-              "(grpo_cascade shares grpo's; agon_rev and agon_single share agon's).", ""]
+              "(grpo_b and grpo_cascade share grpo's; agon_rev and agon_single(_b) share agon's).", ""]
     return "\n".join(lines)
 
 
@@ -456,7 +494,8 @@ def table_markdown(rows: list[dict], systems: Sequence[str], config_hash_: str) 
 PAPER_WIDTH_IN = 6.75  # full text width of a two-column paper
 FONT_PT = 8  # matches a paper's caption size, so the figure reads at 100%
 DPI = 200
-COLORS = {"base": "#9e9e9e", "base_cascade": "#bdbdbd", "moa": "#8d6e63", "grpo": "#1f77b4", "grpo_cascade": "#6baed6",
+COLORS = {"base": "#9e9e9e", "base_b": "#d0d0d0", "base_cascade": "#bdbdbd", "moa": "#8d6e63", "grpo": "#1f77b4", "grpo_b": "#9ecae1",
+          "grpo_cascade": "#6baed6",
           "agon": "#d62728", "agon_rev": "#ff7f0e", "agon_single": "#e377c2", "agon_single_b": "#f7b6d2"}
 
 

@@ -27,8 +27,8 @@ from agon.report import (
 
 ALL_METHODS = ["base", "base_cascade", "moa", "grpo", "grpo_cascade", "agon", "agon_rev", "agon_single"]
 # true success rates of the synthetic systems (the ordering of the paper's claim)
-RATES = {"base": 0.3, "base_cascade": 0.35, "moa": 0.34, "grpo": 0.4, "grpo_cascade": 0.45, "agon": 0.7,
-         "agon_rev": 0.65, "agon_single": 0.5, "agon_single_b": 0.45}
+RATES = {"base": 0.3, "base_b": 0.25, "base_cascade": 0.35, "moa": 0.34, "grpo": 0.4, "grpo_b": 0.3, "grpo_cascade": 0.45,
+         "agon": 0.7, "agon_rev": 0.65, "agon_single": 0.5, "agon_single_b": 0.45}
 
 
 def make_config(out_dir: Path, families=("fam1",), tasks=("arith",), seeds=(0, 1), methods=ALL_METHODS) -> dict:
@@ -126,6 +126,10 @@ def test_table_pass1_ratios_and_compute_recounted_from_samples(tmp_path):
         gain = (expected["agon"] - expected["base"]) / (expected["moa"] - expected["base"])
         assert float(r["agon_gain_over_moa_gain"]) == pytest.approx(gain, rel=1e-6)
         assert float(r["agon_over_grpo_lo"]) <= float(r["agon_over_grpo"]) <= float(r["agon_over_grpo_hi"])
+        # each model alone against its own base: A's trained columns vs base, B's vs base_b
+        for trained, base in (("grpo", "base"), ("agon_single", "base"), ("grpo_b", "base_b"), ("agon_single_b", "base_b")):
+            assert float(r[f"{trained}_gain"]) == pytest.approx(expected[trained] - expected[base], abs=1e-9)
+            assert float(r[f"{trained}_gain_lo"]) <= float(r[f"{trained}_gain"]) <= float(r[f"{trained}_gain_hi"])
         # compute: mean per seed of the runs' summaries (no benchmark files here)
         assert float(r["agon_train_tokens"]) == pytest.approx((1000 + 2000) / 2)
         assert float(r["grpo_train_wall_h"]) == pytest.approx(2.0)
@@ -134,7 +138,11 @@ def test_table_pass1_ratios_and_compute_recounted_from_samples(tmp_path):
 
     md = Path(layout.table_md()).read_text()
     table, compute = md.split("## Compute")
+    table, gains = table.split("## Each model alone")
     assert table.count("| fam1 | arith |") == 1 and "agon / grpo" in table
+    assert gains.count("| fam1 | arith | A |") == 1 and gains.count("| fam1 | arith | B |") == 1
+    b = rows[0]
+    assert f"{100 * float(b['grpo_b_pass@1']):.1f}; {100 * float(b['grpo_b_gain']):+.1f} [" in gains
     assert compute.count("| fam1 | arith |") == len(systems_for_methods(cfg["methods"]))
     first = rows[0]
     assert f"{100 * float(first['agon_pass@1']):.1f}" in md
@@ -283,7 +291,7 @@ def test_problem_counts_skips_torn_tail_and_rejects_unparseable(tmp_path):
 
 
 def test_systems_follow_methods():
-    assert systems_for_methods(["agon_single", "base"]) == ["base", "agon_single", "agon_single_b"]
+    assert systems_for_methods(["agon_single", "base"]) == ["base", "base_b", "agon_single", "agon_single_b"]
     assert systems_for_methods(ALL_METHODS) == list(SYSTEMS)
     with pytest.raises(ValueError, match="unknown"):
         systems_for_methods(["base", "nope"])

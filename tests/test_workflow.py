@@ -144,7 +144,7 @@ def test_methods_not_listed_are_not_built(tmp_path):
     outputs = [o for j in jobs for o in j["output"]]
     assert not any("/train/grpo/" in o for o in outputs)
     systems = {m.group(1) for o in outputs if (m := re.search(r"/eval/(\w+)/seed", o))}
-    assert systems == {"base", "agon_single", "agon_single_b"}
+    assert systems == {"base", "base_b", "agon_single", "agon_single_b"}
     assert Counter(j["rule"] for j in jobs) == expected_counts(cfg)
 
 

@@ -171,11 +171,11 @@ def eval_inputs(wildcards):
 
 def eval_model_flags(wildcards):
     """`agon eval` model flags: trained systems name their model folders and the family row
-    (persona, chat-template kwargs) each was trained as; untrained systems leave them out, so
-    the CLI takes the family row's base models with their personas."""
+    (persona, chat-template kwargs) each was trained as; untrained systems name only the row
+    (base_b: row b), so the CLI takes that row's base model with its persona."""
     spec = SYSTEMS[wildcards.system]
     if not spec.train:
-        return []
+        return ["--model-row", spec.model.lower()] if spec.model else []
     run = LAYOUT.train_dir(wildcards.family, wildcards.task, spec.train, wildcards.seed)
     if spec.model:
         return ["--model", f"{run}/{spec.model}", "--model-row", spec.model.lower()]
