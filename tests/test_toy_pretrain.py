@@ -35,7 +35,7 @@ REDUCED = {
         "tokenizer": {"corpus_examples": 200},
         "model": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2},
         "train": {"steps": 12, "batch_size": 8, "parallel": False, "log_every": 0},
-        "guard": {"max_loss_check": 100.0, "max_loss_final": 100.0, "retries": 0},
+        "guard": {"checks": [], "max_loss_final": 100.0, "retries": 0},
         "gates": {"max_problems": 6, "max_new_tokens": 24, "batch_size": 16},
     },
 }
@@ -136,12 +136,22 @@ def test_the_guard_retries_then_fails_loudly(config, tasks, tokenizer, tmp_path)
     from agon.config import deep_merge
     from agon.toy.pretrain import train_with_guard
 
-    cfg = deep_merge(config["toy"], {"guard": {"max_loss_check": 0.01, "retries": 1}})
+    cfg = deep_merge(config["toy"], {"guard": {"checks": [[0.5, 0.01]], "retries": 1}})
     logs = []
     with pytest.raises(RuntimeError, match="did not learn in 2 tries") as err:
         train_with_guard(cfg, tasks, tokenizer, "B", 0, tmp_path / "B", log=logs.append)
-    assert "max_loss_check" in str(err.value) and sum("retrying" in m for m in logs) == 2
+    assert "toy.guard.checks" in str(err.value) and sum("retrying" in m for m in logs) == 2
     assert not (tmp_path / "B").exists()  # nothing half-trained is left behind
+
+
+def test_each_guard_check_stops_the_run_at_its_share_of_the_steps(config, tasks, tokenizer):
+    from agon.config import deep_merge
+    from agon.toy.pretrain import NotClickedError
+
+    steps = config["toy"]["train"]["steps"]
+    cfg = deep_merge(config["toy"], {"guard": {"checks": [[0.25, 100.0], [0.75, 0.01]], "window": 2}})
+    with pytest.raises(NotClickedError, match=f"at step {int(0.75 * steps)}/{steps}"):
+        train_one(cfg, tasks, tokenizer, "A", 0, log=lambda *_: None)
 
 
 def test_tokenizer_keeps_numbers_whole_and_has_a_chat_template(tokenizer):

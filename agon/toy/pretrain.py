@@ -15,9 +15,9 @@ What makes them a usable pair for the Agon method:
   (``toy.reader.{arith,code}_copy_wrong``), a habit that training the reader can remove.
 - *Trained for real, and checked.* A curriculum raises the maximum level from
   ``curriculum_start_level`` to the task's top level over the first ``curriculum_frac`` of the
-  steps (without it the model may never "click"). A guard compares the running loss with a
-  threshold halfway and at the end and retries with another seed, then fails loudly: a model
-  at chance is never returned.
+  steps (without it the model may never "click"). A guard compares the running loss with
+  thresholds along the way and at the end and retries with another seed, then fails loudly:
+  a model at chance is never returned.
 - *Gates.* After training, each model's greedy pass@1 on the hard split of both tasks, its
   per-operation error rates, and both untrained cascades are measured, printed, and written to
   ``DIR/report.json`` with the timings.
@@ -281,9 +281,10 @@ class NotClickedError(RuntimeError):
 def train_one(cfg: dict, tasks: dict[str, Any], tokenizer, role: str, seed: int, log=print):
     """Train model ``role`` under ``seed``; returns (model, stats). Raises NotClickedError.
 
-    The guard compares the mean loss over the last ``guard.window`` steps with
-    ``guard.max_loss_check`` at ``guard.check_frac`` of the steps (stopping a run that has not
-    clicked early, to save time for the retry) and with ``guard.max_loss_final`` at the end.
+    The guard compares the mean loss over the last ``guard.window`` steps with each
+    ``[share, max_loss]`` of ``guard.checks`` at that share of the steps (stopping a run that
+    has not clicked early, to save time for the retry) and with ``guard.max_loss_final`` at the
+    end.
     """
     import torch
 
@@ -299,7 +300,7 @@ def train_one(cfg: dict, tasks: dict[str, Any], tokenizer, role: str, seed: int,
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": tc["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}], lr=tc["lr"], betas=(0.9, 0.98))
     steps, bs, pad = tc["steps"], tc["batch_size"], tokenizer.pad_token_id
     losses: list[float] = []
-    check_at = int(guard["check_frac"] * steps)
+    checks = {max(1, int(share * steps)): limit for share, limit in guard["checks"]}
     t0, cpu0 = time.perf_counter(), time.process_time()
     for step in range(steps):
         batch = [encode_example(tokenizer, *stream.example(step / steps)) for _ in range(bs)]
@@ -314,10 +315,10 @@ def train_one(cfg: dict, tasks: dict[str, Any], tokenizer, role: str, seed: int,
         losses.append(float(loss.detach()))
         if tc["log_every"] and (step + 1) % tc["log_every"] == 0:
             log(f"[toy {role} seed {seed}] step {step + 1}/{steps} loss {sum(losses[-tc['log_every']:]) / tc['log_every']:.4f} ({time.perf_counter() - t0:.0f}s)")
-        if step + 1 == check_at:
-            recent = _window_mean(losses, guard["window"])
-            if recent > guard["max_loss_check"]:
-                raise NotClickedError(f"model {role} seed {seed}: loss {recent:.4f} > toy.guard.max_loss_check={guard['max_loss_check']} at step {step + 1}/{steps}")
+        if step + 1 in checks:
+            recent, limit = _window_mean(losses, guard["window"]), checks[step + 1]
+            if recent > limit:
+                raise NotClickedError(f"model {role} seed {seed}: loss {recent:.4f} > {limit} (toy.guard.checks) at step {step + 1}/{steps}")
     final = _window_mean(losses, guard["window"])
     if final > guard["max_loss_final"]:
         raise NotClickedError(f"model {role} seed {seed}: final loss {final:.4f} > toy.guard.max_loss_final={guard['max_loss_final']}")
