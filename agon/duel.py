@@ -61,7 +61,7 @@ import numpy as np
 import torch
 
 from agon.engines.base import Completion, Engine, SamplingParams
-from agon.packing import pack, supports_packing
+from agon.scoring import completion_logprobs, completion_mask, enable_token_logprobs
 from agon.tasks.base import Problem, Task, apply_draft_view
 
 log = logging.getLogger(__name__)
@@ -250,61 +250,6 @@ def policy_loss(
     return LossOutput(loss=loss, kl=kl_mean, clip_ratio=clip_ratio)
 
 
-def enable_token_logprobs(model: torch.nn.Module, temperature: float) -> None:
-    """Give ``model`` TRL's fused LM head, so log-probs come without the (B, T, V) logits.
-
-    The same head GRPOTrainer adds, so solo mode scores tokens exactly as TRL does; generation
-    (``fused_lm_head=False``) is unchanged. Idempotent for a given temperature.
-    """
-    if getattr(model, "_agon_fused_temperature", None) == temperature:
-        return
-    from trl.trainer.utils import add_fused_lm_head
-
-    add_fused_lm_head(model, temperature=temperature, outputs=("log_probs", "entropy"))
-    model._agon_fused_temperature = temperature
-
-
-def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, n_completion: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token log-probs and entropies of the last ``n_completion`` tokens of each row.
-
-    Rows are ``[left-padded prompt | right-padded completion]``; the model must have been
-    through :func:`enable_token_logprobs`.
-    """
-    labels = input_ids.masked_fill(attention_mask == 0, -100)
-    labels[:, :-n_completion] = -100
-    out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, fused_lm_head=True)
-    return out.log_probs[:, -n_completion:], out.entropy[:, -n_completion:]
-
-
-def completion_logprobs(model: torch.nn.Module, prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]], width: int, pad_token_id: int, packing: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token log-probs and entropies of each completion given its prompt, as ``(n, width)``
-    tensors (zero past a completion's end).
-
-    ``packing`` (when the model supports it) scores the sequences packed several per row, with
-    positions 0..len-1 as the sampler had them; otherwise rows are TRL's
-    ``[left-padded prompt | right-padded completion]`` (:func:`collate`). The two agree to float
-    rounding (RoPE sees the same relative positions); packing skips the padding, which in a
-    reader's batch is the spread of draft lengths plus that of read lengths.
-    """
-    if not (packing and supports_packing(model)):
-        ids, attn, _ = collate(prompt_ids, completion_ids, pad_token_id)
-        logps, ent = token_logprobs(model, ids, attn, ids.size(1) - max(len(p) for p in prompt_ids))
-        return _fit(logps, width), _fit(ent, width)
-    p = pack([list(a) + list(b) for a, b in zip(prompt_ids, completion_ids)], pad_token_id, labels=[[-100] * len(a) + list(b) for a, b in zip(prompt_ids, completion_ids)])
-    out = model(input_ids=p.input_ids, position_ids=p.position_ids, labels=p.labels, fused_lm_head=True)
-    # out.* are shifted: column t scores token t + 1, so completion token j sits at len(prompt) - 1 + j
-    first = [len(a) - 1 for a in prompt_ids]
-    mask = torch.zeros((len(completion_ids), width), dtype=torch.bool)
-    for i, c in enumerate(completion_ids):
-        mask[i, : len(c)] = True
-    return p.gather(out.log_probs, first, width).masked_fill(~mask, 0.0), p.gather(out.entropy, first, width).masked_fill(~mask, 0.0)
-
-
-def _fit(x: torch.Tensor, width: int) -> torch.Tensor:
-    """``x`` cut or zero-padded on the right to ``width`` columns."""
-    return x[:, :width] if x.size(1) >= width else torch.nn.functional.pad(x, (0, width - x.size(1)))
-
-
 # --------------------------------------------------------------------------------------------
 # settings
 # --------------------------------------------------------------------------------------------
@@ -420,7 +365,7 @@ class DuelSettings:
 
 
 # --------------------------------------------------------------------------------------------
-# plumbing kept out of the algorithm's way: policies, samples, batching
+# plumbing kept out of the algorithm's way: policies, samples
 # --------------------------------------------------------------------------------------------
 
 
@@ -468,24 +413,6 @@ def make_policy(name: str, model: torch.nn.Module, engine: Engine, settings: Due
         ref = copy.deepcopy(model).eval().requires_grad_(False)
         enable_token_logprobs(ref, settings.temperature)
     return Policy(name=name, model=model, engine=engine, optimizer=optimizer, scheduler=scheduler, ref_model=ref, pad_token_id=pad_token_id)
-
-
-def collate(prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``[left-padded prompt | right-padded completion]`` ids, attention mask, completion mask."""
-    P = max(len(p) for p in prompt_ids)
-    C = max(max((len(c) for c in completion_ids), default=0), 1)
-    B = len(prompt_ids)
-    ids = torch.full((B, P + C), pad_token_id, dtype=torch.long)
-    attn = torch.zeros((B, P + C), dtype=torch.long)
-    cmask = torch.zeros((B, C), dtype=torch.long)
-    for i, (p, c) in enumerate(zip(prompt_ids, completion_ids)):
-        ids[i, P - len(p) : P] = torch.tensor(p, dtype=torch.long)
-        attn[i, P - len(p) : P] = 1
-        if c:
-            ids[i, P : P + len(c)] = torch.tensor(c, dtype=torch.long)
-            attn[i, P : P + len(c)] = 1
-            cmask[i, : len(c)] = 1
-    return ids, attn, cmask
 
 
 def _seed_for(seed: int, step: int, salt: int) -> int:
@@ -638,28 +565,26 @@ def update(policy: Policy, batches: list[Samples], s: DuelSettings) -> dict[str,
     if not comps or sum(len(c) for c in comps) == 0:  # nothing generated: nothing to learn from
         _scheduler_step(policy)
         return {**m, "skipped": 1.0, "skip_reason_empty": 1.0}
-    n_seq, n_comp = len(comps), max(max(len(c) for c in comps), 1)
-    cmask = torch.zeros((n_seq, n_comp), dtype=torch.long)
-    for i, c in enumerate(comps):
-        cmask[i, : len(c)] = 1
+    n_seq = len(comps)
+    cmask = completion_mask(comps).long()
     n_tok = float(cmask.sum())
     chunks = [slice(i, min(i + s.micro_batch_size, n_seq)) for i in range(0, n_seq, s.micro_batch_size)]
 
-    def score(net: torch.nn.Module, c: slice) -> tuple[torch.Tensor, torch.Tensor]:
-        return completion_logprobs(net, prompts[c], comps[c], n_comp, policy.pad_token_id, s.packing)
+    def logprobs_of(net: torch.nn.Module, c: slice) -> tuple[torch.Tensor, torch.Tensor]:
+        return completion_logprobs(net, prompts[c], comps[c], cmask.size(1), policy.pad_token_id, s.packing)
 
     ref_logps, old_logps = [None] * len(chunks), [None] * len(chunks)
     with torch.no_grad():
         if policy.ref_model is not None:
-            ref_logps = [score(policy.ref_model, c)[0] for c in chunks]
+            ref_logps = [logprobs_of(policy.ref_model, c)[0] for c in chunks]
         if s.num_iterations > 1:
-            old_logps = [score(model, c)[0] for c in chunks]
+            old_logps = [logprobs_of(model, c)[0] for c in chunks]
     model.train()
     for _ in range(s.num_iterations):
         policy.optimizer.zero_grad(set_to_none=True)
         loss_sum, ent_sum, kl_sum, clip_sum = 0.0, 0.0, 0.0, 0.0
         for c, ref, old in zip(chunks, ref_logps, old_logps):
-            logps, ent = score(model, c)
+            logps, ent = logprobs_of(model, c)
             out = policy_loss(
                 logps, adv[c], cmask[c], s.loss_type, old_logps=old, ref_logps=ref, beta=s.beta,
                 epsilon_low=s.epsilon, epsilon_high=s.eps_high, max_completion_length=s.max_new_tokens,

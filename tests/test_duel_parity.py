@@ -1,7 +1,7 @@
 """Parity: the duel trainer's loss is TRL GRPOTrainer's loss.
 
 Same tiny model, same prompts/completions (ragged, left-padded prompts), same advantages: our
-:func:`agon.duel.policy_loss` over :func:`agon.duel.token_logprobs` must equal
+:func:`agon.duel.policy_loss` over :func:`agon.scoring.token_logprobs` must equal
 ``GRPOTrainer._compute_loss`` to 1e-5, and so must the gradients, for every loss_type both
 support, with and without the KL term. Solo mode scores and normalizes exactly like this, so
 solo == GRPO and Agon differs from GRPO only by the duel.
@@ -14,7 +14,7 @@ import copy
 import pytest
 import torch
 
-from agon import duel
+from agon import duel, scoring
 from tests.tiny_models import build_tiny_model
 
 MAX_COMPLETION = 8
@@ -61,20 +61,20 @@ def test_loss_and_grads_match_trl(tiny, tmp_path, loss_type, beta):
         for p in ref_model.parameters():
             p.add_(0.01 * torch.randn_like(p))
     prompts, comps, adv = _batch(tok.pad_token_id, len(tok))
-    ids, attn, cmask = duel.collate(prompts, comps, tok.pad_token_id)
+    ids, attn, cmask = scoring.collate(prompts, comps, tok.pad_token_id)
     P = max(map(len, prompts))
 
     for m in (ours_model, ref_model):
-        duel.enable_token_logprobs(m, TEMPERATURE)
-    ref_logps = duel.token_logprobs(ref_model, ids, attn, cmask.size(1))[0].detach() if beta else None
+        scoring.enable_token_logprobs(m, TEMPERATURE)
+    ref_logps = scoring.token_logprobs(ref_model, ids, attn, cmask.size(1))[0].detach() if beta else None
     # "old" log-probs of an earlier iteration (num_iterations > 1): ratios away from 1, so the
     # clipping bites and the loss value depends on the model (with old == logps it would be -mean(adv))
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
-        old_logps = duel.token_logprobs(ours_model, ids, attn, cmask.size(1))[0] + 0.3 * torch.randn(cmask.shape, generator=g)
+        old_logps = scoring.token_logprobs(ours_model, ids, attn, cmask.size(1))[0] + 0.3 * torch.randn(cmask.shape, generator=g)
 
     ours_model.train()
-    logps, _ = duel.token_logprobs(ours_model, ids, attn, cmask.size(1))
+    logps, _ = scoring.token_logprobs(ours_model, ids, attn, cmask.size(1))
     # micro-batches of 3 + 1 rows with global normalizers must add up to the full-batch loss
     ours = 0.0
     for sl in (slice(0, 3), slice(3, 4)):

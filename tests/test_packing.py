@@ -69,16 +69,16 @@ def test_duel_scoring_packed_equals_padded(arch, tmp_path):
     for ragged prompts and completions, an empty completion among them."""
     from transformers import AutoModelForCausalLM
 
-    from agon import duel
+    from agon import scoring
 
     model = AutoModelForCausalLM.from_pretrained(build_tiny_model(arch, tmp_path / arch), dtype=torch.float32)
-    duel.enable_token_logprobs(model, 0.7)
+    scoring.enable_token_logprobs(model, 0.7)
     vocab = model.config.get_text_config().vocab_size
     prompts, comps = _seqs(vocab, 8, seed=1), _seqs(vocab, 8, seed=2)
     comps[3] = []
     width = max(map(len, comps)) + 2
-    lp_pack, ent_pack = duel.completion_logprobs(model, prompts, comps, width, 0, packing=True)
-    lp_pad, ent_pad = duel.completion_logprobs(model, prompts, comps, width, 0, packing=False)
+    lp_pack, ent_pack = scoring.completion_logprobs(model, prompts, comps, width, 0, packing=True)
+    lp_pad, ent_pad = scoring.completion_logprobs(model, prompts, comps, width, 0, packing=False)
     assert lp_pack.shape == lp_pad.shape == (8, width)
     torch.testing.assert_close(lp_pack, lp_pad, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(ent_pack, ent_pad, atol=1e-5, rtol=1e-5)
