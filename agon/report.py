@@ -271,42 +271,48 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b
 
 
+def _paired_means(series: Sequence[dict[str, float]], n_boot: int, seed: int) -> list | None:
+    """Bootstrap means of each per-problem series over the problems they all share, every
+    series resampled with the same draw (paired); None with fewer than two shared problems."""
+    import numpy as np
+
+    ids = sorted(set.intersection(*(set(s) for s in series)))
+    if len(ids) < 2:
+        return None
+    idx = np.random.default_rng(seed).integers(0, len(ids), size=(n_boot, len(ids)))
+    return [np.array([s[i] for i in ids])[idx].mean(1) for s in series]
+
+
 def paired_ratio_ci(num: dict[str, float], den: dict[str, float], base: dict[str, float] | None,
                     n_boot: int, seed: int) -> tuple[float | None, float | None]:
     """95% bootstrap interval of mean(num)/mean(den) (or of the gains over ``base``),
     resampling the problems the systems share, the same draw for all of them."""
     import numpy as np
 
-    ids = sorted(set(num) & set(den) & (set(base) if base is not None else set(num)))
-    if len(ids) < 2:
+    means = _paired_means([num, den] if base is None else [num, den, base], n_boot, seed)
+    if means is None:
         return None, None
-    x = np.array([num[i] for i in ids])
-    y = np.array([den[i] for i in ids])
-    z = np.array([base[i] for i in ids]) if base is not None else np.zeros(len(ids))
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(ids), size=(n_boot, len(ids)))
-    top = x[idx].mean(1) - z[idx].mean(1)
-    bottom = y[idx].mean(1) - z[idx].mean(1)
+    z = means[2] if base is not None else 0.0
+    top, bottom = means[0] - z, means[1] - z
     b_lo, b_hi = np.quantile(bottom, [0.025, 0.975])
     if b_lo <= 0 <= b_hi:
         # the denominator's own interval holds 0 (e.g. MoA no better than base): the ratio
         # is unbounded at 95%, which is what the table should say rather than a fake interval
         return -math.inf, math.inf
-    lo, hi = np.quantile(top / bottom, [0.025, 0.975])
+    with np.errstate(divide="ignore", invalid="ignore"):  # a rare resample at exactly 0: +-inf, in the tails
+        lo, hi = np.quantile(top / bottom, [0.025, 0.975])
     return float(lo), float(hi)
 
 
 def paired_gain_ci(num: dict[str, float], base: dict[str, float], n_boot: int, seed: int) -> tuple[float | None, float | None]:
-    """95% bootstrap interval of mean(num) - mean(base) over the problems both share, resampled
-    together (the gain of a trained model over its own base)."""
+    """95% bootstrap interval of mean(num) - mean(base), paired over the problems both share
+    (the gain of a trained model over its own base)."""
     import numpy as np
 
-    ids = sorted(set(num) & set(base))
-    if len(ids) < 2:
+    means = _paired_means([num, base], n_boot, seed)
+    if means is None:
         return None, None
-    d = np.array([num[i] - base[i] for i in ids])
-    idx = np.random.default_rng(seed).integers(0, len(ids), size=(n_boot, len(ids)))
-    lo, hi = np.quantile(d[idx].mean(1), [0.025, 0.975])
+    lo, hi = np.quantile(means[0] - means[1], [0.025, 0.975])
     return float(lo), float(hi)
 
 
