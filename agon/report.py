@@ -18,8 +18,11 @@ Where the numbers come from:
 - compute: tokens generated are read from each run's ``summary.json``; wall time from the
   Snakemake benchmark file of the job when there is one (the job's true elapsed time,
   process start-up included), else from the summary.
-- figures: training curves and duel dynamics are read from the trainers' ``metrics.jsonl``
-  (keys in :data:`METRIC_KEYS`).
+- figures (:mod:`agon.figures`): training curves and duel dynamics are read from the trainers'
+  ``metrics.jsonl`` (keys in :data:`agon.results.METRIC_KEYS`).
+
+Which systems exist, where each result lives and how results are read back is
+:mod:`agon.results`.
 
 Everything is written atomically; the CSV gets a sidecar ``.provenance.json``, the Markdown
 and figures carry the same config hash.
@@ -32,235 +35,24 @@ import csv
 import io
 import json
 import math
-import os
-import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-# ----------------------------------------------------------------------------- systems
-
-
-@dataclass(frozen=True)
-class System:
-    """One evaluated system: a table-1 column (or half of one) and the models it runs.
-
-    ``train`` names the training run its models come from (None: the untrained bases);
-    ``model`` is set for a single-model system, ``drafter``/``reader`` for a cascade
-    ("A" or "B": which of the run's two models plays the part).
-    """
-
-    name: str
-    method: str
-    train: str | None = None
-    model: str | None = None
-    drafter: str | None = None
-    reader: str | None = None
-    cli_system: str | None = None
-
-    @property
-    def eval_system(self) -> str:
-        """The `agon eval --system` value."""
-        return self.cli_system or self.name
-
-
-# Ordered as the table's columns. Single-model columns show model A under the method's name
-# and model B as `<name>_b` (the same `agon eval` system run on the other model), so each
-# trainer's effect on each model reads against that model's own base (the gains section).
-SYSTEMS: dict[str, System] = {
-    s.name: s
-    for s in (
-        System("base", "base", model=None),
-        System("base_b", "base", model="B", cli_system="base"),
-        System("base_cascade", "base_cascade"),
-        System("moa", "moa"),
-        System("grpo", "grpo", train="grpo", model="A"),
-        System("grpo_b", "grpo", train="grpo", model="B", cli_system="grpo"),
-        System("grpo_cascade", "grpo_cascade", train="grpo", drafter="A", reader="B"),
-        System("agon", "agon", train="agon", drafter="A", reader="B"),
-        System("agon_rev", "agon_rev", train="agon", drafter="B", reader="A"),
-        System("agon_single", "agon_single", train="agon", model="A"),
-        System("agon_single_b", "agon_single", train="agon", model="B", cli_system="agon_single"),
-    )
-}
-
-TRAIN_METHODS = ("grpo", "agon")
-
-
-def systems_for_methods(methods: Iterable[str]) -> list[str]:
-    """The systems evaluated for the config's ``methods`` (table-1 columns), in table order."""
-    wanted = set(methods)
-    unknown = wanted - {s.method for s in SYSTEMS.values()}
-    if unknown:
-        raise ValueError(f"methods: unknown {sorted(unknown)}; known: {sorted({s.method for s in SYSTEMS.values()})}")
-    return [name for name, s in SYSTEMS.items() if s.method in wanted]
-
-
-# ----------------------------------------------------------------------------- layout
-
-FIGURES = ("pass1_by_system", "training_curves", "duel_dynamics")
-FIGURE_FORMATS = ("png", "pdf")
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where every result lives; the Snakefile and this report both build paths here."""
-
-    out_dir: str = "results"
-    figures_dir: str = "figures"
-
-    def toy_dir(self) -> str:
-        """`agon toy pretrain --out`: holds A/, B/ and report.json."""
-        return f"{self.out_dir}/toy/models"
-
-    def toy_model(self, which: str) -> str:
-        return f"{self.toy_dir()}/{which}"
-
-    def toy_report(self) -> str:
-        return f"{self.toy_dir()}/report.json"
-
-    def pretrain_snapshot(self) -> str:
-        return f"{self.out_dir}/toy/config/pretrain.yaml"
-
-    def snapshot(self, family: str, task: str, stage: str) -> str:
-        return f"{self.out_dir}/{family}/{task}/config/{stage}.yaml"
-
-    def split(self, family: str, task: str) -> str:
-        return f"{self.out_dir}/{family}/{task}/data/split.json"
-
-    def train_dir(self, family: str, task: str, method: str, seed: int | str) -> str:
-        return f"{self.out_dir}/{family}/{task}/train/{method}/seed{seed}"
-
-    def train_summary(self, family: str, task: str, method: str, seed: int | str) -> str:
-        return f"{self.train_dir(family, task, method, seed)}/summary.json"
-
-    def train_model(self, family: str, task: str, method: str, seed: int | str, which: str) -> str:
-        return f"{self.train_dir(family, task, method, seed)}/{which}"
-
-    def train_metrics(self, family: str, task: str, method: str, seed: int | str) -> str:
-        return f"{self.train_dir(family, task, method, seed)}/metrics.jsonl"
-
-    def eval_dir(self, family: str, task: str, system: str, seed: int | str) -> str:
-        return f"{self.out_dir}/{family}/{task}/eval/{system}/seed{seed}"
-
-    def eval_summary(self, family: str, task: str, system: str, seed: int | str) -> str:
-        return f"{self.eval_dir(family, task, system, seed)}/summary.json"
-
-    def eval_samples(self, family: str, task: str, system: str, seed: int | str) -> str:
-        return f"{self.eval_dir(family, task, system, seed)}/samples.jsonl"
-
-    def log(self, name: str) -> str:
-        return f"{self.out_dir}/logs/{name}.log"
-
-    def benchmark(self, name: str) -> str:
-        return f"{self.out_dir}/benchmarks/{name}.tsv"
-
-    def table_csv(self) -> str:
-        return f"{self.out_dir}/table1.csv"
-
-    def table_md(self) -> str:
-        return f"{self.out_dir}/table1.md"
-
-    def table_provenance(self) -> str:
-        return f"{self.out_dir}/table1.provenance.json"
-
-    def figure_names(self, train_methods: Sequence[str]) -> list[str]:
-        """Figures the report draws: curves need a trained method, duels need Agon."""
-        names = ["pass1_by_system"]
-        if train_methods:
-            names.append("training_curves")
-        if "agon" in train_methods:
-            names.append("duel_dynamics")
-        return names
-
-    def figures(self, train_methods: Sequence[str]) -> list[str]:
-        return [f"{self.figures_dir}/{n}.{ext}" for n in self.figure_names(train_methods) for ext in FIGURE_FORMATS]
-
-
-# ----------------------------------------------------------------------------- reading results
-
-# metrics.jsonl keys the figures read (one JSON object per training step). `{model}` is
-# "A" or "B". Hard-split pass@1 appears only on the steps where the trainer evaluated; on row
-# `step` it scores the model after `step` updates, before that step's rollout (agon.train_eval).
-METRIC_KEYS = {
-    "step": "step",
-    "tokens": "tokens_generated",  # generated this step (summed over both models)
-    "tokens_total": "tokens_generated_total",  # cumulative; preferred when present
-    "hard_pass1": ("eval/hard_pass@1/{model}", "hard_pass@1/{model}"),
-    # fallback when a trainer logs no hard-split evaluations: the model's correctness on its
-    # own training drafts (both trainers log it every step); the figure labels it as such
-    "train_correct": "{model}/drafter/correct",
-    "win_rate": "duel/win_rate/{model}",
-    # else per duel direction, fractions of (draft, read) pairs: "A->B/duel/drafter_wins" etc.
-    "direction": r"^(?P<drafter>[^/]+)->(?P<reader>[^/]+)/duel/(?P<outcome>drafter_wins|reader_wins|ties)$",
-}
-# summary.json keys for compute, looked up at the top level and under "compute"
-TOKEN_KEYS = ("tokens_generated", "total_generated_tokens")
-WALL_KEYS = ("wall_s", "session_wall_s")
-
-
-def read_jsonl(path: str | Path) -> list[dict]:
-    """Rows of a JSONL file; a torn last line (a killed writer) is skipped, not fatal."""
-    rows = []
-    with open(path) as f:
-        lines = f.read().splitlines()
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            if i == len(lines) - 1:
-                continue
-            raise ValueError(f"{path}: line {i + 1} is not JSON") from None
-    return rows
-
-
-def _number(d: dict, keys: Sequence[str]) -> float | None:
-    """The first of ``keys`` found in ``d`` or ``d['compute']`` as a float, else None."""
-    for scope in (d, d.get("compute") if isinstance(d.get("compute"), dict) else {}):
-        for k in keys:
-            v = scope.get(k)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                return float(v)
-    return None
-
-
-def benchmark_seconds(path: str | Path) -> float | None:
-    """Wall seconds from a Snakemake ``benchmark:`` TSV (column ``s``), if the file exists."""
-    p = Path(path)
-    if not p.is_file():
-        return None
-    with open(p) as f:
-        rows = list(csv.DictReader(f, delimiter="\t"))
-    secs = [float(r["s"]) for r in rows if r.get("s") not in (None, "", "NA")]
-    return sum(secs) / len(secs) if secs else None
-
-
-def _sample_problem_and_correct(row: dict) -> tuple[str, bool] | None:
-    """(problem id, correct) of one samples.jsonl line, or None if it lacks either."""
-    pid = row.get("problem_id", row.get("id"))
-    correct = row["correct"] if "correct" in row else (row.get("verdict") or {}).get("correct", "missing")
-    if pid is None or correct == "missing":
-        return None
-    return str(pid), correct is True  # None (unscorable) counts as a failure
-
-
-def problem_counts(sample_files: Sequence[str | Path]) -> dict[str, tuple[int, int]] | None:
-    """Per problem (n samples, n correct) pooled over ``sample_files``; None if unparseable."""
-    counts: dict[str, list[int]] = {}
-    for path in sample_files:
-        for row in read_jsonl(path):
-            parsed = _sample_problem_and_correct(row)
-            if parsed is None:
-                return None
-            pid, ok = parsed
-            c = counts.setdefault(pid, [0, 0])
-            c[0] += 1
-            c[1] += int(ok)
-    return {pid: (n, c) for pid, (n, c) in counts.items()} if counts else None
-
+from agon.figures import plot_duel_dynamics, plot_pass1, plot_training_curves
+from agon.results import (
+    SYSTEMS,
+    TOKEN_KEYS,
+    TRAIN_METHODS,
+    WALL_KEYS,
+    Layout,
+    summary_number,
+    benchmark_seconds,
+    cumulative_tokens,
+    problem_counts,
+    read_jsonl,
+    systems_for_methods,
+)
 
 # ----------------------------------------------------------------------------- table 1
 
@@ -351,8 +143,8 @@ def compute_used(layout: Layout, family: str, task: str, system: str, seeds: Seq
         return sum(vals) / len(vals) if len(vals) == len(values) and vals else None
 
     ev = [json.loads(Path(layout.eval_summary(family, task, system, s)).read_text()) for s in seeds]
-    out["eval_tokens"] = mean([_number(e, TOKEN_KEYS) for e in ev])
-    wall = [benchmark_seconds(layout.benchmark(f"eval/{family}/{task}/{system}/seed{s}")) or _number(e, WALL_KEYS)
+    out["eval_tokens"] = mean([summary_number(e, TOKEN_KEYS) for e in ev])
+    wall = [benchmark_seconds(layout.benchmark(f"eval/{family}/{task}/{system}/seed{s}")) or summary_number(e, WALL_KEYS)
             for s, e in zip(seeds, ev)]
     w = mean(wall)
     out["eval_wall_h"] = w / 3600 if w is not None else None
@@ -364,12 +156,12 @@ def train_compute(layout: Layout, family: str, task: str, method: str, seeds: Se
     toks, walls = [], []
     for s in seeds:
         summary = json.loads(Path(layout.train_summary(family, task, method, s)).read_text())
-        t = _number(summary, TOKEN_KEYS)
+        t = summary_number(summary, TOKEN_KEYS)
         if t is None:
             rows = read_jsonl(layout.train_metrics(family, task, method, s))
-            t = _cumulative_tokens(rows)[-1] if rows else None
+            t = cumulative_tokens(rows)[-1] if rows else None
         toks.append(t)
-        walls.append(benchmark_seconds(layout.benchmark(f"train/{family}/{task}/{method}/seed{s}")) or _number(summary, WALL_KEYS))
+        walls.append(benchmark_seconds(layout.benchmark(f"train/{family}/{task}/{method}/seed{s}")) or summary_number(summary, WALL_KEYS))
     mean = lambda v: sum(v) / len(v) if v and all(x is not None for x in v) else None  # noqa: E731
     w = mean(walls)
     return {"train_tokens": mean(toks), "train_wall_h": w / 3600 if w is not None else None}
@@ -493,253 +285,6 @@ def table_markdown(rows: list[dict], systems: Sequence[str], config_hash_: str) 
               f"config hash: {config_hash_}. Trained systems' train columns are those of their training run "
               "(grpo_b and grpo_cascade share grpo's; agon_rev and agon_single(_b) share agon's).", ""]
     return "\n".join(lines)
-
-
-# ----------------------------------------------------------------------------- figures
-
-PAPER_WIDTH_IN = 6.75  # full text width of a two-column paper
-FONT_PT = 8  # matches a paper's caption size, so the figure reads at 100%
-DPI = 200
-COLORS = {"base": "#9e9e9e", "base_b": "#d0d0d0", "base_cascade": "#bdbdbd", "moa": "#8d6e63", "grpo": "#1f77b4", "grpo_b": "#9ecae1",
-          "grpo_cascade": "#6baed6",
-          "agon": "#d62728", "agon_rev": "#ff7f0e", "agon_single": "#e377c2", "agon_single_b": "#f7b6d2"}
-
-
-def _style():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update({"font.size": FONT_PT, "axes.titlesize": FONT_PT + 1, "axes.labelsize": FONT_PT,
-                         "legend.fontsize": FONT_PT - 1, "xtick.labelsize": FONT_PT - 1, "ytick.labelsize": FONT_PT - 1,
-                         "pdf.fonttype": 42, "svg.hashsalt": "agon", "axes.spines.top": False, "axes.spines.right": False})
-    return plt
-
-
-def _save(fig, figures_dir: str | Path, name: str, meta: dict) -> list[Path]:
-    """Write ``name``.png and .pdf atomically (temp file + rename), with metadata."""
-    out = []
-    Path(figures_dir).mkdir(parents=True, exist_ok=True)
-    for ext in FIGURE_FORMATS:
-        path = Path(figures_dir) / f"{name}.{ext}"
-        tmp = path.with_name(f".{path.name}.tmp")
-        md = {"Title": name, "Subject": json.dumps(meta)} if ext == "pdf" else {"Title": name, "Description": json.dumps(meta)}
-        fig.savefig(tmp, format=ext, dpi=DPI, bbox_inches="tight", metadata=md)
-        os.replace(tmp, path)
-        out.append(path)
-    return out
-
-
-def _grid(plt, n: int, ncols: int, height: float):
-    nrows = max(1, math.ceil(n / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(PAPER_WIDTH_IN, height * nrows), squeeze=False)
-    return fig, axes
-
-
-def plot_pass1(rows: list[dict], systems: Sequence[str], figures_dir: str | Path, meta: dict) -> list[Path]:
-    """Bars of pass@1 per system with 95% interval error bars, one panel per (family, task)."""
-    plt = _style()
-    ncols = min(2, len(rows))
-    fig, axes = _grid(plt, len(rows), ncols, 2.4)
-    for ax, r in zip(axes.flat, rows):
-        vals = [100 * r[f"{s}_pass@1"] for s in systems]
-        err = [[100 * (r[f"{s}_pass@1"] - r[f"{s}_pass@1_lo"]) for s in systems],
-               [100 * (r[f"{s}_pass@1_hi"] - r[f"{s}_pass@1"]) for s in systems]]
-        ax.bar(range(len(systems)), vals, yerr=err, capsize=2, color=[COLORS.get(s, "#555") for s in systems],
-               error_kw={"elinewidth": 0.8})
-        # the value above each error bar: readable even when a bar is too short to see (e.g. 0)
-        for x, (v, up) in enumerate(zip(vals, err[1])):
-            ax.text(x, v + up + 1.5, f"{v:.1f}", ha="center", va="bottom", fontsize=FONT_PT - 2)
-        ax.set_xticks(range(len(systems)), systems, rotation=40, ha="right")
-        ax.set_ylabel(f"pass@1 on {r['split']} (%)")
-        ax.set_ylim(0, 100)
-        ax.set_title(f"{r['family']} / {r['task']}")
-        ax.grid(axis="y", lw=0.3, alpha=0.6)
-    for ax in list(axes.flat)[len(rows):]:
-        ax.axis("off")
-    fig.tight_layout()
-    paths = _save(fig, figures_dir, "pass1_by_system", meta)
-    plt.close(fig)
-    return paths
-
-
-def _cumulative_tokens(rows: list[dict]) -> list[float]:
-    if rows and all(METRIC_KEYS["tokens_total"] in r for r in rows):
-        return [float(r[METRIC_KEYS["tokens_total"]]) for r in rows]
-    total, out = 0.0, []
-    for r in rows:
-        total += float(r.get(METRIC_KEYS["tokens"], 0) or 0)
-        out.append(total)
-    return out
-
-
-def hard_curve(rows: list[dict], model: str) -> tuple[list[float], list[float], list[float]]:
-    """(steps, cumulative tokens, hard-split pass@1) at the steps the trainer evaluated.
-
-    An evaluation on row ``s`` was taken before that step's rollout (:mod:`agon.train_eval`),
-    so its tokens are those generated by the rows before it: 0 for the base model."""
-    toks = [0.0, *_cumulative_tokens(rows)[:-1]]
-    steps, xs, ys = [], [], []
-    for r, tok in zip(rows, toks):
-        for tmpl in METRIC_KEYS["hard_pass1"]:
-            v = r.get(tmpl.format(model=model))
-            if isinstance(v, (int, float)):
-                steps.append(float(r.get(METRIC_KEYS["step"], len(steps))))
-                xs.append(tok)
-                ys.append(float(v))
-                break
-    return steps, xs, ys
-
-
-def train_curve(rows: list[dict], model: str, smooth: int) -> tuple[list[float], list[float], list[float]]:
-    """(steps, cumulative tokens, smoothed training-draft correctness) of ``model``."""
-    toks = _cumulative_tokens(rows)
-    key = METRIC_KEYS["train_correct"].format(model=model)
-    pts = [(float(r.get(METRIC_KEYS["step"], i)), tok, float(r[key])) for i, (r, tok) in enumerate(zip(rows, toks))
-           if isinstance(r.get(key), (int, float)) and not math.isnan(r[key])]
-    return [p[0] for p in pts], [p[1] for p in pts], _smooth([p[2] for p in pts], smooth)
-
-
-def win_rates(rows: list[dict], model: str) -> tuple[list[float], list[float]]:
-    """(steps, win rate of ``model``) per step: the share of its duels it won that step.
-
-    Read from ``duel/win_rate/{model}``, else from the per-direction outcomes
-    (``A->B/duel/drafter_wins``: the share of A's drafts that beat B's reads of them), averaged
-    over the directions ``model`` took part in that step. Ties count as no one's win;
-    ``model="ties"`` gives the tie rate instead. NaN (no graded pair) is skipped."""
-    pattern = re.compile(METRIC_KEYS["direction"])
-    steps, rates = [], []
-    for i, r in enumerate(rows):
-        step = float(r.get(METRIC_KEYS["step"], i))
-        direct = r.get(METRIC_KEYS["win_rate"].format(model=model))
-        if isinstance(direct, (int, float)) and not math.isnan(direct):
-            steps.append(step)
-            rates.append(float(direct))
-            continue
-        won = []
-        for key, v in r.items():
-            m = pattern.match(key)
-            if not m or not isinstance(v, (int, float)) or math.isnan(v):
-                continue
-            if model == "ties" and m["outcome"] == "ties":
-                won.append(float(v))
-            elif (m["outcome"] == "drafter_wins" and m["drafter"] == model) or (m["outcome"] == "reader_wins" and m["reader"] == model):
-                won.append(float(v))
-        if won:
-            steps.append(step)
-            rates.append(sum(won) / len(won))
-    return steps, rates
-
-
-def _smooth(y: list[float], window: int) -> list[float]:
-    """Trailing moving average: per-step duel outcomes are noisy at small batch sizes."""
-    out = []
-    for i in range(len(y)):
-        part = y[max(0, i - window + 1): i + 1]
-        out.append(sum(part) / len(part))
-    return out
-
-
-def plot_training_curves(config: dict, layout: Layout, methods: Sequence[str], figures_dir: str | Path, meta: dict,
-                         smooth: int = 5) -> list[Path]:
-    """Hard-split pass@1 against step and against generated tokens, Agon vs GRPO, per model.
-
-    Two panels (vs step, vs tokens) per (family, task); two (family, task) pairs per row
-    once there are more than two, so the paper config's six pairs fit one page. If the
-    trainers logged no hard-split evaluation at all, the curves show each model's
-    correctness on its own training drafts instead, and the figure says so."""
-    split = config["eval"]["split"]
-    runs = {(f["name"], t["name"], m, seed): read_jsonl(layout.train_metrics(f["name"], t["name"], m, seed))
-            for f in config["families"] for t in config["tasks"] for m in methods for seed in config["seeds"]}
-    use_hard = any(hard_curve(rows, model)[2] for rows in runs.values() for model in ("A", "B"))
-
-    def curve(rows: list[dict], model: str):
-        return hard_curve(rows, model) if use_hard else train_curve(rows, model, smooth)
-
-    plt = _style()
-    pairs = [(f["name"], t["name"]) for f in config["families"] for t in config["tasks"]]
-    per_row = 1 if len(pairs) <= 2 else 2
-    nrows = math.ceil(len(pairs) / per_row)
-    fig, axes = plt.subplots(nrows, 2 * per_row, figsize=(PAPER_WIDTH_IN, (2.3 if per_row == 1 else 2.0) * nrows), squeeze=False)
-    handles: dict[str, Any] = {}
-    for i, (f, t) in enumerate(pairs):
-        ax_step, ax_tok = axes[i // per_row, 2 * (i % per_row)], axes[i // per_row, 2 * (i % per_row) + 1]
-        drawn, top = 0, 0.0
-        for m in methods:
-            for model, style in (("A", "-"), ("B", "--")):
-                for j, seed in enumerate(config["seeds"]):
-                    steps, toks, ys = curve(runs[(f, t, m, seed)], model)
-                    if not ys:
-                        continue
-                    kw = {"color": COLORS[m], "ls": style, "lw": 1.0, "alpha": 1.0 if j == 0 else 0.5}
-                    if use_hard:
-                        kw.update(marker="o", ms=2)
-                    (line,) = ax_step.plot(steps, [100 * y for y in ys], **kw)
-                    ax_tok.plot(toks, [100 * y for y in ys], **kw)
-                    handles.setdefault(f"{m} {model}", line)
-                    drawn += 1
-                    top = max(top, 100 * max(ys))
-        for ax, xl in ((ax_step, "training step"), (ax_tok, "tokens generated")):
-            ax.set_xlabel(xl)
-            ax.set_ylabel("pass@1 (%)" if use_hard else "correct drafts (%)")
-            # from 0, so gains are not exaggerated; a little below, so a curve at 0 stays visible
-            hi = min(100.0, max(10.0, 1.15 * top))
-            ax.set_ylim(-0.02 * hi, hi)
-            ax.set_title(f"{f} / {t}")
-            ax.grid(lw=0.3, alpha=0.6)
-            if not drawn:
-                ax.text(0.5, 0.5, "no curves\nin metrics.jsonl", ha="center", va="center", transform=ax.transAxes)
-        # 100000, 120000, ... run into each other at paper size; 100k, 120k do not
-        from matplotlib.ticker import EngFormatter
-
-        ax_tok.xaxis.set_major_formatter(EngFormatter(sep=""))
-    for ax in axes.flat[2 * len(pairs):]:
-        ax.axis("off")
-    what = (f"{split}-split pass@1 during training" if use_hard else
-            f"correctness of each model's own training drafts ({smooth}-step mean; no {split}-split evaluations were logged)")
-    if handles:
-        fig.legend(handles.values(), handles.keys(), loc="upper center", ncol=len(handles), frameon=False,
-                   title=f"{what}\nmodel A solid, B dashed; seeds after the first faded")
-    legend_in = 0.6  # room for the two-line legend above the panels
-    fig.tight_layout(rect=(0, 0, 1, 1 - legend_in / fig.get_size_inches()[1]))
-    paths = _save(fig, figures_dir, "training_curves", meta)
-    plt.close(fig)
-    return paths
-
-
-def plot_duel_dynamics(config: dict, layout: Layout, figures_dir: str | Path, meta: dict, smooth: int) -> list[Path]:
-    """Each Agon model's duel win rate over training (ties count as neither model's win)."""
-    plt = _style()
-    pairs = [(f["name"], t["name"]) for f in config["families"] for t in config["tasks"]]
-    ncols = min(2, len(pairs))
-    fig, axes = _grid(plt, len(pairs), ncols, 2.3)
-    for ax, (f, t) in zip(axes.flat, pairs):
-        drawn = 0
-        for j, seed in enumerate(config["seeds"]):
-            rows = read_jsonl(layout.train_metrics(f, t, "agon", seed))
-            for model, color, label in (("A", "#d62728", "model A wins"), ("B", "#1f77b4", "model B wins"),
-                                        ("ties", "#9e9e9e", "ties")):
-                steps, rates = win_rates(rows, model)
-                if rates:
-                    ax.plot(steps, [100 * r for r in _smooth(rates, smooth)], color=color, lw=1.0,
-                            ls=":" if model == "ties" else "-", alpha=1.0 if j == 0 else 0.5, label=label if j == 0 else None)
-                    drawn += 1
-        ax.set_xlabel("training step")
-        ax.set_ylabel(f"share of duels (%), {smooth}-step mean")
-        ax.set_ylim(-2, 102)  # curves at 0 or 100 stay visible
-        ax.set_title(f"{f} / {t}")
-        ax.grid(lw=0.3, alpha=0.6)
-        if drawn:
-            ax.legend(frameon=False)
-        else:
-            ax.text(0.5, 0.5, "no duel outcomes\nin metrics.jsonl", ha="center", va="center", transform=ax.transAxes)
-    for ax in list(axes.flat)[len(pairs):]:
-        ax.axis("off")
-    fig.tight_layout()
-    paths = _save(fig, figures_dir, "duel_dynamics", meta)
-    plt.close(fig)
-    return paths
 
 
 # ----------------------------------------------------------------------------- entry points

@@ -3,7 +3,7 @@
 Both trainers, the duel trainer (:func:`agon.duel.train`) and the GRPO baseline
 (:mod:`baselines.grpo`), call :func:`hard_pass1` at the steps :func:`is_eval_step` picks and
 write what it returns into their ``metrics.jsonl`` row: ``eval/hard_pass@1/A`` (and ``/B``), the
-key :data:`agon.report.METRIC_KEYS` reads for the training-curves figure.
+key :data:`agon.results.METRIC_KEYS` reads for the training-curves figure.
 
 *When.* The row of step ``s`` holds the evaluation of the models **after s updates**, taken
 before that step's rollout: ``s = 0`` (the base models), every ``train.eval_every`` steps, and
@@ -39,7 +39,7 @@ from agon.engines.base import Engine, SamplingParams
 from agon.tasks.base import Problem, Task
 
 HARD_SPLIT = "hard"
-KEY = "eval/hard_pass@1/{model}"  # what agon.report.METRIC_KEYS["hard_pass1"] reads
+KEY = "eval/hard_pass@1/{model}"  # what agon.results.METRIC_KEYS["hard_pass1"] reads
 TOKENS_KEY = "eval/hard_tokens/{model}"  # tokens the evaluation generated (not training tokens)
 PROBLEMS_KEY = "eval/hard_problems"  # how many hard problems were evaluated
 SECONDS_KEY = "time/eval_s"  # wall time of the evaluation (time/ keys are not part of a resume's check)

@@ -15,15 +15,9 @@ import pytest
 import yaml
 
 from agon.config import config_hash, validate_config
-from agon.report import (
-    SYSTEMS,
-    Layout,
-    build_report,
-    hard_curve,
-    problem_counts,
-    systems_for_methods,
-    win_rates,
-)
+from agon.figures import hard_curve, win_rates
+from agon.report import build_report
+from agon.results import SYSTEMS, Layout, problem_counts, systems_for_methods
 
 ALL_METHODS = ["base", "base_cascade", "moa", "grpo", "grpo_cascade", "agon", "agon_rev", "agon_single"]
 # true success rates of the synthetic systems (the ordering of the paper's claim)
@@ -250,7 +244,7 @@ def trainer_rows(steps: int, every: int, tokens: int, rate: float) -> list[dict]
 
 def test_training_curves_plot_the_trainers_hard_split_evaluations(tmp_path, monkeypatch):
     """The figure draws the logged hard-split points (not training correctness), against step and tokens."""
-    from agon import report
+    from agon import figures
 
     cfg = make_config(tmp_path / "results", seeds=(0,), methods=["base", "grpo", "agon"])
     layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
@@ -259,18 +253,18 @@ def test_training_curves_plot_the_trainers_hard_split_evaluations(tmp_path, monk
     for m, rows in runs.items():
         Path(layout.train_metrics("fam1", "arith", m, 0)).write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     drawn = {}
-    save = report._save
+    save = figures._save
 
     def keep(fig, figures_dir, name, meta):
         drawn[name] = fig
         return save(fig, figures_dir, name, meta)
 
-    monkeypatch.setattr(report, "_save", keep)
+    monkeypatch.setattr(figures, "_save", keep)
     build_report(cfg, layout)
     fig = drawn["training_curves"]
     assert "hard-split pass@1 during training" in fig.legends[0].get_title().get_text()
     ax_step, ax_tok = fig.axes[:2]
-    for m, color in (("agon", report.COLORS["agon"]), ("grpo", report.COLORS["grpo"])):
+    for m, color in (("agon", figures.COLORS["agon"]), ("grpo", figures.COLORS["grpo"])):
         tokens = runs[m][0]["tokens_generated"]
         for model, ls in (("A", "-"), ("B", "--")):
             steps, toks, ys = hard_curve(runs[m], model)
@@ -299,7 +293,7 @@ def test_systems_follow_methods():
 
 def test_training_curves_fall_back_to_training_correctness(tmp_path):
     """Without hard-split evaluations in metrics.jsonl the figure still has curves (labelled)."""
-    from agon.report import train_curve
+    from agon.figures import train_curve
 
     rows = [{"step": i, "tokens_generated": 5, "A/drafter/correct": i / 10} for i in range(10)]
     steps, toks, ys = train_curve(rows, "A", smooth=2)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from agon.report import SYSTEMS, systems_for_methods
+from agon.results import SYSTEMS, systems_for_methods
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from test_workflow import dry_run_jobs, snakemake, workdir_with
 
-from agon.report import SYSTEMS, systems_for_methods
+from agon.results import SYSTEMS, systems_for_methods
 
 REDUCED = yaml.safe_load((Path(__file__).parent / "fixtures" / "workflow_smoke.yaml").read_text())
 

@@ -2,7 +2,7 @@
 #
 # The config is validated here, when the DAG is built, with the same schema and semantic
 # checks as every `agon` CLI, so a bad family row fails before any job starts. Paths are
-# built from one place (agon.report.Layout), which `agon report` also reads, so the
+# built from one place (agon.results.Layout), which `agon report` also reads, so the
 # workflow and the report cannot disagree about where a result lives.
 
 import json
@@ -10,7 +10,7 @@ import os
 import re
 
 from agon.config import ConfigError, validate_config
-from agon.report import SYSTEMS, Layout, systems_for_methods
+from agon.results import SYSTEMS, Layout, systems_for_methods
 
 try:
     validate_config(config)

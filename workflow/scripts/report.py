@@ -3,7 +3,8 @@
 import logging
 import sys
 
-from agon.report import Layout, build_report
+from agon.report import build_report
+from agon.results import Layout
 
 smk = snakemake  # noqa: F821 (injected by Snakemake's script directive)
 
