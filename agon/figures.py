@@ -39,7 +39,9 @@ def _style():
 
 
 def _save(fig, figures_dir: str | Path, name: str, meta: dict) -> list[Path]:
-    """Write ``name``.png and .pdf atomically (temp file + rename), with metadata."""
+    """Write ``name``.png and .pdf atomically (temp file + rename), with metadata; close ``fig``."""
+    import matplotlib.pyplot as plt
+
     out = []
     Path(figures_dir).mkdir(parents=True, exist_ok=True)
     for ext in FIGURE_FORMATS:
@@ -49,6 +51,7 @@ def _save(fig, figures_dir: str | Path, name: str, meta: dict) -> list[Path]:
         fig.savefig(tmp, format=ext, dpi=DPI, bbox_inches="tight", metadata=md)
         os.replace(tmp, path)
         out.append(path)
+    plt.close(fig)
     return out
 
 
@@ -80,9 +83,7 @@ def plot_pass1(rows: list[dict], systems: Sequence[str], figures_dir: str | Path
     for ax in list(axes.flat)[len(rows):]:
         ax.axis("off")
     fig.tight_layout()
-    paths = _save(fig, figures_dir, "pass1_by_system", meta)
-    plt.close(fig)
-    return paths
+    return _save(fig, figures_dir, "pass1_by_system", meta)
 
 
 
@@ -216,9 +217,7 @@ def plot_training_curves(config: dict, layout: Layout, methods: Sequence[str], f
                    title=f"{what}\nmodel A solid, B dashed; seeds after the first faded")
     legend_in = 0.6  # room for the two-line legend above the panels
     fig.tight_layout(rect=(0, 0, 1, 1 - legend_in / fig.get_size_inches()[1]))
-    paths = _save(fig, figures_dir, "training_curves", meta)
-    plt.close(fig)
-    return paths
+    return _save(fig, figures_dir, "training_curves", meta)
 
 
 def plot_duel_dynamics(config: dict, layout: Layout, figures_dir: str | Path, meta: dict, smooth: int) -> list[Path]:
@@ -250,8 +249,6 @@ def plot_duel_dynamics(config: dict, layout: Layout, figures_dir: str | Path, me
     for ax in list(axes.flat)[len(pairs):]:
         ax.axis("off")
     fig.tight_layout()
-    paths = _save(fig, figures_dir, "duel_dynamics", meta)
-    plt.close(fig)
-    return paths
+    return _save(fig, figures_dir, "duel_dynamics", meta)
 
 
