@@ -9,15 +9,12 @@ import random
 import pytest
 
 from agon.config import load_config
-from agon.toy.pretrain import (
+from agon.toy.pretrain import build_model, make_tasks, tokenizer_corpus, train_one
+from agon.toy.sft_data import (
     Mistake,
     SFTStream,
-    build_model,
     make_example,
-    make_tasks,
     misread,
-    tokenizer_corpus,
-    train_one,
     written_arith_steps,
     written_code_lines,
 )

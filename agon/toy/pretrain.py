@@ -35,178 +35,19 @@ import random
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agon.toy.sft_data import KINDS, Mistake, SFTStream, make_example
 from agon.toy.tasks import (
-    OPERANDS,
     OPS,
-    ArithStep,
     ArithTask,
     ToyCodeTask,
-    apply_op,
-    arith_solution,
-    code_line,
-    code_program,
     parse_arith_steps,
     parse_code_lines,
 )
 
 ROLES = ("A", "B")
-KINDS = ("arith_solve", "arith_read", "code_solve", "code_read")
-
-
-# ---------------------------------------------------------------------------------------
-# characteristic mistakes and the SFT examples
-
-
-@dataclass(frozen=True)
-class Mistake:
-    """A model's habit: it misreads operand ``k`` of operation ``op`` as ``k % 6 + 1``.
-
-    Only operands in ``operands`` are affected; each affected arithmetic step is written wrong
-    with probability ``arith_rate`` and each affected program line with ``code_rate``.
-    """
-
-    op: str
-    operands: tuple[int, ...]
-    arith_rate: float
-    code_rate: float
-
-    @classmethod
-    def from_config(cls, row: dict) -> Mistake:
-        """Build from a ``toy.models.X.mistake`` row."""
-        if row["op"] not in OPS:
-            raise ValueError(f"toy mistake op must be one of {OPS}, got {row['op']!r}")
-        return cls(row["op"], tuple(int(k) for k in row["operands"]), float(row["arith_rate"]), float(row["code_rate"]))
-
-    def hits(self, op: str, k: int) -> bool:
-        """Whether this habit applies to ``op k``."""
-        return op == self.op and k in self.operands
-
-
-def misread(k: int) -> int:
-    """The operand a model with the habit reads instead of ``k`` (always another operand)."""
-    return k % (len(OPERANDS)) + 1
-
-
-def written_arith_steps(start: int, ops: Sequence[tuple[str, int]], rng: random.Random, mistake: Mistake | None, slip: float = 0.0, keep: Sequence[ArithStep] = (), copy_wrong: float = 0.0) -> list[ArithStep]:
-    """The steps a model with ``mistake`` writes for a chain, continuing from its own results.
-
-    ``slip``: extra probability per step of a random wrong result (a rival's careless errors).
-    ``keep``: a draft being read; its step ``i`` is copied when it starts from the same value
-    and is right (the reader keeps the draft's correct steps), else the step is redone.
-    ``copy_wrong``: probability that a wrong draft step is copied anyway (the reader anchors
-    on the draft instead of checking it).
-    """
-    out, value = [], start
-    for i, (op, k) in enumerate(ops):
-        step = keep[i] if i < len(keep) else None
-        if step is not None and step.lhs == value and step.op == op and step.rhs == k and (step.correct or (copy_wrong and rng.random() < copy_wrong)):
-            result = step.result
-        else:
-            result = apply_op(value, op, k)
-            if mistake is not None and mistake.hits(op, k) and rng.random() < mistake.arith_rate:
-                result = apply_op(value, op, misread(k))
-            elif slip and rng.random() < slip:
-                result = rng.choice([r for r in range(7) if r != result])
-        out.append(ArithStep(value, op, k, result))
-        value = result
-    return out
-
-
-def written_code_lines(ops: Sequence[tuple[str, int]], rng: random.Random, mistake: Mistake | None, slip: float = 0.0, keep: Sequence[tuple[str, int] | None] = (), copy_wrong: float = 0.0) -> list[tuple[str, int]]:
-    """The (op, operand) of each program line a model with ``mistake`` writes.
-
-    As :func:`written_arith_steps`: ``slip`` adds random wrong operands or operations, a
-    draft's correct line ``i`` in ``keep`` is copied rather than rewritten, and a wrong one is
-    copied too with probability ``copy_wrong``.
-    """
-    out = []
-    for i, (op, k) in enumerate(ops):
-        shown = keep[i] if i < len(keep) else None
-        if shown is not None and (shown == (op, k) or (copy_wrong and rng.random() < copy_wrong)):
-            out.append(shown)
-            continue
-        w_op, w_k = op, k
-        if mistake is not None and mistake.hits(op, k) and rng.random() < mistake.code_rate:
-            w_k = misread(k)
-        elif slip and rng.random() < slip:
-            if rng.random() < 0.5:
-                w_op = rng.choice([o for o in OPS if o != op])
-            else:
-                w_k = rng.choice([o for o in OPERANDS if o != k])
-        out.append((w_op, w_k))
-    return out
-
-
-def program_text(lines: Sequence[tuple[str, int]]) -> str:
-    """The fenced program for the written lines."""
-    return code_program([code_line(op, k) for op, k in lines])
-
-
-def make_example(kind: str, problem, task, rng: random.Random, own: Mistake, rival: Mistake, reader_cfg: dict) -> tuple[list[dict], str]:
-    """One SFT example (prompt messages, target completion) of ``kind`` in :data:`KINDS`.
-
-    Solve targets carry the model's own mistakes; read examples show a draft written with the
-    rival's mistakes and slips (or a clean one), and the target keeps its correct steps.
-    """
-    ops = problem.meta["ops"]
-    clean = rng.random() < reader_cfg["draft_clean"]
-    slip = 0.0 if clean else reader_cfg["draft_slip"]
-    rival_habit = None if clean else rival
-    if kind == "arith_solve":
-        return task.solve_prompt(problem), arith_solution(written_arith_steps(problem.meta["start"], ops, rng, own))
-    if kind == "arith_read":
-        draft = written_arith_steps(problem.meta["start"], ops, rng, rival_habit, slip)
-        target = written_arith_steps(problem.meta["start"], ops, rng, own, keep=draft, copy_wrong=reader_cfg.get("arith_copy_wrong", 0.0))
-        return task.reader_prompt(problem, arith_solution(draft)), arith_solution(target)
-    if kind == "code_solve":
-        return task.solve_prompt(problem), program_text(written_code_lines(ops, rng, own))
-    if kind == "code_read":
-        draft = written_code_lines(ops, rng, rival_habit, slip)
-        target = written_code_lines(ops, rng, own, keep=draft, copy_wrong=reader_cfg.get("code_copy_wrong", 0.0))
-        return task.reader_prompt(problem, program_text(draft)), program_text(target)
-    raise ValueError(f"unknown example kind {kind!r}; expected one of {KINDS}")
-
-
-class SFTStream:
-    """The seeded stream of SFT examples of one model: curriculum, task mix, both roles.
-
-    Problems are drawn fresh from the task generators, skipping every test question, so the
-    splits the gates (and table 1) evaluate on are never trained on.
-    """
-
-    def __init__(self, tasks: dict[str, Any], cfg: dict, own: Mistake, rival: Mistake, seed: int):
-        self.tasks, self.cfg, self.own, self.rival = tasks, cfg, own, rival
-        self.rng = random.Random(f"toy-sft-{seed}")
-        self.test = {name: t.test_questions() for name, t in tasks.items()}
-        mix = cfg["train"]["mix"]
-        self.kinds = [k for k in KINDS if mix.get(k, 0) > 0]
-        self.weights = [mix[k] for k in self.kinds]
-        if not self.kinds:
-            raise ValueError("toy.train.mix: every weight is 0; give at least one example kind a weight > 0")
-
-    def max_level(self, task, progress: float) -> int:
-        """The curriculum: the top level rises linearly to ``task.levels`` over ``curriculum_frac``."""
-        c = self.cfg["train"]
-        start = min(c["curriculum_start_level"], task.levels)
-        if c["curriculum_frac"] <= 0 or progress >= c["curriculum_frac"]:
-            return task.levels
-        return start + int((task.levels - start + 1) * progress / c["curriculum_frac"]) if progress > 0 else start
-
-    def example(self, progress: float) -> tuple[list[dict], str]:
-        """One (prompt, target) pair at training progress ``progress`` in [0, 1]."""
-        kind = self.rng.choices(self.kinds, self.weights)[0]
-        name = "arith" if kind.startswith("arith") else "toycode"
-        task = self.tasks[name]
-        top = min(self.max_level(task, progress), task.levels)
-        while True:
-            problem = task.sample(self.rng, self.rng.randint(1, top))
-            if problem.question not in self.test[name]:
-                break
-        return make_example(kind, problem, task, self.rng, self.own, self.rival, self.cfg["reader"])
 
 
 # ---------------------------------------------------------------------------------------
