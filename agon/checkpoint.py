@@ -29,7 +29,11 @@ PREFIX = "step-"
 
 
 def _rng_state() -> dict:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    state = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -63,8 +67,15 @@ def _save(obj: Any, path: Path) -> None:
         os.fsync(f.fileno())
 
 
-def save_checkpoint(root: str | Path, step: int, policies: Mapping[str, Any], data: dict | None = None, keep: int = 2, extra: dict | None = None,
-                    accelerator: Any = None) -> Path:
+def save_checkpoint(
+    root: str | Path,
+    step: int,
+    policies: Mapping[str, Any],
+    data: dict | None = None,
+    keep: int = 2,
+    extra: dict | None = None,
+    accelerator: Any = None,
+) -> Path:
     """Write checkpoint ``step`` of ``policies`` (objects with model/optimizer/scheduler) atomically.
 
     Keeps the newest ``keep`` complete checkpoints (0 keeps all). Returns the checkpoint folder.
@@ -75,7 +86,11 @@ def save_checkpoint(root: str | Path, step: int, policies: Mapping[str, Any], da
     final = root / f"{PREFIX}{step:06d}"
     main = accelerator is None or accelerator.is_main_process
     # one temp name for all ranks (no pid in it) when several processes write into it
-    tmp = root / (f".tmp-{PREFIX}{step:06d}-{os.getpid()}" if accelerator is None else f".tmp-{PREFIX}{step:06d}-dist")
+    tmp = root / (
+        f".tmp-{PREFIX}{step:06d}-{os.getpid()}"
+        if accelerator is None
+        else f".tmp-{PREFIX}{step:06d}-dist"
+    )
     if main:
         root.mkdir(parents=True, exist_ok=True)
         if tmp.exists():
@@ -83,7 +98,9 @@ def save_checkpoint(root: str | Path, step: int, policies: Mapping[str, Any], da
         tmp.mkdir()
     if accelerator is not None:
         accelerator.wait_for_everyone()
-        accelerator.save_state(str(tmp / "accelerate"))  # models, optimizers, schedulers, RNG of every rank
+        accelerator.save_state(
+            str(tmp / "accelerate")
+        )  # models, optimizers, schedulers, RNG of every rank
         accelerator.wait_for_everyone()
         if not main:
             accelerator.wait_for_everyone()  # rank 0 renames the folder
@@ -97,7 +114,16 @@ def save_checkpoint(root: str | Path, step: int, policies: Mapping[str, Any], da
             },
             tmp / f"{name}.pt",
         )
-    _save({"step": step, "data": data, "rng": _rng_state(), "policies": sorted(policies), "extra": extra or {}}, tmp / "state.pt")
+    _save(
+        {
+            "step": step,
+            "data": data,
+            "rng": _rng_state(),
+            "policies": sorted(policies),
+            "extra": extra or {},
+        },
+        tmp / "state.pt",
+    )
     (tmp / MARKER).write_text(json.dumps({"step": step}) + "\n")
     _fsync_dir(tmp)
     if final.exists():  # a rerun of the same step (e.g. after resume): replace it whole
@@ -117,8 +143,12 @@ def complete_checkpoints(root: str | Path) -> list[Path]:
     root = Path(root)
     if not root.is_dir():
         return []
-    found = [p for p in root.iterdir() if p.is_dir() and p.name.startswith(PREFIX) and (p / MARKER).is_file()]
-    return sorted(found, key=lambda p: int(p.name[len(PREFIX):]))
+    found = [
+        p
+        for p in root.iterdir()
+        if p.is_dir() and p.name.startswith(PREFIX) and (p / MARKER).is_file()
+    ]
+    return sorted(found, key=lambda p: int(p.name[len(PREFIX) :]))
 
 
 def latest_checkpoint(root: str | Path) -> Path | None:
@@ -134,10 +164,14 @@ def load_checkpoint(path: str | Path, policies: Mapping[str, Any], accelerator: 
     """
     path = Path(path)
     if not (path / MARKER).is_file():
-        raise FileNotFoundError(f"{path} is not a complete checkpoint (no {MARKER} marker); delete it or pick another")
+        raise FileNotFoundError(
+            f"{path} is not a complete checkpoint (no {MARKER} marker); delete it or pick another"
+        )
     state = torch.load(path / "state.pt", weights_only=False)
     if sorted(policies) != state["policies"]:
-        raise ValueError(f"checkpoint {path} holds policies {state['policies']}, this run has {sorted(policies)}")
+        raise ValueError(
+            f"checkpoint {path} holds policies {state['policies']}, this run has {sorted(policies)}"
+        )
     if accelerator is not None:
         accelerator.load_state(str(path / "accelerate"))
         return state

@@ -74,7 +74,11 @@ def _describe(error, config: dict) -> str:
     else:
         expected = error.message
     field = ".".join(str(p) for p in rest) or "(whole section)"
-    got = "" if error.validator in ("required", "additionalProperties") else f" (got {error.instance!r:.80})"
+    got = (
+        ""
+        if error.validator in ("required", "additionalProperties")
+        else f" (got {error.instance!r:.80})"
+    )
     return f"{where}: field {field!r}: expected {expected}{got}"
 
 
@@ -103,13 +107,17 @@ def _check_semantics(config: dict) -> None:
     ev = config["eval"]
     bad_k = [k for k in ev["k"] if k > ev["n_samples"]]
     if bad_k:
-        problems.append(f"eval: field 'k': expected values <= n_samples={ev['n_samples']}, got {bad_k}")
+        problems.append(
+            f"eval: field 'k': expected values <= n_samples={ev['n_samples']}, got {bad_k}"
+        )
     from agon.tasks import available_tasks
 
     known = available_tasks()
     for i, row in enumerate(config["tasks"]):
         if row["name"] not in known:
-            problems.append(f"tasks[{i}] (name {row['name']!r}): field 'name': expected one of {known}")
+            problems.append(
+                f"tasks[{i}] (name {row['name']!r}): field 'name': expected one of {known}"
+            )
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
 
@@ -153,7 +161,9 @@ def get_family(config: dict, name: str) -> dict:
     for row in config["families"]:
         if row["name"] == name:
             return row
-    raise ConfigError(f"no family {name!r} in config; known: {[r['name'] for r in config['families']]}")
+    raise ConfigError(
+        f"no family {name!r} in config; known: {[r['name'] for r in config['families']]}"
+    )
 
 
 def get_task_row(config: dict, name: str) -> dict:

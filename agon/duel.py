@@ -80,7 +80,9 @@ ADV_EPS = 1e-4  # TRL's constant in (r - mean) / (std + eps); kept equal for par
 # --------------------------------------------------------------------------------------------
 
 
-def duel_rewards(c_self: Any, c_rival: Any, scheme: str = "agon", lam: float = 1.0, role: str = "drafter") -> np.ndarray:
+def duel_rewards(
+    c_self: Any, c_rival: Any, scheme: str = "agon", lam: float = 1.0, role: str = "drafter"
+) -> np.ndarray:
     """Duel reward of each completion from its own and its rival's correctness (DESIGN.md §1.4).
 
     ``c_self``/``c_rival`` are arrays of correctness in [0, 1] (a drafter's ``c_rival`` is the
@@ -92,7 +94,9 @@ def duel_rewards(c_self: Any, c_rival: Any, scheme: str = "agon", lam: float = 1
     c_self = np.asarray(c_self, dtype=np.float64)
     c_rival = np.asarray(c_rival, dtype=np.float64)
     if c_self.shape != c_rival.shape:
-        raise ValueError(f"c_self {c_self.shape} and c_rival {c_rival.shape} must have the same shape")
+        raise ValueError(
+            f"c_self {c_self.shape} and c_rival {c_rival.shape} must have the same shape"
+        )
     if scheme == "agon":
         return c_self + lam * (c_self - c_rival)
     if scheme == "zero_sum":
@@ -108,7 +112,9 @@ def duel_rewards(c_self: Any, c_rival: Any, scheme: str = "agon", lam: float = 1
 
 def correctness(verdicts: Sequence[Any]) -> np.ndarray:
     """Verdicts -> float array: 1.0 correct, 0.0 wrong, NaN when the grader could not score."""
-    return np.array([np.nan if v.correct is None else float(v.correct) for v in verdicts], dtype=np.float64)
+    return np.array(
+        [np.nan if v.correct is None else float(v.correct) for v in verdicts], dtype=np.float64
+    )
 
 
 def duel_outcomes(c_draft_per_read: np.ndarray, c_read: np.ndarray) -> dict[str, float]:
@@ -118,7 +124,11 @@ def duel_outcomes(c_draft_per_read: np.ndarray, c_read: np.ndarray) -> dict[str,
     if n == 0:
         return {"drafter_wins": float("nan"), "reader_wins": float("nan"), "ties": float("nan")}
     d, r = c_draft_per_read[ok], c_read[ok]
-    return {"drafter_wins": float((d > r).mean()), "reader_wins": float((r > d).mean()), "ties": float((d == r).mean())}
+    return {
+        "drafter_wins": float((d > r).mean()),
+        "reader_wins": float((r > d).mean()),
+        "ties": float((d == r).mean()),
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -134,7 +144,9 @@ class Advantages:
     zero_spread: np.ndarray  # one bool per group: all rewards equal (no learning signal)
 
 
-def group_advantages(rewards: Any, groups: Any, scale: str = "group", eps: float = ADV_EPS) -> Advantages:
+def group_advantages(
+    rewards: Any, groups: Any, scale: str = "group", eps: float = ADV_EPS
+) -> Advantages:
     """Group-relative advantages ``(r - mean_g) / (std + eps)``, as TRL's GRPOTrainer computes them.
 
     ``groups`` gives each completion's group id (any hashable ints, groups need not be
@@ -148,7 +160,9 @@ def group_advantages(rewards: Any, groups: Any, scale: str = "group", eps: float
     r = np.asarray(rewards, dtype=np.float64).reshape(-1)
     g = np.asarray(groups).reshape(-1)
     if r.shape != g.shape:
-        raise ValueError(f"rewards ({r.size}) and groups ({g.size}) must have one entry per completion")
+        raise ValueError(
+            f"rewards ({r.size}) and groups ({g.size}) must have one entry per completion"
+        )
     if r.size == 0:
         return Advantages(np.zeros(0), np.zeros(0, dtype=bool))
     ids, inverse = np.unique(g, return_inverse=True)
@@ -228,7 +242,9 @@ def policy_loss(
     kl_mean = float("nan")
     if beta != 0.0:
         if ref_logps is None:
-            raise ValueError("beta != 0 needs ref_logps (log-probabilities under the frozen reference)")
+            raise ValueError(
+                "beta != 0 needs ref_logps (log-probabilities under the frozen reference)"
+            )
         per_token_kl = torch.exp(ref_logps - logps) - (ref_logps - logps) - 1
         if kl_ratio_correction:
             per_token_kl = per_token_kl * ratio
@@ -245,7 +261,9 @@ def policy_loss(
         n_tok = num_tokens if num_tokens is not None else mask.sum()
         loss = (per_token * mask).sum() / (torch.as_tensor(n_tok, dtype=logps.dtype).clamp(min=1.0))
     with torch.no_grad():
-        is_clipped = ((ratio < 1 - epsilon_low) & (adv < 0)) | ((ratio > 1 + epsilon_high) & (adv > 0))
+        is_clipped = ((ratio < 1 - epsilon_low) & (adv < 0)) | (
+            (ratio > 1 + epsilon_high) & (adv > 0)
+        )
         clip_ratio = float((is_clipped.to(mask.dtype) * mask).sum() / mask.sum().clamp(min=1.0))
     return LossOutput(loss=loss, kl=kl_mean, clip_ratio=clip_ratio)
 
@@ -307,21 +325,33 @@ class DuelSettings:
         for name, (value, allowed) in checks.items():
             if value not in allowed:
                 raise ValueError(f"duel setting {name}={value!r}: expected one of {allowed}")
-        for name in ("steps", "problems_per_step", "num_drafts", "num_reads", "num_iterations", "micro_batch_size", "max_new_tokens"):
+        for name in (
+            "steps",
+            "problems_per_step",
+            "num_drafts",
+            "num_reads",
+            "num_iterations",
+            "micro_batch_size",
+            "max_new_tokens",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"duel setting {name} must be >= 1, got {getattr(self, name)}")
         from agon.train_eval import check_settings
 
         check_settings(self.eval_every, self.eval_problems)
         if self.mode == "duel" and self.role_schedule == "both" and self.problems_per_step < 2:
-            raise ValueError("role_schedule 'both' splits the problems in two: problems_per_step must be >= 2")
+            raise ValueError(
+                "role_schedule 'both' splits the problems in two: problems_per_step must be >= 2"
+            )
 
     @property
     def eps_high(self) -> float:
         return self.epsilon if self.epsilon_high is None else self.epsilon_high
 
     @classmethod
-    def from_config(cls, config: dict, family: dict | None = None, mode: str = "duel", seed: int = 0) -> DuelSettings:
+    def from_config(
+        cls, config: dict, family: dict | None = None, mode: str = "duel", seed: int = 0
+    ) -> DuelSettings:
         """Build from a validated config's ``train``/``agon`` sections and a family row."""
         tr, ag = dict(config.get("train", {})), dict(config.get("agon", {}))
         reward = ag.get("reward", {})
@@ -380,7 +410,9 @@ class Policy:
     scheduler: Any
     ref_model: torch.nn.Module | None = None
     pad_token_id: int = 0
-    accelerator: Any = None  # set when run under `accelerate launch` (DDP / FSDP2); None on one device
+    accelerator: Any = (
+        None  # set when run under `accelerate launch` (DDP / FSDP2); None on one device
+    )
 
 
 @dataclass
@@ -396,7 +428,9 @@ class Samples:
         return len(self.completion_ids)
 
 
-def make_policy(name: str, model: torch.nn.Module, engine: Engine, settings: DuelSettings, pad_token_id: int) -> Policy:
+def make_policy(
+    name: str, model: torch.nn.Module, engine: Engine, settings: DuelSettings, pad_token_id: int
+) -> Policy:
     """A policy with AdamW, a warmup scheduler, dropout off (as TRL) and, if ``beta``, a frozen copy."""
     import copy
 
@@ -406,13 +440,31 @@ def make_policy(name: str, model: torch.nn.Module, engine: Engine, settings: Due
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0
     enable_token_logprobs(model, settings.temperature)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, betas=settings.adam_betas, weight_decay=settings.weight_decay)
-    scheduler = get_scheduler(settings.lr_scheduler, optimizer, num_warmup_steps=settings.warmup_steps, num_training_steps=settings.steps * settings.num_iterations)
+    optimizer = torch.optim.AdamW(
+        model.parameters(),
+        lr=settings.learning_rate,
+        betas=settings.adam_betas,
+        weight_decay=settings.weight_decay,
+    )
+    scheduler = get_scheduler(
+        settings.lr_scheduler,
+        optimizer,
+        num_warmup_steps=settings.warmup_steps,
+        num_training_steps=settings.steps * settings.num_iterations,
+    )
     ref = None
     if settings.beta != 0.0:
         ref = copy.deepcopy(model).eval().requires_grad_(False)
         enable_token_logprobs(ref, settings.temperature)
-    return Policy(name=name, model=model, engine=engine, optimizer=optimizer, scheduler=scheduler, ref_model=ref, pad_token_id=pad_token_id)
+    return Policy(
+        name=name,
+        model=model,
+        engine=engine,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        ref_model=ref,
+        pad_token_id=pad_token_id,
+    )
 
 
 def _seed_for(seed: int, step: int, salt: int) -> int:
@@ -437,26 +489,51 @@ class Rollout:
     drafts_cut: int = 0  # drafts shortened to fit the reader's max_prompt_tokens
 
 
-def rollout(task: Task, drafter: Policy, reader: Policy | None, problems: list[Problem], s: DuelSettings, step: int, salt: int) -> Rollout:
+def rollout(
+    task: Task,
+    drafter: Policy,
+    reader: Policy | None,
+    problems: list[Problem],
+    s: DuelSettings,
+    step: int,
+    salt: int,
+) -> Rollout:
     """Drafts by ``drafter``, then (duel) ``s.num_reads`` reads of each by ``reader``, all graded."""
     P, G, K = len(problems), s.num_drafts, s.num_reads
-    sp = SamplingParams(max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p, seed=_seed_for(s.seed, step, salt))
+    sp = SamplingParams(
+        max_new_tokens=s.max_new_tokens,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        seed=_seed_for(s.seed, step, salt),
+    )
     drafts = drafter.engine.generate([task.solve_prompt(p) for p in problems], n=G, sampling=sp)
-    c_draft = correctness(task.grade([p for p in problems for _ in range(G)], [d.text for row in drafts for d in row])).reshape(P, G)
+    c_draft = correctness(
+        task.grade([p for p in problems for _ in range(G)], [d.text for row in drafts for d in row])
+    ).reshape(P, G)
     if reader is None:
         return Rollout(problems, drafts, [], c_draft, np.zeros((P, G, 0)))
     tok = getattr(drafter.engine, "tokenizer", None)
-    fitted = [fit_reader_prompt(task, p, apply_draft_view(d.text, s.draft_view, tok), reader.engine) for p, row in zip(problems, drafts) for d in row]
+    fitted = [
+        fit_reader_prompt(task, p, apply_draft_view(d.text, s.draft_view, tok), reader.engine)
+        for p, row in zip(problems, drafts)
+        for d in row
+    ]
     reader_prompts = [msgs for msgs, _ in fitted]
     sp_read = dataclasses.replace(sp, seed=_seed_for(s.seed, step, salt + 1))
     flat_reads = reader.engine.generate(reader_prompts, n=K, sampling=sp_read)
     reads = [[flat_reads[i * G + g] for g in range(G)] for i in range(P)]
     read_problems = [p for p in problems for _ in range(G * K)]
-    c_read = correctness(task.grade(read_problems, [r.text for row in flat_reads for r in row])).reshape(P, G, K)
-    return Rollout(problems, drafts, reads, c_draft, c_read, drafts_cut=sum(cut for _, cut in fitted))
+    c_read = correctness(
+        task.grade(read_problems, [r.text for row in flat_reads for r in row])
+    ).reshape(P, G, K)
+    return Rollout(
+        problems, drafts, reads, c_draft, c_read, drafts_cut=sum(cut for _, cut in fitted)
+    )
 
 
-def fit_reader_prompt(task: Task, problem: Problem, shown: str, engine: Engine) -> tuple[list, bool]:
+def fit_reader_prompt(
+    task: Task, problem: Problem, shown: str, engine: Engine
+) -> tuple[list, bool]:
     """The reader prompt for ``shown`` (the draft as ``draft_view`` shows it), made to fit.
 
     A draft that would push the prompt past the family's ``max_prompt_tokens`` keeps only its
@@ -467,12 +544,14 @@ def fit_reader_prompt(task: Task, problem: Problem, shown: str, engine: Engine) 
 
     messages = task.reader_prompt(problem, shown)
     encode = getattr(engine, "encode", None)
-    if encode is None or getattr(engine, "max_prompt_tokens", 0) is None:  # no limit: nothing to fit
+    if (
+        encode is None or getattr(engine, "max_prompt_tokens", 0) is None
+    ):  # no limit: nothing to fit
         return messages, False
 
     def fits(n_chars: int) -> bool:
         try:
-            encode(task.reader_prompt(problem, shown[len(shown) - n_chars:] if n_chars else ""))
+            encode(task.reader_prompt(problem, shown[len(shown) - n_chars :] if n_chars else ""))
             return True
         except PromptTooLongError:
             return False
@@ -480,12 +559,14 @@ def fit_reader_prompt(task: Task, problem: Problem, shown: str, engine: Engine) 
     if fits(len(shown)):
         return messages, False
     if not fits(0):
-        raise PromptTooLongError(f"problem {problem.id}: the reader prompt is too long even without the draft; raise max_prompt_tokens")
+        raise PromptTooLongError(
+            f"problem {problem.id}: the reader prompt is too long even without the draft; raise max_prompt_tokens"
+        )
     lo, hi = 0, len(shown)  # binary search for the longest tail that fits: fits(lo), not fits(hi)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return task.reader_prompt(problem, shown[len(shown) - lo:] if lo else ""), True
+    return task.reader_prompt(problem, shown[len(shown) - lo :] if lo else ""), True
 
 
 # --------------------------------------------------------------------------------------------
@@ -501,13 +582,20 @@ def score(ro: Rollout, s: DuelSettings) -> tuple[Samples, Samples | None, dict[s
     if K == 0:  # solo: reward is correctness, the group is the G samples of a problem (= GRPO)
         r_draft = ro.c_draft.copy()
     else:
-        with warnings.catch_warnings():  # a draft whose reads were all ungraded: NaN rival, on purpose
+        with (
+            warnings.catch_warnings()
+        ):  # a draft whose reads were all ungraded: NaN rival, on purpose
             warnings.simplefilter("ignore", RuntimeWarning)
             mean_read = np.nanmean(ro.c_read, axis=2)
         r_draft = duel_rewards(ro.c_draft, mean_read, s.reward_scheme, s.lam, role="drafter")
         c_draft_per_read = np.repeat(ro.c_draft[:, :, None], K, axis=2)
         r_read = duel_rewards(ro.c_read, c_draft_per_read, s.reward_scheme, s.lam, role="reader")
-        m.update({f"duel/{k}": v for k, v in duel_outcomes(c_draft_per_read.ravel(), ro.c_read.ravel()).items()})
+        m.update(
+            {
+                f"duel/{k}": v
+                for k, v in duel_outcomes(c_draft_per_read.ravel(), ro.c_read.ravel()).items()
+            }
+        )
     adv_d = group_advantages(r_draft.ravel(), np.repeat(np.arange(P), G), s.scale)
     drafter = Samples(
         role="drafter",
@@ -515,13 +603,20 @@ def score(ro: Rollout, s: DuelSettings) -> tuple[Samples, Samples | None, dict[s
         completion_ids=[c.token_ids for row in ro.drafts for c in row],
         advantages=adv_d.values,
     )
-    m.update(_role_metrics("drafter", r_draft, ro.c_draft, adv_d, [c for row in ro.drafts for c in row]))
+    m.update(
+        _role_metrics("drafter", r_draft, ro.c_draft, adv_d, [c for row in ro.drafts for c in row])
+    )
     if K == 0:
         return drafter, None, m
     read_groups = np.arange(P * G) if s.reader_group == "draft" else np.repeat(np.arange(P), G)
     adv_r = group_advantages(r_read.ravel(), np.repeat(read_groups, K), s.scale)
     flat = [r for row in ro.reads for draft_reads in row for r in draft_reads]
-    reader = Samples(role="reader", prompt_ids=[c.prompt_token_ids for c in flat], completion_ids=[c.token_ids for c in flat], advantages=adv_r.values)
+    reader = Samples(
+        role="reader",
+        prompt_ids=[c.prompt_token_ids for c in flat],
+        completion_ids=[c.token_ids for c in flat],
+        advantages=adv_r.values,
+    )
     m.update(_role_metrics("reader", r_read, ro.c_read, adv_r, flat))
     m["reader/drafts_cut"] = float(ro.drafts_cut)
     return drafter, reader, m
@@ -533,15 +628,21 @@ def _nanmean(x: Any) -> float:
     return float(x.mean()) if x.size else float("nan")
 
 
-def _role_metrics(role: str, rewards: np.ndarray, correct: np.ndarray, adv: Advantages, comps: list[Completion]) -> dict[str, float]:
+def _role_metrics(
+    role: str, rewards: np.ndarray, correct: np.ndarray, adv: Advantages, comps: list[Completion]
+) -> dict[str, float]:
     lengths = [len(c.token_ids) for c in comps]
     return {
         f"{role}/reward": _nanmean(rewards),
         f"{role}/correct": _nanmean(correct),
         f"{role}/ungraded": float(np.isnan(correct).mean()) if correct.size else 0.0,
-        f"{role}/frac_zero_spread": float(adv.zero_spread.mean()) if adv.zero_spread.size else float("nan"),
+        f"{role}/frac_zero_spread": float(adv.zero_spread.mean())
+        if adv.zero_spread.size
+        else float("nan"),
         f"{role}/mean_length": float(np.mean(lengths)) if lengths else 0.0,
-        f"{role}/truncated": float(np.mean([c.finish_reason == "length" for c in comps])) if comps else 0.0,
+        f"{role}/truncated": float(np.mean([c.finish_reason == "length" for c in comps]))
+        if comps
+        else 0.0,
         f"{role}/tokens": float(sum(lengths)),
     }
 
@@ -559,7 +660,10 @@ def update(policy: Policy, batches: list[Samples], s: DuelSettings) -> dict[str,
     """
     prompts = [p for b in batches for p in b.prompt_ids]
     comps = [c for b in batches for c in b.completion_ids]
-    adv = torch.tensor(np.concatenate([b.advantages for b in batches]) if batches else np.zeros(0), dtype=torch.float32)
+    adv = torch.tensor(
+        np.concatenate([b.advantages for b in batches]) if batches else np.zeros(0),
+        dtype=torch.float32,
+    )
     model = policy.model
     m: dict[str, float] = {"skipped": 0.0}
     if not comps or sum(len(c) for c in comps) == 0:  # nothing generated: nothing to learn from
@@ -568,10 +672,14 @@ def update(policy: Policy, batches: list[Samples], s: DuelSettings) -> dict[str,
     n_seq = len(comps)
     cmask = completion_mask(comps).long()
     n_tok = float(cmask.sum())
-    chunks = [slice(i, min(i + s.micro_batch_size, n_seq)) for i in range(0, n_seq, s.micro_batch_size)]
+    chunks = [
+        slice(i, min(i + s.micro_batch_size, n_seq)) for i in range(0, n_seq, s.micro_batch_size)
+    ]
 
     def logprobs_of(net: torch.nn.Module, c: slice) -> tuple[torch.Tensor, torch.Tensor]:
-        return completion_logprobs(net, prompts[c], comps[c], cmask.size(1), policy.pad_token_id, s.packing)
+        return completion_logprobs(
+            net, prompts[c], comps[c], cmask.size(1), policy.pad_token_id, s.packing
+        )
 
     ref_logps, old_logps = [None] * len(chunks), [None] * len(chunks)
     with torch.no_grad():
@@ -586,9 +694,19 @@ def update(policy: Policy, batches: list[Samples], s: DuelSettings) -> dict[str,
         for c, ref, old in zip(chunks, ref_logps, old_logps):
             logps, ent = logprobs_of(model, c)
             out = policy_loss(
-                logps, adv[c], cmask[c], s.loss_type, old_logps=old, ref_logps=ref, beta=s.beta,
-                epsilon_low=s.epsilon, epsilon_high=s.eps_high, max_completion_length=s.max_new_tokens,
-                num_sequences=n_seq, num_tokens=n_tok, kl_ratio_correction=s.kl_ratio_correction,
+                logps,
+                adv[c],
+                cmask[c],
+                s.loss_type,
+                old_logps=old,
+                ref_logps=ref,
+                beta=s.beta,
+                epsilon_low=s.epsilon,
+                epsilon_high=s.eps_high,
+                max_completion_length=s.max_new_tokens,
+                num_sequences=n_seq,
+                num_tokens=n_tok,
+                kl_ratio_correction=s.kl_ratio_correction,
             )
             if policy.accelerator is not None:
                 policy.accelerator.backward(out.loss)
@@ -609,23 +727,36 @@ def update(policy: Policy, batches: list[Samples], s: DuelSettings) -> dict[str,
             # a NaN/inf would poison the weights and Adam's moments: drop this step, keep going
             policy.optimizer.zero_grad(set_to_none=True)
             m["skipped"] = 1.0
-            log.warning("policy %s: non-finite loss %s or grad norm %s; update skipped", policy.name, loss_sum, grad_norm)
+            log.warning(
+                "policy %s: non-finite loss %s or grad norm %s; update skipped",
+                policy.name,
+                loss_sum,
+                grad_norm,
+            )
         else:
             policy.optimizer.step()
         _scheduler_step(policy)
     policy.optimizer.zero_grad(set_to_none=True)
-    m.update({
-        "loss": loss_sum, "grad_norm": grad_norm, "entropy": ent_sum / max(n_tok, 1.0),
-        "kl": kl_sum / max(n_tok, 1.0) if s.beta else float("nan"), "clip_ratio": clip_sum / max(n_tok, 1.0),
-        "lr": float(policy.scheduler.get_last_lr()[0]), "trained_tokens": n_tok,
-    })
+    m.update(
+        {
+            "loss": loss_sum,
+            "grad_norm": grad_norm,
+            "entropy": ent_sum / max(n_tok, 1.0),
+            "kl": kl_sum / max(n_tok, 1.0) if s.beta else float("nan"),
+            "clip_ratio": clip_sum / max(n_tok, 1.0),
+            "lr": float(policy.scheduler.get_last_lr()[0]),
+            "trained_tokens": n_tok,
+        }
+    )
     return m
 
 
 def _scheduler_step(policy: Policy) -> None:
     """Advance the schedule even when the update was skipped (torch warns; the skip is deliberate)."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step\\(\\)` before")
+        warnings.filterwarnings(
+            "ignore", message="Detected call of `lr_scheduler.step\\(\\)` before"
+        )
         policy.scheduler.step()
 
 
@@ -634,7 +765,9 @@ def _scheduler_step(policy: Policy) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def directions(step: int, s: DuelSettings, names: Sequence[str], n_problems: int) -> list[tuple[str, str | None, slice]]:
+def directions(
+    step: int, s: DuelSettings, names: Sequence[str], n_problems: int
+) -> list[tuple[str, str | None, slice]]:
     """(drafter, reader, problem slice) for this step: ``alternate`` swaps roles each step,
     ``both`` runs A->B on the first half and B->A on the second; solo has no reader."""
     if s.mode == "solo":
@@ -646,7 +779,9 @@ def directions(step: int, s: DuelSettings, names: Sequence[str], n_problems: int
     return [(a, b, slice(0, half)), (b, a, slice(half, n_problems))]
 
 
-def duel_step(task: Task, policies: dict[str, Policy], problems: list[Problem], s: DuelSettings, step: int) -> dict[str, float]:
+def duel_step(
+    task: Task, policies: dict[str, Policy], problems: list[Problem], s: DuelSettings, step: int
+) -> dict[str, float]:
     """One training step: rollout -> reward -> advantage -> loss -> update, for every policy."""
     t0 = time.perf_counter()
     metrics: dict[str, float] = {"step": step}
@@ -655,7 +790,9 @@ def duel_step(task: Task, policies: dict[str, Policy], problems: list[Problem], 
     for i, (d, r, sl) in enumerate(directions(step, s, list(policies), len(problems))):
         if sl.stop <= sl.start:
             continue
-        ro = rollout(task, policies[d], policies[r] if r else None, problems[sl], s, step, salt=10 * i)  # 1-2
+        ro = rollout(
+            task, policies[d], policies[r] if r else None, problems[sl], s, step, salt=10 * i
+        )  # 1-2
         drafts, reads, m = score(ro, s)  # 3-4
         own[d].append(drafts)
         tokens += int(m.get("drafter/tokens", 0) + m.get("reader/tokens", 0))
@@ -671,7 +808,13 @@ def duel_step(task: Task, policies: dict[str, Policy], problems: list[Problem], 
         if sync is not None:  # a vLLM engine holds its own copy of the weights (duel_scale.py)
             sync(policy.model)
     _summarize_duels(metrics)
-    metrics.update({"tokens_generated": tokens, "time/rollout_s": t_roll - t0, "time/update_s": time.perf_counter() - t_roll})
+    metrics.update(
+        {
+            "tokens_generated": tokens,
+            "time/rollout_s": t_roll - t0,
+            "time/update_s": time.perf_counter() - t_roll,
+        }
+    )
     return metrics
 
 
@@ -717,7 +860,9 @@ class ProblemStream:
 
     def load_state_dict(self, state: dict) -> None:
         if state["n"] != len(self.problems) or state["seed"] != self.seed:
-            raise ValueError(f"checkpoint data position is for {state['n']} problems / seed {state['seed']}, this run has {len(self.problems)} / {self.seed}")
+            raise ValueError(
+                f"checkpoint data position is for {state['n']} problems / seed {state['seed']}, this run has {len(self.problems)} / {self.seed}"
+            )
         self.epoch, self.pos = state["epoch"], state["pos"]
 
 
@@ -751,7 +896,9 @@ def train(
     start = 0
     last = ckpt.latest_checkpoint(out_dir / "checkpoints")
     if last is not None:
-        state = ckpt.load_checkpoint(last, policies, accelerator=policies[next(iter(policies))].accelerator)
+        state = ckpt.load_checkpoint(
+            last, policies, accelerator=policies[next(iter(policies))].accelerator
+        )
         stream.load_state_dict(state["data"])
         start = state["step"]
         log.info("resumed from %s at step %d", last, start)
@@ -762,8 +909,13 @@ def train(
 
     def evaluate(updates: int) -> dict[str, float]:
         # every rank evaluates the whole set: sharded (FSDP) models need every rank in each forward
-        m = train_eval.hard_pass1({n: p.engine for n, p in policies.items()}, task, eval_set, s.max_new_tokens,
-                                  models=[p.model for p in policies.values()])
+        m = train_eval.hard_pass1(
+            {n: p.engine for n, p in policies.items()},
+            task,
+            eval_set,
+            s.max_new_tokens,
+            models=[p.model for p in policies.values()],
+        )
         log.info("hard-split pass@1 after %d updates: %s", updates, train_eval.describe(m))
         return m
 
@@ -777,7 +929,9 @@ def train(
         # every rank draws the same P problems and rolls out its share; groups live inside a
         # problem, so advantages need no communication (the loss normalizers are per rank)
         problems = stream.take(s.problems_per_step)[rank::world]
-        evaluation = evaluate(step) if train_eval.is_eval_step(step, s.eval_every) else {}  # before this step's update
+        evaluation = (
+            evaluate(step) if train_eval.is_eval_step(step, s.eval_every) else {}
+        )  # before this step's update
         row = duel_step(task, policies, problems, s, step) | evaluation
         rows.append(row)
         write(row)
@@ -785,7 +939,16 @@ def train(
             on_step(row)
         done = step + 1
         if (s.checkpoint_every and done % s.checkpoint_every == 0) or done == s.steps:
-            ckpt.save_checkpoint(out_dir / "checkpoints", done, policies, data=stream.state_dict(), keep=s.keep_checkpoints, accelerator=acc)
-    if s.eval_every:  # the trained models; a resume drops this row with the others and writes it again
+            ckpt.save_checkpoint(
+                out_dir / "checkpoints",
+                done,
+                policies,
+                data=stream.state_dict(),
+                keep=s.keep_checkpoints,
+                accelerator=acc,
+            )
+    if (
+        s.eval_every
+    ):  # the trained models; a resume drops this row with the others and writes it again
         write(train_eval.final_row(s.steps, evaluate(s.steps)))
     return rows

@@ -28,34 +28,62 @@ from agon.engines.base import Completion, Engine, Messages, SamplingParams, rend
 class ServerRollouts(Engine):
     """Rollouts from one policy's ``trl vllm-serve``; weights pushed to it after each update."""
 
-    def __init__(self, base_url: str, tokenizer: Any, *, system_prompt: str | None = None, chat_template_kwargs: dict | None = None,
-                 max_prompt_tokens: int | None = None, connection_timeout: float = 600.0, group_port: int = 51216, device: Any = 0,
-                 is_main: bool = True):
+    def __init__(
+        self,
+        base_url: str,
+        tokenizer: Any,
+        *,
+        system_prompt: str | None = None,
+        chat_template_kwargs: dict | None = None,
+        max_prompt_tokens: int | None = None,
+        connection_timeout: float = 600.0,
+        group_port: int = 51216,
+        device: Any = 0,
+        is_main: bool = True,
+    ):
         from trl.generation.vllm_client import VLLMClient
 
         self.tokenizer = tokenizer
         self.system_prompt = system_prompt
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.max_prompt_tokens = max_prompt_tokens
-        self.client = VLLMClient(base_url=base_url, group_port=group_port, connection_timeout=connection_timeout)
+        self.client = VLLMClient(
+            base_url=base_url, group_port=group_port, connection_timeout=connection_timeout
+        )
         self.is_main = is_main
-        if is_main:  # one NCCL group per server: the main training rank pushes, the others only generate
+        if (
+            is_main
+        ):  # one NCCL group per server: the main training rank pushes, the others only generate
             self.client.init_communicator(device=device)
         eos = tokenizer.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos])
 
     def encode(self, messages: Messages) -> list[int]:
         """Prompt ids exactly as :class:`agon.engines.hf.HFEngine` renders them."""
-        return render_prompt(self.tokenizer, messages, self.system_prompt, self.chat_template_kwargs, self.max_prompt_tokens)
+        return render_prompt(
+            self.tokenizer,
+            messages,
+            self.system_prompt,
+            self.chat_template_kwargs,
+            self.max_prompt_tokens,
+        )
 
-    def generate(self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None) -> list[list[Completion]]:
+    def generate(
+        self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None
+    ) -> list[list[Completion]]:
         """``n`` completions per prompt from the server (token-id prompts, sampled-token logprobs)."""
         sampling = sampling or SamplingParams()
         encoded = [self.encode(p) for p in prompts]
         extra = {"seed": sampling.seed} if sampling.seed is not None else None
         out = self.client.generate(
-            prompts=encoded, n=n, temperature=max(sampling.temperature, 1e-6), top_p=sampling.top_p, top_k=0,
-            max_tokens=sampling.max_new_tokens, logprobs=0, generation_kwargs=extra,
+            prompts=encoded,
+            n=n,
+            temperature=max(sampling.temperature, 1e-6),
+            top_p=sampling.top_p,
+            top_k=0,
+            max_tokens=sampling.max_new_tokens,
+            logprobs=0,
+            generation_kwargs=extra,
         )
         completions = []
         for i, prompt in enumerate(encoded):
@@ -64,9 +92,18 @@ class ServerRollouts(Engine):
                 k = i * n + j  # the server returns the n samples of a prompt together, prompt-major
                 ids = out["completion_ids"][k]
                 stopped = bool(ids) and ids[-1] in self.eos_ids
-                text = self.tokenizer.decode(ids[:-1] if stopped else ids, skip_special_tokens=False)
-                row.append(Completion(text=text, token_ids=list(ids), logprobs=[lp[0] for lp in out["logprobs"][k]],
-                                      prompt_token_ids=list(prompt), finish_reason="stop" if stopped else "length"))
+                text = self.tokenizer.decode(
+                    ids[:-1] if stopped else ids, skip_special_tokens=False
+                )
+                row.append(
+                    Completion(
+                        text=text,
+                        token_ids=list(ids),
+                        logprobs=[lp[0] for lp in out["logprobs"][k]],
+                        prompt_token_ids=list(prompt),
+                        finish_reason="stop" if stopped else "length",
+                    )
+                )
             completions.append(row)
         return completions
 
@@ -80,7 +117,10 @@ class ServerRollouts(Engine):
 
         def full_params():
             for name, p in model.named_parameters():
-                yield name.removeprefix("module."), (p.full_tensor() if hasattr(p, "full_tensor") else p.data)
+                yield (
+                    name.removeprefix("module."),
+                    (p.full_tensor() if hasattr(p, "full_tensor") else p.data),
+                )
 
         if self.is_main:
             with self.client.weight_update():
@@ -104,7 +144,9 @@ class ColocatedRollouts(Engine):
     def __init__(self, engine: Any):
         self.engine = engine
 
-    def generate(self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None) -> list[list[Completion]]:
+    def generate(
+        self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None
+    ) -> list[list[Completion]]:
         return self.engine.generate(prompts, n, sampling)
 
     @property
@@ -115,7 +157,10 @@ class ColocatedRollouts(Engine):
         """Load the trainer's parameters into vLLM's model (TRL's colocate sync), then reset the prefix cache."""
         llm = self.engine.llm
         runner_model = llm.llm_engine.model_executor.driver_worker.model_runner.model
-        for name, param in model.named_parameters():  # under FSDP2, gather each full parameter first
+        for (
+            name,
+            param,
+        ) in model.named_parameters():  # under FSDP2, gather each full parameter first
             full = param.full_tensor() if hasattr(param, "full_tensor") else param.data
             runner_model.load_weights([(name.removeprefix("module."), full)])
         llm.reset_prefix_cache()
@@ -127,7 +172,11 @@ class ColocatedRollouts(Engine):
 def rollout_engine(config: dict, fam: dict, row: str, model: Any, tokenizer: Any) -> Engine:
     """The engine one policy samples with: the live HF model, a vLLM server, or a colocated vLLM."""
     mrow = fam[f"model_{row}"]
-    common = dict(system_prompt=mrow.get("system_prompt"), chat_template_kwargs=mrow.get("chat_template_kwargs"), max_prompt_tokens=fam["max_prompt_tokens"])
+    common = dict(
+        system_prompt=mrow.get("system_prompt"),
+        chat_template_kwargs=mrow.get("chat_template_kwargs"),
+        max_prompt_tokens=fam["max_prompt_tokens"],
+    )
     tr = config["train"]
     if tr["backend"] == "hf":
         from agon.engines.hf import HFEngine
@@ -138,9 +187,23 @@ def rollout_engine(config: dict, fam: dict, row: str, model: Any, tokenizer: Any
         import os
 
         # each server has its own weight-transfer group, so the two policies need distinct ports
-        return ServerRollouts(servers[row.upper()], tokenizer, **common, device=getattr(model, "device", 0),
-                              group_port=51216 + (0 if row == "a" else 1), is_main=int(os.environ.get("RANK", "0")) == 0)
+        return ServerRollouts(
+            servers[row.upper()],
+            tokenizer,
+            **common,
+            device=getattr(model, "device", 0),
+            group_port=51216 + (0 if row == "a" else 1),
+            is_main=int(os.environ.get("RANK", "0")) == 0,
+        )
     from agon.engines.vllm import VLLMEngine
 
     # two colocated engines share the GPU with two trained models: each takes a small share
-    return ColocatedRollouts(VLLMEngine(mrow["model"], tokenizer, dtype=fam["dtype"], gpu_memory_utilization=tr["vllm_gpu_memory_utilization"], **common))
+    return ColocatedRollouts(
+        VLLMEngine(
+            mrow["model"],
+            tokenizer,
+            dtype=fam["dtype"],
+            gpu_memory_utilization=tr["vllm_gpu_memory_utilization"],
+            **common,
+        )
+    )

@@ -21,9 +21,19 @@ from agon.results import FIGURE_FORMATS, METRIC_KEYS, Layout, cumulative_tokens,
 PAPER_WIDTH_IN = 6.75  # full text width of a two-column paper
 FONT_PT = 8  # matches a paper's caption size, so the figure reads at 100%
 DPI = 200
-COLORS = {"base": "#9e9e9e", "base_b": "#d0d0d0", "base_cascade": "#bdbdbd", "moa": "#8d6e63", "grpo": "#1f77b4", "grpo_b": "#9ecae1",
-          "grpo_cascade": "#6baed6",
-          "agon": "#d62728", "agon_rev": "#ff7f0e", "agon_single": "#e377c2", "agon_single_b": "#f7b6d2"}
+COLORS = {
+    "base": "#9e9e9e",
+    "base_b": "#d0d0d0",
+    "base_cascade": "#bdbdbd",
+    "moa": "#8d6e63",
+    "grpo": "#1f77b4",
+    "grpo_b": "#9ecae1",
+    "grpo_cascade": "#6baed6",
+    "agon": "#d62728",
+    "agon_rev": "#ff7f0e",
+    "agon_single": "#e377c2",
+    "agon_single_b": "#f7b6d2",
+}
 
 
 def _style():
@@ -32,9 +42,20 @@ def _style():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plt.rcParams.update({"font.size": FONT_PT, "axes.titlesize": FONT_PT + 1, "axes.labelsize": FONT_PT,
-                         "legend.fontsize": FONT_PT - 1, "xtick.labelsize": FONT_PT - 1, "ytick.labelsize": FONT_PT - 1,
-                         "pdf.fonttype": 42, "svg.hashsalt": "agon", "axes.spines.top": False, "axes.spines.right": False})
+    plt.rcParams.update(
+        {
+            "font.size": FONT_PT,
+            "axes.titlesize": FONT_PT + 1,
+            "axes.labelsize": FONT_PT,
+            "legend.fontsize": FONT_PT - 1,
+            "xtick.labelsize": FONT_PT - 1,
+            "ytick.labelsize": FONT_PT - 1,
+            "pdf.fonttype": 42,
+            "svg.hashsalt": "agon",
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+        }
+    )
     return plt
 
 
@@ -47,7 +68,11 @@ def _save(fig, figures_dir: str | Path, name: str, meta: dict) -> list[Path]:
     for ext in FIGURE_FORMATS:
         path = Path(figures_dir) / f"{name}.{ext}"
         tmp = path.with_name(f".{path.name}.tmp")
-        md = {"Title": name, "Subject": json.dumps(meta)} if ext == "pdf" else {"Title": name, "Description": json.dumps(meta)}
+        md = (
+            {"Title": name, "Subject": json.dumps(meta)}
+            if ext == "pdf"
+            else {"Title": name, "Description": json.dumps(meta)}
+        )
         fig.savefig(tmp, format=ext, dpi=DPI, bbox_inches="tight", metadata=md)
         os.replace(tmp, path)
         out.append(path)
@@ -61,17 +86,27 @@ def _grid(plt, n: int, ncols: int, height: float):
     return fig, axes
 
 
-def plot_pass1(rows: list[dict], systems: Sequence[str], figures_dir: str | Path, meta: dict) -> list[Path]:
+def plot_pass1(
+    rows: list[dict], systems: Sequence[str], figures_dir: str | Path, meta: dict
+) -> list[Path]:
     """Bars of pass@1 per system with 95% interval error bars, one panel per (family, task)."""
     plt = _style()
     ncols = min(2, len(rows))
     fig, axes = _grid(plt, len(rows), ncols, 2.4)
     for ax, r in zip(axes.flat, rows):
         vals = [100 * r[f"{s}_pass@1"] for s in systems]
-        err = [[100 * (r[f"{s}_pass@1"] - r[f"{s}_pass@1_lo"]) for s in systems],
-               [100 * (r[f"{s}_pass@1_hi"] - r[f"{s}_pass@1"]) for s in systems]]
-        ax.bar(range(len(systems)), vals, yerr=err, capsize=2, color=[COLORS.get(s, "#555") for s in systems],
-               error_kw={"elinewidth": 0.8})
+        err = [
+            [100 * (r[f"{s}_pass@1"] - r[f"{s}_pass@1_lo"]) for s in systems],
+            [100 * (r[f"{s}_pass@1_hi"] - r[f"{s}_pass@1"]) for s in systems],
+        ]
+        ax.bar(
+            range(len(systems)),
+            vals,
+            yerr=err,
+            capsize=2,
+            color=[COLORS.get(s, "#555") for s in systems],
+            error_kw={"elinewidth": 0.8},
+        )
         # the value above each error bar: readable even when a bar is too short to see (e.g. 0)
         for x, (v, up) in enumerate(zip(vals, err[1])):
             ax.text(x, v + up + 1.5, f"{v:.1f}", ha="center", va="bottom", fontsize=FONT_PT - 2)
@@ -80,12 +115,10 @@ def plot_pass1(rows: list[dict], systems: Sequence[str], figures_dir: str | Path
         ax.set_ylim(0, 100)
         ax.set_title(f"{r['family']} / {r['task']}")
         ax.grid(axis="y", lw=0.3, alpha=0.6)
-    for ax in list(axes.flat)[len(rows):]:
+    for ax in list(axes.flat)[len(rows) :]:
         ax.axis("off")
     fig.tight_layout()
     return _save(fig, figures_dir, "pass1_by_system", meta)
-
-
 
 
 def hard_curve(rows: list[dict], model: str) -> tuple[list[float], list[float], list[float]]:
@@ -106,12 +139,17 @@ def hard_curve(rows: list[dict], model: str) -> tuple[list[float], list[float], 
     return steps, xs, ys
 
 
-def train_curve(rows: list[dict], model: str, smooth: int) -> tuple[list[float], list[float], list[float]]:
+def train_curve(
+    rows: list[dict], model: str, smooth: int
+) -> tuple[list[float], list[float], list[float]]:
     """(steps, cumulative tokens, smoothed training-draft correctness) of ``model``."""
     toks = cumulative_tokens(rows)
     key = METRIC_KEYS["train_correct"].format(model=model)
-    pts = [(float(r.get(METRIC_KEYS["step"], i)), tok, float(r[key])) for i, (r, tok) in enumerate(zip(rows, toks))
-           if isinstance(r.get(key), (int, float)) and not math.isnan(r[key])]
+    pts = [
+        (float(r.get(METRIC_KEYS["step"], i)), tok, float(r[key]))
+        for i, (r, tok) in enumerate(zip(rows, toks))
+        if isinstance(r.get(key), (int, float)) and not math.isnan(r[key])
+    ]
     return [p[0] for p in pts], [p[1] for p in pts], _smooth([p[2] for p in pts], smooth)
 
 
@@ -138,7 +176,9 @@ def win_rates(rows: list[dict], model: str) -> tuple[list[float], list[float]]:
                 continue
             if model == "ties" and m["outcome"] == "ties":
                 won.append(float(v))
-            elif (m["outcome"] == "drafter_wins" and m["drafter"] == model) or (m["outcome"] == "reader_wins" and m["reader"] == model):
+            elif (m["outcome"] == "drafter_wins" and m["drafter"] == model) or (
+                m["outcome"] == "reader_wins" and m["reader"] == model
+            ):
                 won.append(float(v))
         if won:
             steps.append(step)
@@ -150,13 +190,19 @@ def _smooth(y: list[float], window: int) -> list[float]:
     """Trailing moving average: per-step duel outcomes are noisy at small batch sizes."""
     out = []
     for i in range(len(y)):
-        part = y[max(0, i - window + 1): i + 1]
+        part = y[max(0, i - window + 1) : i + 1]
         out.append(sum(part) / len(part))
     return out
 
 
-def plot_training_curves(config: dict, layout: Layout, methods: Sequence[str], figures_dir: str | Path, meta: dict,
-                         smooth: int = 5) -> list[Path]:
+def plot_training_curves(
+    config: dict,
+    layout: Layout,
+    methods: Sequence[str],
+    figures_dir: str | Path,
+    meta: dict,
+    smooth: int = 5,
+) -> list[Path]:
     """Hard-split pass@1 against step and against generated tokens, Agon vs GRPO, per model.
 
     Two panels (vs step, vs tokens) per (family, task); two (family, task) pairs per row
@@ -164,8 +210,15 @@ def plot_training_curves(config: dict, layout: Layout, methods: Sequence[str], f
     trainers logged no hard-split evaluation at all, the curves show each model's
     correctness on its own training drafts instead, and the figure says so."""
     split = config["eval"]["split"]
-    runs = {(f["name"], t["name"], m, seed): read_jsonl(layout.train_metrics(f["name"], t["name"], m, seed))
-            for f in config["families"] for t in config["tasks"] for m in methods for seed in config["seeds"]}
+    runs = {
+        (f["name"], t["name"], m, seed): read_jsonl(
+            layout.train_metrics(f["name"], t["name"], m, seed)
+        )
+        for f in config["families"]
+        for t in config["tasks"]
+        for m in methods
+        for seed in config["seeds"]
+    }
     use_hard = any(hard_curve(rows, model)[2] for rows in runs.values() for model in ("A", "B"))
 
     def curve(rows: list[dict], model: str):
@@ -175,10 +228,18 @@ def plot_training_curves(config: dict, layout: Layout, methods: Sequence[str], f
     pairs = [(f["name"], t["name"]) for f in config["families"] for t in config["tasks"]]
     per_row = 1 if len(pairs) <= 2 else 2
     nrows = math.ceil(len(pairs) / per_row)
-    fig, axes = plt.subplots(nrows, 2 * per_row, figsize=(PAPER_WIDTH_IN, (2.3 if per_row == 1 else 2.0) * nrows), squeeze=False)
+    fig, axes = plt.subplots(
+        nrows,
+        2 * per_row,
+        figsize=(PAPER_WIDTH_IN, (2.3 if per_row == 1 else 2.0) * nrows),
+        squeeze=False,
+    )
     handles: dict[str, Any] = {}
     for i, (f, t) in enumerate(pairs):
-        ax_step, ax_tok = axes[i // per_row, 2 * (i % per_row)], axes[i // per_row, 2 * (i % per_row) + 1]
+        ax_step, ax_tok = (
+            axes[i // per_row, 2 * (i % per_row)],
+            axes[i // per_row, 2 * (i % per_row) + 1],
+        )
         drawn, top = 0, 0.0
         for m in methods:
             for model, style in (("A", "-"), ("B", "--")):
@@ -186,7 +247,12 @@ def plot_training_curves(config: dict, layout: Layout, methods: Sequence[str], f
                     steps, toks, ys = curve(runs[(f, t, m, seed)], model)
                     if not ys:
                         continue
-                    kw = {"color": COLORS[m], "ls": style, "lw": 1.0, "alpha": 1.0 if j == 0 else 0.5}
+                    kw = {
+                        "color": COLORS[m],
+                        "ls": style,
+                        "lw": 1.0,
+                        "alpha": 1.0 if j == 0 else 0.5,
+                    }
                     if use_hard:
                         kw.update(marker="o", ms=2)
                     (line,) = ax_step.plot(steps, [100 * y for y in ys], **kw)
@@ -203,24 +269,42 @@ def plot_training_curves(config: dict, layout: Layout, methods: Sequence[str], f
             ax.set_title(f"{f} / {t}")
             ax.grid(lw=0.3, alpha=0.6)
             if not drawn:
-                ax.text(0.5, 0.5, "no curves\nin metrics.jsonl", ha="center", va="center", transform=ax.transAxes)
+                ax.text(
+                    0.5,
+                    0.5,
+                    "no curves\nin metrics.jsonl",
+                    ha="center",
+                    va="center",
+                    transform=ax.transAxes,
+                )
         # 100000, 120000, ... run into each other at paper size; 100k, 120k do not
         from matplotlib.ticker import EngFormatter
 
         ax_tok.xaxis.set_major_formatter(EngFormatter(sep=""))
-    for ax in axes.flat[2 * len(pairs):]:
+    for ax in axes.flat[2 * len(pairs) :]:
         ax.axis("off")
-    what = (f"{split}-split pass@1 during training" if use_hard else
-            f"correctness of each model's own training drafts ({smooth}-step mean; no {split}-split evaluations were logged)")
+    what = (
+        f"{split}-split pass@1 during training"
+        if use_hard
+        else f"correctness of each model's own training drafts ({smooth}-step mean; no {split}-split evaluations were logged)"
+    )
     if handles:
-        fig.legend(handles.values(), handles.keys(), loc="upper center", ncol=len(handles), frameon=False,
-                   title=f"{what}\nmodel A solid, B dashed; seeds after the first faded")
+        fig.legend(
+            handles.values(),
+            handles.keys(),
+            loc="upper center",
+            ncol=len(handles),
+            frameon=False,
+            title=f"{what}\nmodel A solid, B dashed; seeds after the first faded",
+        )
     legend_in = 0.6  # room for the two-line legend above the panels
     fig.tight_layout(rect=(0, 0, 1, 1 - legend_in / fig.get_size_inches()[1]))
     return _save(fig, figures_dir, "training_curves", meta)
 
 
-def plot_duel_dynamics(config: dict, layout: Layout, figures_dir: str | Path, meta: dict, smooth: int) -> list[Path]:
+def plot_duel_dynamics(
+    config: dict, layout: Layout, figures_dir: str | Path, meta: dict, smooth: int
+) -> list[Path]:
     """Each Agon model's duel win rate over training (ties count as neither model's win)."""
     plt = _style()
     pairs = [(f["name"], t["name"]) for f in config["families"] for t in config["tasks"]]
@@ -230,12 +314,22 @@ def plot_duel_dynamics(config: dict, layout: Layout, figures_dir: str | Path, me
         drawn = 0
         for j, seed in enumerate(config["seeds"]):
             rows = read_jsonl(layout.train_metrics(f, t, "agon", seed))
-            for model, color, label in (("A", "#d62728", "model A wins"), ("B", "#1f77b4", "model B wins"),
-                                        ("ties", "#9e9e9e", "ties")):
+            for model, color, label in (
+                ("A", "#d62728", "model A wins"),
+                ("B", "#1f77b4", "model B wins"),
+                ("ties", "#9e9e9e", "ties"),
+            ):
                 steps, rates = win_rates(rows, model)
                 if rates:
-                    ax.plot(steps, [100 * r for r in _smooth(rates, smooth)], color=color, lw=1.0,
-                            ls=":" if model == "ties" else "-", alpha=1.0 if j == 0 else 0.5, label=label if j == 0 else None)
+                    ax.plot(
+                        steps,
+                        [100 * r for r in _smooth(rates, smooth)],
+                        color=color,
+                        lw=1.0,
+                        ls=":" if model == "ties" else "-",
+                        alpha=1.0 if j == 0 else 0.5,
+                        label=label if j == 0 else None,
+                    )
                     drawn += 1
         ax.set_xlabel("training step")
         ax.set_ylabel(f"share of duels (%), {smooth}-step mean")
@@ -245,10 +339,15 @@ def plot_duel_dynamics(config: dict, layout: Layout, figures_dir: str | Path, me
         if drawn:
             ax.legend(frameon=False)
         else:
-            ax.text(0.5, 0.5, "no duel outcomes\nin metrics.jsonl", ha="center", va="center", transform=ax.transAxes)
-    for ax in list(axes.flat)[len(pairs):]:
+            ax.text(
+                0.5,
+                0.5,
+                "no duel outcomes\nin metrics.jsonl",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+            )
+    for ax in list(axes.flat)[len(pairs) :]:
         ax.axis("off")
     fig.tight_layout()
     return _save(fig, figures_dir, "duel_dynamics", meta)
-
-

@@ -25,7 +25,9 @@ PACKABLE_LAYER_TYPES = frozenset({"full_attention", "sliding_attention"})
 
 def supports_packing(model: torch.nn.Module) -> bool:
     """Whether ``model``'s layers all respect the packed-sequence mask (attention only)."""
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    config = (
+        model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    )
     layer_types = getattr(config, "layer_types", None)
     return not layer_types or set(layer_types) <= PACKABLE_LAYER_TYPES
 
@@ -40,7 +42,9 @@ class Packed:
     row: torch.Tensor  # (n,) row of sequence i
     start: torch.Tensor  # (n,) column where sequence i starts
 
-    def gather(self, values: torch.Tensor, offset: Sequence[int] | torch.Tensor, length: int) -> torch.Tensor:
+    def gather(
+        self, values: torch.Tensor, offset: Sequence[int] | torch.Tensor, length: int
+    ) -> torch.Tensor:
         """``out[i, j] = values[row_i, start_i + offset_i + j]`` for ``j < length``: a padded
         ``(n, length)`` view of per-token ``values`` (rows x width). Positions past a row's end
         read its last column; callers mask what lies beyond each sequence."""
@@ -49,7 +53,12 @@ class Packed:
         return values[self.row.unsqueeze(1), cols.clamp(max=values.size(1) - 1)]
 
 
-def pack(seqs: Sequence[Sequence[int]], pad_id: int, labels: Sequence[Sequence[int]] | None = None, width: int | None = None) -> Packed:
+def pack(
+    seqs: Sequence[Sequence[int]],
+    pad_id: int,
+    labels: Sequence[Sequence[int]] | None = None,
+    width: int | None = None,
+) -> Packed:
     """First-fit-decreasing packing of ``seqs`` into rows of ``width`` tokens (default: the longest).
 
     Deterministic: ties keep input order. ``labels``, when given, must match ``seqs`` in shape.
@@ -79,7 +88,9 @@ def pack(seqs: Sequence[Sequence[int]], pad_id: int, labels: Sequence[Sequence[i
         pos[r, o : o + n] = torch.arange(n)
         if lab is not None:
             if len(labels[i]) != n:
-                raise ValueError(f"pack: labels of sequence {i} have {len(labels[i])} tokens, the sequence {n}")
+                raise ValueError(
+                    f"pack: labels of sequence {i} have {len(labels[i])} tokens, the sequence {n}"
+                )
             lab[r, o : o + n] = torch.as_tensor(labels[i], dtype=torch.long)
     for r, used in enumerate(fill):
         pos[r, used:] = torch.arange(width - used)

@@ -20,17 +20,36 @@ from typing import Any
 
 from agon.config import config_hash
 
-PACKAGES = ("agon", "torch", "transformers", "trl", "accelerate", "datasets", "math-verify", "vllm", "snakemake", "numpy")
+PACKAGES = (
+    "agon",
+    "torch",
+    "transformers",
+    "trl",
+    "accelerate",
+    "datasets",
+    "math-verify",
+    "vllm",
+    "snakemake",
+    "numpy",
+)
 
 
 def git_commit(cwd: str | Path | None = None) -> dict:
     """The HEAD commit of the repository holding ``cwd`` (or this package), and if it is dirty."""
     where = Path(cwd) if cwd else Path(__file__).resolve().parent
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10)
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10
+        )
         if commit.returncode != 0:
             return {"commit": None, "dirty": None}
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where, capture_output=True, text=True, timeout=10)
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
@@ -78,7 +97,9 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return path
 
 
-def write_results(path: str | Path, payload: dict, config: Any = None, seed: int | None = None, **extra: Any) -> Path:
+def write_results(
+    path: str | Path, payload: dict, config: Any = None, seed: int | None = None, **extra: Any
+) -> Path:
     """Write a JSON results file atomically with a ``provenance`` block added.
 
     ``config`` is what the numbers depend on (its hash is recorded, and the config itself under

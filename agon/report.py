@@ -75,8 +75,13 @@ def _paired_means(series: Sequence[dict[str, float]], n_boot: int, seed: int) ->
     return [np.array([s[i] for i in ids])[idx].mean(1) for s in series]
 
 
-def paired_ratio_ci(num: dict[str, float], den: dict[str, float], base: dict[str, float] | None,
-                    n_boot: int, seed: int) -> tuple[float | None, float | None]:
+def paired_ratio_ci(
+    num: dict[str, float],
+    den: dict[str, float],
+    base: dict[str, float] | None,
+    n_boot: int,
+    seed: int,
+) -> tuple[float | None, float | None]:
     """95% bootstrap interval of mean(num)/mean(den) (or of the gains over ``base``),
     resampling the problems the systems share, the same draw for all of them."""
     import numpy as np
@@ -91,12 +96,16 @@ def paired_ratio_ci(num: dict[str, float], den: dict[str, float], base: dict[str
         # the denominator's own interval holds 0 (e.g. MoA no better than base): the ratio
         # is unbounded at 95%, which is what the table should say rather than a fake interval
         return -math.inf, math.inf
-    with np.errstate(divide="ignore", invalid="ignore"):  # a rare resample at exactly 0: +-inf, in the tails
+    with np.errstate(
+        divide="ignore", invalid="ignore"
+    ):  # a rare resample at exactly 0: +-inf, in the tails
         lo, hi = np.quantile(top / bottom, [0.025, 0.975])
     return float(lo), float(hi)
 
 
-def paired_gain_ci(num: dict[str, float], base: dict[str, float], n_boot: int, seed: int) -> tuple[float | None, float | None]:
+def paired_gain_ci(
+    num: dict[str, float], base: dict[str, float], n_boot: int, seed: int
+) -> tuple[float | None, float | None]:
     """95% bootstrap interval of mean(num) - mean(base), paired over the problems both share
     (the gain of a trained model over its own base)."""
     import numpy as np
@@ -112,8 +121,9 @@ def paired_gain_ci(num: dict[str, float], base: dict[str, float], n_boot: int, s
 GAINS = (("A", "base", ("grpo", "agon_single")), ("B", "base_b", ("grpo_b", "agon_single_b")))
 
 
-def system_stats(layout: Layout, family: str, task: str, system: str, seeds: Sequence[int],
-                 n_boot: int) -> tuple[dict, dict[str, float] | None]:
+def system_stats(
+    layout: Layout, family: str, task: str, system: str, seeds: Sequence[int], n_boot: int
+) -> tuple[dict, dict[str, float] | None]:
     """pass@1 (with se, interval) of one system, and its per-problem pass@1 for paired ratios."""
     from agon.stats import summarize
 
@@ -124,11 +134,15 @@ def system_stats(layout: Layout, family: str, task: str, system: str, seeds: Seq
         stats = summarize([counts[i] for i in ids], ks=(1,), n_boot=n_boot, seed=0)
         per_problem = {i: counts[i][1] / counts[i][0] for i in ids}
         return {**stats, "source": "samples"}, per_problem
-    summaries = [json.loads(Path(layout.eval_summary(family, task, system, s)).read_text()) for s in seeds]
+    summaries = [
+        json.loads(Path(layout.eval_summary(family, task, system, s)).read_text()) for s in seeds
+    ]
     keys = ("pass@1", "pass@1_se", "pass@1_lo", "pass@1_hi")
     missing = [k for k in keys if any(k not in s for s in summaries)]
     if missing:
-        raise ValueError(f"{family}/{task}/{system}: summary.json lacks {missing} and samples.jsonl has no problem ids/verdicts")
+        raise ValueError(
+            f"{family}/{task}/{system}: summary.json lacks {missing} and samples.jsonl has no problem ids/verdicts"
+        )
     stats = {k: sum(s[k] for s in summaries) / len(summaries) for k in keys}
     stats["n_problems"] = summaries[0].get("n_problems")
     return {**stats, "source": "summary"}, None
@@ -144,14 +158,19 @@ def compute_used(layout: Layout, family: str, task: str, system: str, seeds: Seq
 
     ev = [json.loads(Path(layout.eval_summary(family, task, system, s)).read_text()) for s in seeds]
     out["eval_tokens"] = mean([summary_number(e, TOKEN_KEYS) for e in ev])
-    wall = [benchmark_seconds(layout.benchmark(f"eval/{family}/{task}/{system}/seed{s}")) or summary_number(e, WALL_KEYS)
-            for s, e in zip(seeds, ev)]
+    wall = [
+        benchmark_seconds(layout.benchmark(f"eval/{family}/{task}/{system}/seed{s}"))
+        or summary_number(e, WALL_KEYS)
+        for s, e in zip(seeds, ev)
+    ]
     w = mean(wall)
     out["eval_wall_h"] = w / 3600 if w is not None else None
     return out
 
 
-def train_compute(layout: Layout, family: str, task: str, method: str, seeds: Sequence[int]) -> dict:
+def train_compute(
+    layout: Layout, family: str, task: str, method: str, seeds: Sequence[int]
+) -> dict:
     """Mean per seed of the training run's generated tokens and wall hours."""
     toks, walls = [], []
     for s in seeds:
@@ -161,7 +180,10 @@ def train_compute(layout: Layout, family: str, task: str, method: str, seeds: Se
             rows = read_jsonl(layout.train_metrics(family, task, method, s))
             t = cumulative_tokens(rows)[-1] if rows else None
         toks.append(t)
-        walls.append(benchmark_seconds(layout.benchmark(f"train/{family}/{task}/{method}/seed{s}")) or summary_number(summary, WALL_KEYS))
+        walls.append(
+            benchmark_seconds(layout.benchmark(f"train/{family}/{task}/{method}/seed{s}"))
+            or summary_number(summary, WALL_KEYS)
+        )
     mean = lambda v: sum(v) / len(v) if v and all(x is not None for x in v) else None  # noqa: E731
     w = mean(walls)
     return {"train_tokens": mean(toks), "train_wall_h": w / 3600 if w is not None else None}
@@ -177,7 +199,12 @@ def build_table(config: dict, layout: Layout) -> list[dict]:
     for fam in config["families"]:
         for task in config["tasks"]:
             f, t = fam["name"], task["name"]
-            row: dict[str, Any] = {"family": f, "task": t, "split": config["eval"]["split"], "seeds": len(seeds)}
+            row: dict[str, Any] = {
+                "family": f,
+                "task": t,
+                "split": config["eval"]["split"],
+                "seeds": len(seeds),
+            }
             per_problem: dict[str, dict[str, float] | None] = {}
             for s in systems:
                 stats, per_problem[s] = system_stats(layout, f, t, s, seeds, n_boot)
@@ -188,19 +215,30 @@ def build_table(config: dict, layout: Layout) -> list[dict]:
             p = {s: row[f"{s}_pass@1"] for s in systems}
             if "agon" in p and "grpo" in p:
                 row["agon_over_grpo"] = _ratio(p["agon"], p["grpo"])
-                lo, hi = (paired_ratio_ci(per_problem["agon"], per_problem["grpo"], None, n_boot, 1)
-                          if per_problem["agon"] and per_problem["grpo"] else (None, None))
+                lo, hi = (
+                    paired_ratio_ci(per_problem["agon"], per_problem["grpo"], None, n_boot, 1)
+                    if per_problem["agon"] and per_problem["grpo"]
+                    else (None, None)
+                )
                 row["agon_over_grpo_lo"], row["agon_over_grpo_hi"] = lo, hi
             if {"agon", "moa", "base"} <= set(p):
                 row["agon_gain_over_moa_gain"] = _ratio(p["agon"] - p["base"], p["moa"] - p["base"])
-                lo, hi = (paired_ratio_ci(per_problem["agon"], per_problem["moa"], per_problem["base"], n_boot, 2)
-                          if all(per_problem[s] for s in ("agon", "moa", "base")) else (None, None))
+                lo, hi = (
+                    paired_ratio_ci(
+                        per_problem["agon"], per_problem["moa"], per_problem["base"], n_boot, 2
+                    )
+                    if all(per_problem[s] for s in ("agon", "moa", "base"))
+                    else (None, None)
+                )
                 row["agon_gain_over_moa_gain_lo"], row["agon_gain_over_moa_gain_hi"] = lo, hi
             for _, base, trained_systems in GAINS:
                 for s in (x for x in trained_systems if x in p and base in p):
                     row[f"{s}_gain"] = p[s] - p[base]
-                    lo, hi = (paired_gain_ci(per_problem[s], per_problem[base], n_boot, 3)
-                              if per_problem[s] and per_problem[base] else (None, None))
+                    lo, hi = (
+                        paired_gain_ci(per_problem[s], per_problem[base], n_boot, 3)
+                        if per_problem[s] and per_problem[base]
+                        else (None, None)
+                    )
                     row[f"{s}_gain_lo"], row[f"{s}_gain_hi"] = lo, hi
             for m in trained:
                 for k, v in train_compute(layout, f, t, m, seeds).items():
@@ -240,6 +278,7 @@ def table_csv(rows: list[dict]) -> str:
 
 def table_markdown(rows: list[dict], systems: Sequence[str], config_hash_: str) -> str:
     """A readable rendering: pass@1 [95% CI] per system, the ratios, then compute."""
+
     def pct(r: dict, s: str) -> str:
         v, lo, hi = r.get(f"{s}_pass@1"), r.get(f"{s}_pass@1_lo"), r.get(f"{s}_pass@1_hi")
         return "" if v is None else f"{100 * v:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
@@ -257,33 +296,73 @@ def table_markdown(rows: list[dict], systems: Sequence[str], config_hash_: str) 
     head = ["family", "task", *systems, "agon / grpo", "(agon-base) / (moa-base)"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r["family"], r["task"], *(pct(r, s) for s in systems),
-                 ratio(r, "agon_over_grpo"), ratio(r, "agon_gain_over_moa_gain")]
+        cells = [
+            r["family"],
+            r["task"],
+            *(pct(r, s) for s in systems),
+            ratio(r, "agon_over_grpo"),
+            ratio(r, "agon_gain_over_moa_gain"),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
-    gain_rows = [(r, model, base, ts) for r in rows for model, base, ts in GAINS if r.get(f"{base}_pass@1") is not None]
+    gain_rows = [
+        (r, model, base, ts)
+        for r in rows
+        for model, base, ts in GAINS
+        if r.get(f"{base}_pass@1") is not None
+    ]
     if gain_rows:
-        lines += ["", "## Each model alone: trained vs. its own base (pass@1 %, gain in points [paired 95% interval])", "",
-                  "| family | task | model | base | grpo | agon (alone) |", "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## Each model alone: trained vs. its own base (pass@1 %, gain in points [paired 95% interval])",
+            "",
+            "| family | task | model | base | grpo | agon (alone) |",
+            "|---|---|---|---|---|---|",
+        ]
         for r, model, base, ts in gain_rows:
             cells = [r["family"], r["task"], model, pct(r, base)]
             for s in ts:
                 g, lo, hi = r.get(f"{s}_gain"), r.get(f"{s}_gain_lo"), r.get(f"{s}_gain_hi")
-                gain = "" if g is None else f"; {100 * g:+.1f}" + (f" [{100 * lo:+.1f}, {100 * hi:+.1f}]" if lo is not None else "")
-                cells.append(f"{100 * r[f'{s}_pass@1']:.1f}{gain}" if r.get(f"{s}_pass@1") is not None else "")
+                gain = (
+                    ""
+                    if g is None
+                    else f"; {100 * g:+.1f}"
+                    + (f" [{100 * lo:+.1f}, {100 * hi:+.1f}]" if lo is not None else "")
+                )
+                cells.append(
+                    f"{100 * r[f'{s}_pass@1']:.1f}{gain}"
+                    if r.get(f"{s}_pass@1") is not None
+                    else ""
+                )
             lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "## Compute (mean per seed)", "",
-              "| family | task | system | eval tokens | eval wall h | train tokens | train wall h |",
-              "|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Compute (mean per seed)",
+        "",
+        "| family | task | system | eval tokens | eval wall h | train tokens | train wall h |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         for s in systems:
             m = SYSTEMS[s].train
             tt, tw = (r.get(f"{m}_train_tokens"), r.get(f"{m}_train_wall_h")) if m else (0, 0)
-            cells = [r["family"], r["task"], s, *(_short(v) for v in (r.get(f"{s}_eval_tokens"), r.get(f"{s}_eval_wall_h"), tt, tw))]
+            cells = [
+                r["family"],
+                r["task"],
+                s,
+                *(
+                    _short(v)
+                    for v in (r.get(f"{s}_eval_tokens"), r.get(f"{s}_eval_wall_h"), tt, tw)
+                ),
+            ]
             lines.append("| " + " | ".join(cells) + " |")
     n = rows[0].get("n_problems") if rows else None
-    lines += ["", f"Split: {rows[0]['split'] if rows else ''}; problems per row: {n}; seeds: {rows[0]['seeds'] if rows else ''}; "
-              f"config hash: {config_hash_}. Trained systems' train columns are those of their training run "
-              "(grpo_b and grpo_cascade share grpo's; agon_rev and agon_single(_b) share agon's).", ""]
+    lines += [
+        "",
+        f"Split: {rows[0]['split'] if rows else ''}; problems per row: {n}; seeds: {rows[0]['seeds'] if rows else ''}; "
+        f"config hash: {config_hash_}. Trained systems' train columns are those of their training run "
+        "(grpo_b and grpo_cascade share grpo's; agon_rev and agon_single(_b) share agon's).",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -310,22 +389,40 @@ def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, lis
         figs += plot_duel_dynamics(config, layout, layout.figures_dir, meta, smooth)
     written["figures"] = figs
     # the provenance sidecar is written last: its presence means the rest is complete
-    inputs = [layout.eval_summary(f["name"], t["name"], s, seed) for f in config["families"]
-              for t in config["tasks"] for s in systems for seed in config["seeds"]]
-    written["provenance"] = [write_results(
-        layout.table_provenance(),
-        {"table": layout.table_csv(), "markdown": layout.table_md(), "figures": [str(p) for p in figs],
-         "rows": len(rows), "inputs": inputs},
-        config=config, seed=None)]
+    inputs = [
+        layout.eval_summary(f["name"], t["name"], s, seed)
+        for f in config["families"]
+        for t in config["tasks"]
+        for s in systems
+        for seed in config["seeds"]
+    ]
+    written["provenance"] = [
+        write_results(
+            layout.table_provenance(),
+            {
+                "table": layout.table_csv(),
+                "markdown": layout.table_md(),
+                "figures": [str(p) for p in figs],
+                "rows": len(rows),
+                "inputs": inputs,
+            },
+            config=config,
+            seed=None,
+        )
+    ]
     return written
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register `agon report`."""
     p = sub.add_parser("report", help="table 1 (CSV + Markdown) and the paper figures")
-    p.add_argument("--config", required=True, help="agon config YAML (the one the results were made with)")
+    p.add_argument(
+        "--config", required=True, help="agon config YAML (the one the results were made with)"
+    )
     p.add_argument("--figures", default="figures", help="folder for the PNG and PDF figures")
-    p.add_argument("--smooth", type=int, default=5, help="steps in the moving average of duel win rates")
+    p.add_argument(
+        "--smooth", type=int, default=5, help="steps in the moving average of duel win rates"
+    )
     p.set_defaults(func=_cli)
 
 

@@ -70,7 +70,9 @@ def systems_for_methods(methods: Iterable[str]) -> list[str]:
     wanted = set(methods)
     unknown = wanted - {s.method for s in SYSTEMS.values()}
     if unknown:
-        raise ValueError(f"methods: unknown {sorted(unknown)}; known: {sorted({s.method for s in SYSTEMS.values()})}")
+        raise ValueError(
+            f"methods: unknown {sorted(unknown)}; known: {sorted({s.method for s in SYSTEMS.values()})}"
+        )
     return [name for name, s in SYSTEMS.items() if s.method in wanted]
 
 
@@ -152,7 +154,11 @@ class Layout:
         return names
 
     def figures(self, train_methods: Sequence[str]) -> list[str]:
-        return [f"{self.figures_dir}/{n}.{ext}" for n in self.figure_names(train_methods) for ext in FIGURE_FORMATS]
+        return [
+            f"{self.figures_dir}/{n}.{ext}"
+            for n in self.figure_names(train_methods)
+            for ext in FIGURE_FORMATS
+        ]
 
 
 # ----------------------------------------------------------------------------- reading results
@@ -218,7 +224,9 @@ def benchmark_seconds(path: str | Path) -> float | None:
 def _sample_problem_and_correct(row: dict) -> tuple[str, bool] | None:
     """(problem id, correct) of one samples.jsonl line, or None if it lacks either."""
     pid = row.get("problem_id", row.get("id"))
-    correct = row["correct"] if "correct" in row else (row.get("verdict") or {}).get("correct", "missing")
+    correct = (
+        row["correct"] if "correct" in row else (row.get("verdict") or {}).get("correct", "missing")
+    )
     if pid is None or correct == "missing":
         return None
     return str(pid), correct is True  # None (unscorable) counts as a failure

@@ -16,7 +16,9 @@ import torch
 from agon.packing import pack, supports_packing
 
 
-def collate(prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def collate(
+    prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]], pad_token_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``[left-padded prompt | right-padded completion]`` ids, attention mask, completion mask."""
     cmask = completion_mask(completion_ids).long()
     P, (B, C) = max(len(p) for p in prompt_ids), cmask.shape
@@ -45,7 +47,9 @@ def enable_token_logprobs(model: torch.nn.Module, temperature: float) -> None:
     model._agon_fused_temperature = temperature
 
 
-def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, n_completion: int) -> tuple[torch.Tensor, torch.Tensor]:
+def token_logprobs(
+    model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, n_completion: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-probs and entropies of the last ``n_completion`` tokens of each row.
 
     Rows are ``[left-padded prompt | right-padded completion]``; the model must have been
@@ -53,11 +57,20 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_ma
     """
     labels = input_ids.masked_fill(attention_mask == 0, -100)
     labels[:, :-n_completion] = -100
-    out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, fused_lm_head=True)
+    out = model(
+        input_ids=input_ids, attention_mask=attention_mask, labels=labels, fused_lm_head=True
+    )
     return out.log_probs[:, -n_completion:], out.entropy[:, -n_completion:]
 
 
-def completion_logprobs(model: torch.nn.Module, prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]], width: int, pad_token_id: int, packing: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def completion_logprobs(
+    model: torch.nn.Module,
+    prompt_ids: Sequence[Sequence[int]],
+    completion_ids: Sequence[Sequence[int]],
+    width: int,
+    pad_token_id: int,
+    packing: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-probs and entropies of each completion given its prompt, as ``(n, width)``
     tensors (zero past a completion's end).
 
@@ -71,15 +84,25 @@ def completion_logprobs(model: torch.nn.Module, prompt_ids: Sequence[Sequence[in
         ids, attn, _ = collate(prompt_ids, completion_ids, pad_token_id)
         logps, ent = token_logprobs(model, ids, attn, ids.size(1) - max(len(p) for p in prompt_ids))
         return _fit(logps, width), _fit(ent, width)
-    p = pack([[*a, *b] for a, b in zip(prompt_ids, completion_ids)], pad_token_id, labels=[[-100] * len(a) + list(b) for a, b in zip(prompt_ids, completion_ids)])
-    out = model(input_ids=p.input_ids, position_ids=p.position_ids, labels=p.labels, fused_lm_head=True)
+    p = pack(
+        [[*a, *b] for a, b in zip(prompt_ids, completion_ids)],
+        pad_token_id,
+        labels=[[-100] * len(a) + list(b) for a, b in zip(prompt_ids, completion_ids)],
+    )
+    out = model(
+        input_ids=p.input_ids, position_ids=p.position_ids, labels=p.labels, fused_lm_head=True
+    )
     # out.* are shifted: column t scores token t + 1, so completion token j sits at len(prompt) - 1 + j
     first = [len(a) - 1 for a in prompt_ids]
     off = ~completion_mask(completion_ids, width)
-    return p.gather(out.log_probs, first, width).masked_fill(off, 0.0), p.gather(out.entropy, first, width).masked_fill(off, 0.0)
+    return p.gather(out.log_probs, first, width).masked_fill(off, 0.0), p.gather(
+        out.entropy, first, width
+    ).masked_fill(off, 0.0)
 
 
-def completion_mask(completion_ids: Sequence[Sequence[int]], width: int | None = None) -> torch.Tensor:
+def completion_mask(
+    completion_ids: Sequence[Sequence[int]], width: int | None = None
+) -> torch.Tensor:
     """``(n, width)`` bool mask of each completion's tokens (width: the longest, at least 1)."""
     lengths = torch.tensor([len(c) for c in completion_ids], dtype=torch.long)
     width = max(int(lengths.max()) if len(lengths) else 0, 1) if width is None else width
@@ -88,4 +111,6 @@ def completion_mask(completion_ids: Sequence[Sequence[int]], width: int | None =
 
 def _fit(x: torch.Tensor, width: int) -> torch.Tensor:
     """``x`` cut or zero-padded on the right to ``width`` columns."""
-    return x[:, :width] if x.size(1) >= width else torch.nn.functional.pad(x, (0, width - x.size(1)))
+    return (
+        x[:, :width] if x.size(1) >= width else torch.nn.functional.pad(x, (0, width - x.size(1)))
+    )

@@ -38,7 +38,9 @@ def mean_se(values: Sequence[float]) -> tuple[float, float]:
     return float(x.mean()), se
 
 
-def bootstrap_ci(values: Sequence[float], n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+def bootstrap_ci(
+    values: Sequence[float], n_boot: int = 1000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean, resampling problems with a seeded RNG."""
     x = np.asarray(values, dtype=float)
     if x.size == 0:
@@ -50,7 +52,9 @@ def bootstrap_ci(values: Sequence[float], n_boot: int = 1000, seed: int = 0, lev
     return float(lo), float(hi)
 
 
-def summarize(counts: Sequence[tuple[int, int]], ks: Sequence[int] = (1,), n_boot: int = 1000, seed: int = 0) -> dict:
+def summarize(
+    counts: Sequence[tuple[int, int]], ks: Sequence[int] = (1,), n_boot: int = 1000, seed: int = 0
+) -> dict:
     """pass@k for each k with standard error and 95% bootstrap interval, as a flat dict.
 
     Keys: ``pass@{k}``, ``pass@{k}_se``, ``pass@{k}_lo``, ``pass@{k}_hi``, plus ``n_problems``

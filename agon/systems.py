@@ -54,7 +54,9 @@ class System(Protocol):
 
     name: str
 
-    def run(self, task: Task, problems: Sequence[Problem], n: int, sampling: SamplingParams) -> list[list[Sample]]:
+    def run(
+        self, task: Task, problems: Sequence[Problem], n: int, sampling: SamplingParams
+    ) -> list[list[Sample]]:
         """For each problem, ``n`` samples."""
         ...
 
@@ -69,7 +71,11 @@ STAGE_SEED_STRIDE = 1_000_003
 
 def stage_sampling(sampling: SamplingParams, stage: int) -> SamplingParams:
     """``sampling`` with the seed offset for pipeline stage ``stage`` (unseeded stays unseeded)."""
-    return sampling if sampling.seed is None else replace(sampling, seed=sampling.seed + stage * STAGE_SEED_STRIDE)
+    return (
+        sampling
+        if sampling.seed is None
+        else replace(sampling, seed=sampling.seed + stage * STAGE_SEED_STRIDE)
+    )
 
 
 def _sample(prompt: Messages, c: Completion, **extra: Any) -> Sample:
@@ -90,7 +96,9 @@ class Single:
     engine: Engine
     name: str = "single"
 
-    def run(self, task: Task, problems: Sequence[Problem], n: int, sampling: SamplingParams) -> list[list[Sample]]:
+    def run(
+        self, task: Task, problems: Sequence[Problem], n: int, sampling: SamplingParams
+    ) -> list[list[Sample]]:
         """``n`` independent answers per problem."""
         prompts = [task.solve_prompt(p) for p in problems]
         outs = self.engine.generate(prompts, n=n, sampling=stage_sampling(sampling, 0))
@@ -110,9 +118,13 @@ class Cascade:
     draft_view: str = "full"
     name: str = "cascade"
 
-    def run(self, task: Task, problems: Sequence[Problem], n: int, sampling: SamplingParams) -> list[list[Sample]]:
+    def run(
+        self, task: Task, problems: Sequence[Problem], n: int, sampling: SamplingParams
+    ) -> list[list[Sample]]:
         """``n`` draft -> read chains per problem; the answer is the read."""
-        drafts = self.drafter.generate([task.solve_prompt(p) for p in problems], n=n, sampling=stage_sampling(sampling, 0))
+        drafts = self.drafter.generate(
+            [task.solve_prompt(p) for p in problems], n=n, sampling=stage_sampling(sampling, 0)
+        )
         tokenizer = getattr(self.drafter, "tokenizer", None)
         reader_prompts, shown = [], []
         for problem, cs in zip(problems, drafts):
@@ -126,7 +138,15 @@ class Cascade:
             row = []
             for j, draft in enumerate(cs):
                 k = i * n + j
-                row.append(_sample(reader_prompts[k], reads[k][0], drafts=[draft.text], shown=[shown[k]], draft_tokens=len(draft.token_ids)))
+                row.append(
+                    _sample(
+                        reader_prompts[k],
+                        reads[k][0],
+                        drafts=[draft.text],
+                        shown=[shown[k]],
+                        draft_tokens=len(draft.token_ids),
+                    )
+                )
             out.append(row)
         return out
 

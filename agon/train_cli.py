@@ -29,19 +29,36 @@ log = logging.getLogger("agon.train")
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register `agon train`."""
-    p = sub.add_parser("train", help="train a method (agon duel or GRPO baseline) on one family x task")
-    p.add_argument("--config", required=True, help="YAML config (config/config.yaml, config/paper.yaml)")
+    p = sub.add_parser(
+        "train", help="train a method (agon duel or GRPO baseline) on one family x task"
+    )
+    p.add_argument(
+        "--config", required=True, help="YAML config (config/config.yaml, config/paper.yaml)"
+    )
     p.add_argument("--family", required=True, help="family row name")
     p.add_argument("--task", required=True, help="task row name")
     p.add_argument("--method", required=True, choices=METHODS)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True, help="output folder (A/, B/, metrics.jsonl, summary.json, checkpoints/)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="output folder (A/, B/, metrics.jsonl, summary.json, checkpoints/)",
+    )
     p.add_argument("--steps", type=int, default=None, help="override train.steps (smoke runs)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    p.add_argument(
+        "--threads", type=int, default=None, help="torch threads (default: torch's choice)"
+    )
     p.set_defaults(func=_cli)
 
 
-def prepare(config_path: str | Path, family: str, task: str, method: str, seed: int, steps: int | None = None) -> tuple[dict, dict, Any]:
+def prepare(
+    config_path: str | Path,
+    family: str,
+    task: str,
+    method: str,
+    seed: int,
+    steps: int | None = None,
+) -> tuple[dict, dict, Any]:
     """Load and check everything that can be checked before a model loads.
 
     Returns (config, family row, settings): :class:`agon.duel.DuelSettings` for agon,
@@ -74,7 +91,9 @@ def _check_vllm() -> None:
     try:
         import vllm  # noqa: F401
     except ImportError:
-        raise ConfigError("train.backend is vllm but vLLM is not installed; `pip install agon[gpu]` on a GPU machine, or use backend: hf") from None
+        raise ConfigError(
+            "train.backend is vllm but vLLM is not installed; `pip install agon[gpu]` on a GPU machine, or use backend: hf"
+        ) from None
 
 
 def make_accelerator() -> Any:
@@ -121,8 +140,12 @@ def train_agon(config: dict, fam: dict, task_name: str, settings: Any, out: Path
         engine = rollout_engine(config, fam, name.lower(), model, tok)
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         policy = duel.make_policy(name, model, engine, settings, pad_token_id=pad)
-        if accelerator is not None:  # shard / replicate each model with its own optimizer (FSDP2 or DDP)
-            policy.model, policy.optimizer, policy.scheduler = accelerator.prepare(policy.model, policy.optimizer, policy.scheduler)
+        if (
+            accelerator is not None
+        ):  # shard / replicate each model with its own optimizer (FSDP2 or DDP)
+            policy.model, policy.optimizer, policy.scheduler = accelerator.prepare(
+                policy.model, policy.optimizer, policy.scheduler
+            )
             policy.accelerator = accelerator
         policies[name] = policy
         tokenizers[name] = tok
@@ -137,15 +160,35 @@ def train_agon(config: dict, fam: dict, task_name: str, settings: Any, out: Path
         else:  # gather the full weights (FSDP2 shards them), save once
             state = accelerator.get_state_dict(pol.model)
             if accelerator.is_main_process:
-                _save_model(accelerator.unwrap_model(pol.model), tokenizers[name], out / name, state_dict=state)
+                _save_model(
+                    accelerator.unwrap_model(pol.model),
+                    tokenizers[name],
+                    out / name,
+                    state_dict=state,
+                )
             accelerator.wait_for_everyone()
-    return summarize_metrics(out / "metrics.jsonl") | {"wall_s_this_run": time.time() - t0, "steps_this_run": len(rows)}
+    return summarize_metrics(out / "metrics.jsonl") | {
+        "wall_s_this_run": time.time() - t0,
+        "steps_this_run": len(rows),
+    }
 
 
 def _print_step(row: dict) -> None:
-    keys = ["A/drafter/correct", "A/reader/correct", "B/drafter/correct", "B/reader/correct", "duel/reader_wins", "tokens_generated",
-            "eval/hard_pass@1/A", "eval/hard_pass@1/B"]
-    print(f"[agon train] step {row['step']}: " + " ".join(f"{k}={row[k]:.3g}" for k in keys if k in row), flush=True)
+    keys = [
+        "A/drafter/correct",
+        "A/reader/correct",
+        "B/drafter/correct",
+        "B/reader/correct",
+        "duel/reader_wins",
+        "tokens_generated",
+        "eval/hard_pass@1/A",
+        "eval/hard_pass@1/B",
+    ]
+    print(
+        f"[agon train] step {row['step']}: "
+        + " ".join(f"{k}={row[k]:.3g}" for k in keys if k in row),
+        flush=True,
+    )
 
 
 def summarize_metrics(path: Path) -> dict:
@@ -153,10 +196,16 @@ def summarize_metrics(path: Path) -> dict:
     and each model's last hard-split evaluation (after the last update, once the run is complete)."""
     from agon.train_eval import KEY, SECONDS_KEY, is_eval_only
 
-    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()] if Path(path).exists() else []
+    rows = (
+        [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+        if Path(path).exists()
+        else []
+    )
     out: dict[str, Any] = {"steps": sum(not is_eval_only(r) for r in rows)}
     for name in ("A", "B"):
-        out[f"{name}/tokens_generated"] = sum(r.get(f"{name}/drafter/tokens", 0) + r.get(f"{name}/reader/tokens", 0) for r in rows)
+        out[f"{name}/tokens_generated"] = sum(
+            r.get(f"{name}/drafter/tokens", 0) + r.get(f"{name}/reader/tokens", 0) for r in rows
+        )
         out[f"{name}/skipped_updates"] = sum(r.get(f"{name}/skipped", 0) for r in rows)
         evals = [r[KEY.format(model=name)] for r in rows if KEY.format(model=name) in r]
         if evals:
@@ -167,7 +216,15 @@ def summarize_metrics(path: Path) -> dict:
     return out
 
 
-def run(config_path: str | Path, family: str, task: str, method: str, seed: int, out: str | Path, steps: int | None = None) -> dict:
+def run(
+    config_path: str | Path,
+    family: str,
+    task: str,
+    method: str,
+    seed: int,
+    out: str | Path,
+    steps: int | None = None,
+) -> dict:
     """Prepare (fails fast), train, write DIR/A, DIR/B, metrics.jsonl and summary.json."""
     from agon.provenance import write_results
 
@@ -181,8 +238,15 @@ def run(config_path: str | Path, family: str, task: str, method: str, seed: int,
         from baselines.grpo import train_pair
 
         payload = train_pair(config, fam, task, settings, out)
-    payload = {"method": method, "family": family, "task": task, "seed": seed, "wall_s": time.time() - t0,
-               "settings": _jsonable(settings), **payload}
+    payload = {
+        "method": method,
+        "family": family,
+        "task": task,
+        "seed": seed,
+        "wall_s": time.time() - t0,
+        "settings": _jsonable(settings),
+        **payload,
+    }
     write_results(out / "summary.json", payload, config=config, seed=seed)
     return payload
 
@@ -200,7 +264,9 @@ def _cli(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.threads)
     try:
-        payload = run(args.config, args.family, args.task, args.method, args.seed, args.out, steps=args.steps)
+        payload = run(
+            args.config, args.family, args.task, args.method, args.seed, args.out, steps=args.steps
+        )
     except ConfigError as err:
         print(f"agon train: {err}")
         return 2

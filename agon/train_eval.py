@@ -42,8 +42,14 @@ HARD_SPLIT = "hard"
 KEY = "eval/hard_pass@1/{model}"  # what agon.results.METRIC_KEYS["hard_pass1"] reads
 TOKENS_KEY = "eval/hard_tokens/{model}"  # tokens the evaluation generated (not training tokens)
 PROBLEMS_KEY = "eval/hard_problems"  # how many hard problems were evaluated
-SECONDS_KEY = "time/eval_s"  # wall time of the evaluation (time/ keys are not part of a resume's check)
-ROW_KEYS = ("step", "tokens_generated", SECONDS_KEY)  # the keys an evaluation-only row has besides eval/*
+SECONDS_KEY = (
+    "time/eval_s"  # wall time of the evaluation (time/ keys are not part of a resume's check)
+)
+ROW_KEYS = (
+    "step",
+    "tokens_generated",
+    SECONDS_KEY,
+)  # the keys an evaluation-only row has besides eval/*
 
 
 def check_settings(every: int, limit: int | None = None) -> None:
@@ -71,7 +77,9 @@ def hard_problems(task: Task, limit: int | None) -> list[Problem]:
     if limit is not None:
         problems = problems[:limit]
     if not problems:
-        raise ValueError(f"task {task.name!r} has no {HARD_SPLIT!r} problems to evaluate on; set train.eval_every: 0")
+        raise ValueError(
+            f"task {task.name!r} has no {HARD_SPLIT!r} problems to evaluate on; set train.eval_every: 0"
+        )
     return problems
 
 
@@ -101,8 +109,13 @@ def eval_mode(models: Sequence[torch.nn.Module]) -> Iterator[None]:
             m.training = training
 
 
-def hard_pass1(engines: Mapping[str, Engine], task: Task, problems: Sequence[Problem], max_new_tokens: int,
-               models: Sequence[torch.nn.Module] = ()) -> dict[str, float]:
+def hard_pass1(
+    engines: Mapping[str, Engine],
+    task: Task,
+    problems: Sequence[Problem],
+    max_new_tokens: int,
+    models: Sequence[torch.nn.Module] = (),
+) -> dict[str, float]:
     """Greedy pass@1 of each engine alone on ``problems``, as metrics-row entries.
 
     ``engines`` maps a model name ("A", "B") to the engine that generates with it; ``models``
@@ -134,10 +147,16 @@ def final_row(steps_done: int, evaluation: Mapping[str, Any]) -> dict[str, Any]:
 
 def is_eval_only(row: Mapping[str, Any]) -> bool:
     """True for a :func:`final_row` (a row with no training step in it)."""
-    return any(k.startswith("eval/") for k in row) and all(k in ROW_KEYS or k.startswith("eval/") for k in row)
+    return any(k.startswith("eval/") for k in row) and all(
+        k in ROW_KEYS or k.startswith("eval/") for k in row
+    )
 
 
 def describe(evaluation: Mapping[str, Any]) -> str:
     """``A=0.42 B=0.38 (64 problems, 3.1s)`` for a log line."""
-    scores = " ".join(f"{k.rsplit('/', 1)[1]}={v:.3f}" for k, v in evaluation.items() if k.startswith("eval/hard_pass@1/"))
+    scores = " ".join(
+        f"{k.rsplit('/', 1)[1]}={v:.3f}"
+        for k, v in evaluation.items()
+        if k.startswith("eval/hard_pass@1/")
+    )
     return f"{scores} ({evaluation.get(PROBLEMS_KEY)} problems, {evaluation.get(SECONDS_KEY, float('nan')):.1f}s)"

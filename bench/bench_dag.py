@@ -23,11 +23,27 @@ TARGETS = {"dag.noop_rerun_s": ("<=", 15.0)}
 
 def _snakemake(workdir: Path, *args: str) -> tuple[float, str]:
     t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],
-                         capture_output=True, text=True, timeout=1200, cwd=workdir)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(REPO / "Snakefile"),
+            "-d",
+            str(workdir),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=workdir,
+    )
     wall = time.perf_counter() - t0
     if res.returncode != 0:
-        raise RuntimeError(f"snakemake {' '.join(args)} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+        raise RuntimeError(
+            f"snakemake {' '.join(args)} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+        )
     return wall, res.stdout + res.stderr
 
 
@@ -42,6 +58,8 @@ def run() -> dict[str, float]:
         _snakemake(wd, "--cores", "2")  # setup: the real (reduced) run
         noop, log = _snakemake(wd, "--cores", "1")
         if "Nothing to be done" not in log:  # e.g. the code changed under the setup run
-            raise RuntimeError(f"the rerun was not a no-op, so its time is not the metric:\n{log[-3000:]}")
+            raise RuntimeError(
+                f"the rerun was not a no-op, so its time is not the metric:\n{log[-3000:]}"
+            )
         paper, _ = _snakemake(wd, "-n", "--configfile", "config/paper.yaml")
     return {"dag.noop_rerun_s": noop, "dag.paper_dry_run_s": paper}

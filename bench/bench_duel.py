@@ -25,7 +25,13 @@ from pathlib import Path
 
 TARGETS = {"duel.step_over_two_solo": ("<=", 1.10), "solo.step_over_trl": ("<=", 1.0)}
 
-P, G, MAX_NEW, STEPS, LR = 8, 8, 24, 5, 1e-3  # problems, samples per problem, tokens, timed steps, learning rate
+P, G, MAX_NEW, STEPS, LR = (
+    8,
+    8,
+    24,
+    5,
+    1e-3,
+)  # problems, samples per problem, tokens, timed steps, learning rate
 THREADS = 1  # torch threads for every measured side
 
 
@@ -57,13 +63,29 @@ def _trl_step_times(model_path: Path, work: Path, n: int) -> list[float]:
 
     task = ParityTask()
     problems = task.problems("train")
-    ds = Dataset.from_list([{"prompt": task.solve_prompt(p), "problem_id": p.id} for p in problems] * 20)
+    ds = Dataset.from_list(
+        [{"prompt": task.solve_prompt(p), "problem_id": p.id} for p in problems] * 20
+    )
     tok = AutoTokenizer.from_pretrained(model_path)
     model = AutoModelForCausalLM.from_pretrained(model_path)
     args = GRPOConfig(
-        output_dir=str(work), max_steps=n + 1, per_device_train_batch_size=P * G, num_generations=G, max_completion_length=MAX_NEW,
-        learning_rate=LR, loss_type="dapo", beta=0.0, top_k=0, disable_dropout=True, gradient_checkpointing=False, bf16=False,
-        use_cpu=True, logging_steps=1, save_strategy="no", report_to="none", temperature=1.0,
+        output_dir=str(work),
+        max_steps=n + 1,
+        per_device_train_batch_size=P * G,
+        num_generations=G,
+        max_completion_length=MAX_NEW,
+        learning_rate=LR,
+        loss_type="dapo",
+        beta=0.0,
+        top_k=0,
+        disable_dropout=True,
+        gradient_checkpointing=False,
+        bf16=False,
+        use_cpu=True,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        temperature=1.0,
     )
     stamps: list[float] = []
 
@@ -74,7 +96,14 @@ def _trl_step_times(model_path: Path, work: Path, n: int) -> list[float]:
         def on_step_end(self, *a, **k):
             stamps.append(time.perf_counter())
 
-    trainer = GRPOTrainer(model=model, reward_funcs=[make_reward_fn(task, problems)], args=args, train_dataset=ds, processing_class=tok, callbacks=[Stamp()])
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[make_reward_fn(task, problems)],
+        args=args,
+        train_dataset=ds,
+        processing_class=tok,
+        callbacks=[Stamp()],
+    )
     trainer.train()
     steps = [stamps[i + 1] - stamps[i] for i in range(0, len(stamps) - 1, 2)]
     return steps[1:]  # drop the warm-up step
@@ -118,8 +147,12 @@ def run() -> dict[str, float]:
     problems = (task.problems("train") * 4)[:P]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        duel_s = duel.DuelSettings(problems_per_step=P, num_drafts=G, num_reads=1, max_new_tokens=MAX_NEW, learning_rate=LR)
-        solo_s = duel.DuelSettings(mode="solo", problems_per_step=P, num_drafts=G, max_new_tokens=MAX_NEW, learning_rate=LR)
+        duel_s = duel.DuelSettings(
+            problems_per_step=P, num_drafts=G, num_reads=1, max_new_tokens=MAX_NEW, learning_rate=LR
+        )
+        solo_s = duel.DuelSettings(
+            mode="solo", problems_per_step=P, num_drafts=G, max_new_tokens=MAX_NEW, learning_rate=LR
+        )
         pair = _policies(root, ["A", "B"], [0, 1], duel_s)
         solo_a = _policies(root, ["A"], [0], solo_s)
         solo_b = _policies(root, ["B"], [1], solo_s)
@@ -133,7 +166,9 @@ def run() -> dict[str, float]:
         def two_solo(i, second_task=shaped):
             # the duel's two generations and two updates, as two independent GRPO steps
             a = duel.duel_step(task, solo_a, problems, solo_s, step=i + 1)["tokens_generated"]
-            b = duel.duel_step(second_task, {"B": solo_b["B"]}, problems, solo_s, step=i + 1)["tokens_generated"]
+            b = duel.duel_step(second_task, {"B": solo_b["B"]}, problems, solo_s, step=i + 1)[
+                "tokens_generated"
+            ]
             return a + b
 
         def two_solo_raw(i):
@@ -143,8 +178,16 @@ def run() -> dict[str, float]:
             return duel.duel_step(task, solo_a, problems, solo_s, step=i + 100)["tokens_generated"]
 
         # interleave the measured blocks so machine noise hits both sides alike
-        d1, s1, r1 = _time_steps(duel_step, STEPS), _time_steps(two_solo, STEPS), _time_steps(two_solo_raw, STEPS)
-        d2, s2, r2 = _time_steps(duel_step, STEPS), _time_steps(two_solo, STEPS), _time_steps(two_solo_raw, STEPS)
+        d1, s1, r1 = (
+            _time_steps(duel_step, STEPS),
+            _time_steps(two_solo, STEPS),
+            _time_steps(two_solo_raw, STEPS),
+        )
+        d2, s2, r2 = (
+            _time_steps(duel_step, STEPS),
+            _time_steps(two_solo, STEPS),
+            _time_steps(two_solo_raw, STEPS),
+        )
         per_tok = lambda rows: statistics.median(t / max(k, 1) for t, k in rows)
         duel_ratio = per_tok(d1 + d2) / per_tok(s1 + s2)
         duel_raw = per_tok(d1 + d2) / per_tok(r1 + r2)

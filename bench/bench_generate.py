@@ -27,7 +27,14 @@ from pathlib import Path
 TARGETS = {"generate.batch64_over_batch1": (">=", 20.0)}
 
 # the toy world's model shape (DESIGN.md §5)
-TOY_SHAPE = dict(hidden_size=96, intermediate_size=192, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=24)
+TOY_SHAPE = dict(
+    hidden_size=96,
+    intermediate_size=192,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=24,
+)
 N_PROMPTS = 64
 MAX_NEW_TOKENS = 48  # the toy family's max_new_tokens (config/config.yaml)
 # repeats of each measurement, the fastest kept: batch 64 is one short call, cheap to repeat;
@@ -45,8 +52,15 @@ def _build(path: Path) -> Path:
     from tiny_models import build_tiny_tokenizer
 
     tok = build_tiny_tokenizer("qwen", path)
-    config = Qwen3Config(vocab_size=len(tok), max_position_embeddings=512, tie_word_embeddings=True, initializer_range=INIT_RANGE,
-                         pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, **TOY_SHAPE)
+    config = Qwen3Config(
+        vocab_size=len(tok),
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        initializer_range=INIT_RANGE,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        **TOY_SHAPE,
+    )
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(config, dtype=torch.float32).save_pretrained(path)
     return path
@@ -80,8 +94,17 @@ def _prompts() -> list[list[dict]]:
     rng = random.Random(0)
     out = []
     for _ in range(N_PROMPTS):
-        steps = " ".join(f"{rng.choice('+-*')} {rng.randint(1, 6)}" for _ in range(rng.randint(1, 6)))
-        out.append([{"role": "user", "content": f"Compute mod 7: {rng.randint(1, 6)} {steps}\n\nSolve the problem. Put your final answer in \\boxed{{}}."}])
+        steps = " ".join(
+            f"{rng.choice('+-*')} {rng.randint(1, 6)}" for _ in range(rng.randint(1, 6))
+        )
+        out.append(
+            [
+                {
+                    "role": "user",
+                    "content": f"Compute mod 7: {rng.randint(1, 6)} {steps}\n\nSolve the problem. Put your final answer in \\boxed{{}}.",
+                }
+            ]
+        )
     return out
 
 
@@ -118,10 +141,15 @@ def run() -> dict[str, float]:
         tokens64 = sum(len(cs[0].token_ids) for cs in out64)
         tokens1 = sum(len(cs[0].token_ids) for cs in out1)
         timings = {N_PROMPTS: tokens64 / best64, 1: tokens1 / sum(best1)}
-        outputs = {N_PROMPTS: [cs[0].token_ids for cs in out64], 1: [cs[0].token_ids for cs in out1]}
+        outputs = {
+            N_PROMPTS: [cs[0].token_ids for cs in out64],
+            1: [cs[0].token_ids for cs in out1],
+        }
     same = sum(a == b for a, b in zip(outputs[N_PROMPTS], outputs[1]))
     if same != N_PROMPTS:
-        raise AssertionError(f"greedy outputs differ between batch {N_PROMPTS} and batch 1 for {N_PROMPTS - same} of {N_PROMPTS} prompts")
+        raise AssertionError(
+            f"greedy outputs differ between batch {N_PROMPTS} and batch 1 for {N_PROMPTS - same} of {N_PROMPTS} prompts"
+        )
     return {
         "generate.batch64_tokens_per_s": timings[N_PROMPTS],
         "generate.batch1_tokens_per_s": timings[1],

@@ -26,18 +26,29 @@ def mixed_items(n: int = 1000, seed: int = 0) -> tuple[list[str], list[str]]:
         a, b = rng.randint(1, 50), rng.randint(2, 60)
         kind = i % 6
         if kind == 0:
-            gold, ans = f"\\frac{{{a}}}{{{b}}}", f"{a}/{b}" if rng.random() < 0.5 else f"{a + 1}/{b}"
+            gold, ans = (
+                f"\\frac{{{a}}}{{{b}}}",
+                f"{a}/{b}" if rng.random() < 0.5 else f"{a + 1}/{b}",
+            )
         elif kind == 1:
             gold, ans = str(a * b), str(a * b + rng.choice([0, 0, 1]))
         elif kind == 2:
-            gold, ans = f"[{a}, {a + b})", f"[{a},{a + b})" if rng.random() < 0.5 else f"({a},{a + b})"
+            gold, ans = (
+                f"[{a}, {a + b})",
+                f"[{a},{a + b})" if rng.random() < 0.5 else f"({a},{a + b})",
+            )
         elif kind == 3:
-            gold, ans = f"x^2 + {2 * a}x + {a * a}", f"(x+{a})^2" if rng.random() < 0.5 else f"(x+{a + 1})^2"
+            gold, ans = (
+                f"x^2 + {2 * a}x + {a * a}",
+                f"(x+{a})^2" if rng.random() < 0.5 else f"(x+{a + 1})^2",
+            )
         elif kind == 4:
             gold, ans = f"\\{{{a},{b}\\}}", f"\\{{{b},{a}\\}}"
         else:
             gold, ans = str(a), None
-        text = f"<think>try {a} and {b}</think> so " + (f"the answer is \\boxed{{{ans}}}" if ans else "I am not sure.")
+        text = f"<think>try {a} and {b}</think> so " + (
+            f"the answer is \\boxed{{{ans}}}" if ans else "I am not sure."
+        )
         golds.append(gold)
         comps.append(text)
     return golds, comps
@@ -47,7 +58,7 @@ def run() -> dict[str, float]:
     golds, comps = mixed_items()
     workers = os.cpu_count() or 1
     with MathGrader(timeout_s=5.0, workers=workers) as grader:
-        grader.grade(golds[:workers * 4], comps[:workers * 4])  # warm the workers
+        grader.grade(golds[: workers * 4], comps[: workers * 4])  # warm the workers
         t0 = time.perf_counter()
         pool_verdicts = grader.grade(golds, comps)
         pool_s = time.perf_counter() - t0

@@ -24,7 +24,9 @@ from agon.sandbox import SandboxPool, detect_isolation, run_program
 
 TARGETS = {"sandbox.over_bare_subprocess": ("<=", 1.5)}
 
-PROGRAM = "import sys\nnums = list(map(int, sys.stdin.read().split()))\nprint(sum(nums), max(nums))\n"
+PROGRAM = (
+    "import sys\nnums = list(map(int, sys.stdin.read().split()))\nprint(sum(nums), max(nums))\n"
+)
 STDIN = " ".join(str(i) for i in range(1000)) + "\n"
 EXPECTED = f"{sum(range(1000))} 999"
 PAIRS = 40  # interleaved (same-flags, bare, sandboxed) triples for the overhead ratios
@@ -47,7 +49,9 @@ def run() -> dict[str, float]:
         for _ in range(PAIRS):
             for cmd, times in ((same_cmd, same), (plain_cmd, plain)):
                 t0 = time.perf_counter()
-                out = subprocess.run(cmd, input=STDIN.encode(), capture_output=True, timeout=30, check=True)
+                out = subprocess.run(
+                    cmd, input=STDIN.encode(), capture_output=True, timeout=30, check=True
+                )
                 times.append(time.perf_counter() - t0)
                 assert out.stdout.decode().split() == EXPECTED.split()
             t0 = time.perf_counter()
@@ -56,7 +60,9 @@ def run() -> dict[str, float]:
             assert res.status == "ok" and res.stdout.split() == EXPECTED.split(), res
     with SandboxPool(workers=POOL_WORKERS) as pool:
         t0 = time.perf_counter()
-        verdicts = pool.grade([PROGRAM] * POOL_RUNS, [[(STDIN, EXPECTED)]] * POOL_RUNS, timeout_s=30)
+        verdicts = pool.grade(
+            [PROGRAM] * POOL_RUNS, [[(STDIN, EXPECTED)]] * POOL_RUNS, timeout_s=30
+        )
         pool_s = time.perf_counter() - t0
     assert all(v.status == "pass" for v in verdicts)
     return {

@@ -21,17 +21,34 @@ class ParityTask(Task):
     kind = "math"
 
     def problems(self, split: str) -> list[Problem]:
-        return [Problem(id=f"{split}-{i}", question=f"What is {i} + {i + 1}?", answer=str(2 * i + 1)) for i in range(6)]
+        return [
+            Problem(id=f"{split}-{i}", question=f"What is {i} + {i + 1}?", answer=str(2 * i + 1))
+            for i in range(6)
+        ]
 
     def grade(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
         out = []
         for text in completions:
             ok = len(text) % 2 == 0
-            out.append(Verdict(correct=ok, status="correct" if ok else "wrong", extracted=None, seconds=0.0, detail=""))
+            out.append(
+                Verdict(
+                    correct=ok,
+                    status="correct" if ok else "wrong",
+                    extracted=None,
+                    seconds=0.0,
+                    detail="",
+                )
+            )
         return out
 
 
-def tiny_policies(arch: str, root: Path, settings, names: Sequence[str] = ("A", "B"), seeds: Sequence[int] = (0, 1)):
+def tiny_policies(
+    arch: str,
+    root: Path,
+    settings,
+    names: Sequence[str] = ("A", "B"),
+    seeds: Sequence[int] = (0, 1),
+):
     """Policies on tiny random ``arch`` models (one model per name), each with its own HFEngine."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -61,11 +78,25 @@ def tiny_config(root: Path, arch: str = "qwen3", **sections) -> Path:
     a = build_tiny_model(arch, Path(root) / f"{arch}-0", seed=0)
     b = build_tiny_model(arch, Path(root) / f"{arch}-1", seed=1)
     config = {
-        "families": [{"name": "tiny", "model_a": {"model": str(a)}, "model_b": {"model": str(b), "system_prompt": "Be bold."},
-                      "dtype": "float32", "max_prompt_tokens": 512, "max_new_tokens": 6}],
+        "families": [
+            {
+                "name": "tiny",
+                "model_a": {"model": str(a)},
+                "model_b": {"model": str(b), "system_prompt": "Be bold."},
+                "dtype": "float32",
+                "max_prompt_tokens": 512,
+                "max_new_tokens": 6,
+            }
+        ],
         "tasks": [{"name": "parity_test", "params": {}}],
         "methods": ["grpo", "agon"],
-        "train": {"steps": 2, "problems_per_step": 2, "num_generations": 4, "learning_rate": 1e-2, "checkpoint_every": 1},
+        "train": {
+            "steps": 2,
+            "problems_per_step": 2,
+            "num_generations": 4,
+            "learning_rate": 1e-2,
+            "checkpoint_every": 1,
+        },
         "agon": {"num_reads": 2},
     }
     for key, value in sections.items():

@@ -44,7 +44,15 @@ def test_half_written_checkpoints_are_ignored(tmp_path):
 
 
 def test_roundtrip_restores_model_optimizer_scheduler_rng(tmp_path):
-    s = duel.DuelSettings(mode="solo", problems_per_step=2, num_drafts=4, max_new_tokens=4, learning_rate=1e-2, warmup_steps=3, lr_scheduler="linear")
+    s = duel.DuelSettings(
+        mode="solo",
+        problems_per_step=2,
+        num_drafts=4,
+        max_new_tokens=4,
+        learning_rate=1e-2,
+        warmup_steps=3,
+        lr_scheduler="linear",
+    )
     pol = tiny_policies("qwen3", tmp_path / "m", s, names=["A"], seeds=[0])
     from tests.duel_helpers import ParityTask
 
@@ -54,7 +62,9 @@ def test_roundtrip_restores_model_optimizer_scheduler_rng(tmp_path):
     expected_rand = torch.rand(3)
     weights = {k: v.clone() for k, v in pol["A"].model.state_dict().items()}
     lr = pol["A"].scheduler.get_last_lr()
-    duel.duel_step(ParityTask(), pol, ParityTask().problems("train")[:2], s, 1)  # move everything on
+    duel.duel_step(
+        ParityTask(), pol, ParityTask().problems("train")[:2], s, 1
+    )  # move everything on
     state = ckpt.load_checkpoint(path, pol)
     assert state["step"] == 1 and state["data"] == {"epoch": 0}
     assert torch.equal(torch.rand(3), expected_rand)
@@ -70,8 +80,28 @@ def test_truncate_jsonl_drops_torn_line(tmp_path):
 
 
 def _train_cmd(config: Path, out: Path, steps: int) -> list[str]:
-    return [sys.executable, "-m", "agon", "train", "--config", str(config), "--family", "tiny", "--task", "parity_test",
-            "--method", "agon", "--seed", "3", "--out", str(out), "--steps", str(steps), "--threads", "1"]
+    return [
+        sys.executable,
+        "-m",
+        "agon",
+        "train",
+        "--config",
+        str(config),
+        "--family",
+        "tiny",
+        "--task",
+        "parity_test",
+        "--method",
+        "agon",
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+        "--steps",
+        str(steps),
+        "--threads",
+        "1",
+    ]
 
 
 def _env() -> dict:
@@ -86,16 +116,37 @@ def _final_weights(out: Path) -> dict:
 
 def test_sigkill_then_resume_is_bit_exact(tmp_path):
     # hard-split evaluations every step: they must not disturb what resumes bit for bit
-    config = tiny_config(tmp_path, "qwen3", train={"checkpoint_every": 1, "keep_checkpoints": 0, "problems_per_step": 2, "num_generations": 4,
-                                                   "eval_every": 1, "eval_problems": 3},
-                         agon={"role_schedule": "alternate"})
+    config = tiny_config(
+        tmp_path,
+        "qwen3",
+        train={
+            "checkpoint_every": 1,
+            "keep_checkpoints": 0,
+            "problems_per_step": 2,
+            "num_generations": 4,
+            "eval_every": 1,
+            "eval_problems": 3,
+        },
+        agon={"role_schedule": "alternate"},
+    )
     steps = 3
     full, cut = tmp_path / "full", tmp_path / "cut"
     launcher = [sys.executable, str(ROOT / "tests" / "_agon_with_test_task.py")]
-    r = subprocess.run(launcher + _train_cmd(config, full, steps)[3:], env=_env(), capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        launcher + _train_cmd(config, full, steps)[3:],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
-    proc = subprocess.Popen(launcher + _train_cmd(config, cut, steps)[3:], env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        launcher + _train_cmd(config, cut, steps)[3:],
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None:
         done = ckpt.complete_checkpoints(cut / "checkpoints")
@@ -108,10 +159,20 @@ def test_sigkill_then_resume_is_bit_exact(tmp_path):
     killed_at = int(ckpt.latest_checkpoint(cut / "checkpoints").name.split("-")[1])
     assert killed_at < steps and not (cut / "A").exists()
 
-    r = subprocess.run(launcher + _train_cmd(config, cut, steps)[3:], env=_env(), capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        launcher + _train_cmd(config, cut, steps)[3:],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     # it really resumed (a rerun from scratch would also match, being seeded): no step before the checkpoint ran
-    ran = [int(line.split()[3].rstrip(":")) for line in r.stdout.splitlines() if line.startswith("[agon train] step ")]
+    ran = [
+        int(line.split()[3].rstrip(":"))
+        for line in r.stdout.splitlines()
+        if line.startswith("[agon train] step ")
+    ]
     assert ran == list(range(killed_at, steps)), ran
     assert f"at step {killed_at}" in r.stderr
     a, b = _final_weights(full), _final_weights(cut)
@@ -136,7 +197,9 @@ def test_accelerate_path_steps_and_roundtrips(tmp_path):
 
     from tests.duel_helpers import ParityTask
 
-    s = duel.DuelSettings(problems_per_step=2, num_drafts=4, num_reads=1, max_new_tokens=4, learning_rate=1e-2)
+    s = duel.DuelSettings(
+        problems_per_step=2, num_drafts=4, num_reads=1, max_new_tokens=4, learning_rate=1e-2
+    )
     pols = tiny_policies("qwen3", tmp_path / "m", s)
     acc = Accelerator(cpu=True, step_scheduler_with_optimizer=False)
     for p in pols.values():

@@ -23,7 +23,10 @@ from agon.tasks.code import (
 
 FIX = Path(__file__).parent / "fixtures" / "code"
 TACO_FILES = {"train": str(FIX / "taco_train.jsonl"), "test": str(FIX / "taco_test.jsonl")}
-CC_FILES = {"train": str(FIX / "codecontests_train.jsonl"), "test": str(FIX / "codecontests_test.jsonl")}
+CC_FILES = {
+    "train": str(FIX / "codecontests_train.jsonl"),
+    "test": str(FIX / "codecontests_test.jsonl"),
+}
 LCB_FILES = {"test": str(FIX / "livecodebench.jsonl")}
 
 
@@ -46,7 +49,10 @@ def test_extract_code_last_python_block():
 
 
 def test_extract_code_thinking_models():
-    assert extract_code("<think>```python\nprint(0)\n```</think>\n```python\nprint(1)\n```") == "print(1)\n"
+    assert (
+        extract_code("<think>```python\nprint(0)\n```</think>\n```python\nprint(1)\n```")
+        == "print(1)\n"
+    )
     assert extract_code("<think>```python\nprint(0)\n```") is None  # never finished thinking
     assert extract_code("<think>x</think> no block") is None
 
@@ -96,8 +102,14 @@ def test_taco_grading_gold_wrong_and_missing():
         vs = task.grade(ps, gold)
         assert [v.status for v in vs] == ["pass"] * len(ps), [v.detail for v in vs]
         assert vs[0].extracted == ps[0].meta["solution"] + "\n"
-        vs = task.grade(ps[:3], [fenced("print(0)"), "I give up", fenced("def rotate(xs, k):\n    return xs")])
-        assert [(v.correct, v.status) for v in vs] == [(False, "wrong_answer"), (False, "no_code"), (False, "wrong_answer")]
+        vs = task.grade(
+            ps[:3], [fenced("print(0)"), "I give up", fenced("def rotate(xs, k):\n    return xs")]
+        )
+        assert [(v.correct, v.status) for v in vs] == [
+            (False, "wrong_answer"),
+            (False, "no_code"),
+            (False, "wrong_answer"),
+        ]
     finally:
         task.close()
 
@@ -130,14 +142,18 @@ def test_codecontests_loader_tests_and_rating_hard_split():
     assert [p.meta["cf_rating"] for p in task.problems("hard")] == [2400]
     no_gen = CodeContestsTask(data_files=CC_FILES, include_generated=False, max_tests=2)
     assert len(no_gen.problems("test")[0].meta["tests"]) == 2
-    assert CodeContestsTask(data_files=CC_FILES, hard_min_difficulty=900).problems("hard") == test[:2]
+    assert (
+        CodeContestsTask(data_files=CC_FILES, hard_min_difficulty=900).problems("hard") == test[:2]
+    )
 
 
 def test_codecontests_correct_and_incorrect_solutions():
     task = CodeContestsTask(data_files=CC_FILES)
     try:
         ps = task.problems("test")
-        assert [v.status for v in task.grade(ps, [fenced(p.meta["solution"]) for p in ps])] == ["pass"] * 3
+        assert [v.status for v in task.grade(ps, [fenced(p.meta["solution"]) for p in ps])] == [
+            "pass"
+        ] * 3
         bad = [p for p in ps if p.meta["incorrect_solution"]]
         vs = task.grade(bad, [fenced(p.meta["incorrect_solution"]) for p in bad])
         assert len(bad) == 2 and all(v.correct is False for v in vs)
@@ -154,7 +170,10 @@ def test_livecodebench_loader_stdin_functional_and_date_split():
     ps = task.problems("test")
     assert len(ps) == 3 and task.problems("train") == []
     add, two_sum, primes = ps
-    assert add.meta["tests"] == [("1 2\n", "3\n"), ("100 200\n", "300\n")]  # private: base64/zlib/pickle
+    assert add.meta["tests"] == [
+        ("1 2\n", "3\n"),
+        ("100 200\n", "300\n"),
+    ]  # private: base64/zlib/pickle
     assert two_sum.meta["mode"] == "call" and two_sum.meta["calls"][1] == ([[3, 2, 4], 6], [1, 2])
     assert [p.id for p in task.problems("hard")] == [two_sum.id, primes.id]
     assert "class Solution" in task.solve_prompt(two_sum)[0]["content"]
@@ -179,7 +198,14 @@ def test_livecodebench_grading():
     primes = "n = int(input())\ns = bytearray([1]) * (n + 1)\ns[0:2] = b'\\x00\\x00'\nfor i in range(2, int(n ** 0.5) + 1):\n    if s[i]:\n        s[i*i::i] = bytearray(len(s[i*i::i]))\nprint(sum(s))\n"
     try:
         ps = task.problems("test")
-        vs = task.grade(ps, [fenced("a, b = map(int, input().split())\nprint(a + b)"), fenced(two_sum), fenced(primes)])
+        vs = task.grade(
+            ps,
+            [
+                fenced("a, b = map(int, input().split())\nprint(a + b)"),
+                fenced(two_sum),
+                fenced(primes),
+            ],
+        )
         assert [v.status for v in vs] == ["pass"] * 3, [v.detail for v in vs]
         wrong = two_sum.replace("[seen[target - x], i]", "[i, seen[target - x]]")
         (v,) = task.grade(ps[1:2], [fenced(wrong)])
@@ -211,8 +237,15 @@ def humaneval():
 
 def test_humaneval_splits(humaneval):
     test = humaneval.problems("test")
-    assert len(test) == 164 and humaneval.problems("hard") == test and humaneval.problems("train") == []
-    assert test[0].id == "HumanEval/0" and "def has_close_elements" in humaneval.solve_prompt(test[0])[0]["content"]
+    assert (
+        len(test) == 164
+        and humaneval.problems("hard") == test
+        and humaneval.problems("train") == []
+    )
+    assert (
+        test[0].id == "HumanEval/0"
+        and "def has_close_elements" in humaneval.solve_prompt(test[0])[0]["content"]
+    )
 
 
 def test_humaneval_canary_all_canonical_solutions_pass(humaneval):
@@ -227,7 +260,11 @@ BROKEN = {
     "returns_none": lambda p: p.meta["prompt"] + "    return None\n",
     "raises": lambda p: p.meta["prompt"] + "    raise NotImplementedError\n",
     "exits_early": lambda p: "import os\nprint('all tests passed')\nos._exit(0)\n",
-    "bare_body_off": lambda p: p.meta["solution"].replace("return ", "return not ", 1) if "return " in p.meta["solution"] else "    return 0\n",
+    "bare_body_off": lambda p: (
+        p.meta["solution"].replace("return ", "return not ", 1)
+        if "return " in p.meta["solution"]
+        else "    return 0\n"
+    ),
 }
 
 

@@ -45,7 +45,9 @@ def _minimal():
 
 def test_bad_row_names_row_field_and_expectation(tmp_path):
     config = _minimal()
-    config["families"].append({"name": "qwen3", "model_a": {"model": "x", "chat_template_kwargs": 3}, "dtype": "fp8"})
+    config["families"].append(
+        {"name": "qwen3", "model_a": {"model": "x", "chat_template_kwargs": 3}, "dtype": "fp8"}
+    )
     with pytest.raises(ConfigError) as err:
         load_config(_write(tmp_path, config))
     msg = str(err.value)
@@ -75,7 +77,9 @@ def test_unknown_task_and_duplicate_family(tmp_path):
 def test_k_larger_than_n_samples_fails(tmp_path):
     config = _minimal()
     config["eval"] = {"n_samples": 2, "k": [1, 4]}
-    with pytest.raises(ConfigError, match=r"eval: field 'k': expected values <= n_samples=2, got \[4\]"):
+    with pytest.raises(
+        ConfigError, match=r"eval: field 'k': expected values <= n_samples=2, got \[4\]"
+    ):
         load_config(_write(tmp_path, config))
 
 

@@ -14,7 +14,13 @@ FIXTURE = Path(__file__).parent / "fixtures" / "deepmath_sample.jsonl"
 
 
 def _task(**kw):
-    params = {"source": str(FIXTURE), "test_size": 10, "hard_min_difficulty": 8.0, "seed": 0, "grading_workers": 1}
+    params = {
+        "source": str(FIXTURE),
+        "test_size": 10,
+        "hard_min_difficulty": 8.0,
+        "seed": 0,
+        "grading_workers": 1,
+    }
     return get_task("deepmath", **{**params, **kw})
 
 
@@ -81,7 +87,24 @@ def test_cli_writes_split_with_provenance(tmp_path):
     cpath = tmp_path / "c.yaml"
     cpath.write_text(yaml.safe_dump(cfg))
     out = tmp_path / "split.json"
-    res = subprocess.run([sys.executable, "-m", "agon", "data", "split", "--config", str(cpath), "--task", "deepmath", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agon",
+            "data",
+            "split",
+            "--config",
+            str(cpath),
+            "--task",
+            "deepmath",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     body = json.loads(out.read_text())
     assert body["sizes"]["test"] == 10 and len(body["split_sha256"]) == 64

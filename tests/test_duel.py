@@ -23,7 +23,12 @@ def test_agon_reward_table():
     assert duel.duel_rewards(c_self, c_rival, "zero_sum").tolist() == [1, 0, -1, 0]
     assert duel.duel_rewards(c_self, c_rival, "independent").tolist() == [1, 1, 0, 0]
     # cooperative: both are paid the reader's correctness
-    assert duel.duel_rewards(c_self, c_rival, "cooperative", role="drafter").tolist() == [0, 1, 1, 0]
+    assert duel.duel_rewards(c_self, c_rival, "cooperative", role="drafter").tolist() == [
+        0,
+        1,
+        1,
+        0,
+    ]
     assert duel.duel_rewards(c_self, c_rival, "cooperative", role="reader").tolist() == [1, 1, 0, 0]
 
 
@@ -74,7 +79,9 @@ def test_group_advantages_edge_cases():
 
 
 def _rollout(P=2, G=2, K=2):
-    mk = lambda n: Completion(text="x", token_ids=[5] * n, logprobs=None, prompt_token_ids=[1, 2, 3], finish_reason="stop")
+    mk = lambda n: Completion(
+        text="x", token_ids=[5] * n, logprobs=None, prompt_token_ids=[1, 2, 3], finish_reason="stop"
+    )
     problems = ParityTask().problems("train")[:P]
     drafts = [[mk(2 + g) for g in range(G)] for _ in range(P)]
     reads = [[[mk(1 + k) for k in range(K)] for _ in range(G)] for _ in range(P)]
@@ -92,7 +99,9 @@ def test_score_per_role_groups():
     # reader (group = the K reads of one draft): rewards [1,1 | 2,0 | 0,0 | 2,nan]
     assert np.allclose(reader.advantages, [0, 0, 1, -1, 0, 0, 0, 0])
     assert m["drafter/frac_zero_spread"] == 0.0 and m["reader/frac_zero_spread"] == 0.75
-    assert (m["duel/drafter_wins"], m["duel/reader_wins"], m["duel/ties"]) == pytest.approx((0, 2 / 7, 5 / 7))
+    assert (m["duel/drafter_wins"], m["duel/reader_wins"], m["duel/ties"]) == pytest.approx(
+        (0, 2 / 7, 5 / 7)
+    )
     # the reader's trained tokens are its own completions; the draft is only in its prompt ids
     assert reader.completion_ids[0] == [5] and reader.prompt_ids[0] == [1, 2, 3]
     s_problem = duel.DuelSettings(num_drafts=2, num_reads=2, scale="none", reader_group="problem")
@@ -141,8 +150,13 @@ def test_directions():
     assert duel.directions(0, s, ["A", "B"], 4) == [("A", "B", slice(0, 4))]
     assert duel.directions(1, s, ["A", "B"], 4) == [("B", "A", slice(0, 4))]
     both = duel.DuelSettings(role_schedule="both")
-    assert duel.directions(3, both, ["A", "B"], 5) == [("A", "B", slice(0, 2)), ("B", "A", slice(2, 5))]
-    assert duel.directions(0, duel.DuelSettings(mode="solo"), ["A"], 4) == [("A", None, slice(0, 4))]
+    assert duel.directions(3, both, ["A", "B"], 5) == [
+        ("A", "B", slice(0, 2)),
+        ("B", "A", slice(2, 5)),
+    ]
+    assert duel.directions(0, duel.DuelSettings(mode="solo"), ["A"], 4) == [
+        ("A", None, slice(0, 4))
+    ]
 
 
 def test_problem_stream_resumes_in_place():
@@ -163,21 +177,46 @@ def test_problem_stream_resumes_in_place():
 @pytest.mark.parametrize("arch", ["qwen3", "qwen3_5_text", "gemma4_text"])
 def test_duel_and_solo_step_every_architecture(arch, tmp_path):
     """One duel step (both directions) and one solo (GRPO) step run and change the weights."""
-    s = duel.DuelSettings(problems_per_step=2, num_drafts=4, num_reads=2, role_schedule="both", max_new_tokens=6, learning_rate=1e-2, beta=0.01)
+    s = duel.DuelSettings(
+        problems_per_step=2,
+        num_drafts=4,
+        num_reads=2,
+        role_schedule="both",
+        max_new_tokens=6,
+        learning_rate=1e-2,
+        beta=0.01,
+    )
     policies = tiny_policies(arch, tmp_path, s)
-    before = {n: [p.detach().clone() for p in pol.model.parameters()] for n, pol in policies.items()}
+    before = {
+        n: [p.detach().clone() for p in pol.model.parameters()] for n, pol in policies.items()
+    }
     m = duel.duel_step(ParityTask(), policies, ParityTask().problems("train")[:2], s, step=0)
     for name in ("A", "B"):
         assert m[f"{name}/skipped"] == 0.0 and math.isfinite(m[f"{name}/loss"])
         assert m[f"{name}/drafter/tokens"] > 0 and m[f"{name}/reader/tokens"] > 0
-        changed = any(not torch.equal(a, b) for a, b in zip(before[name], policies[name].model.parameters()))
+        changed = any(
+            not torch.equal(a, b) for a, b in zip(before[name], policies[name].model.parameters())
+        )
         assert changed, f"{name} did not move"
-    for key in ("duel/drafter_wins", "duel/reader_wins", "duel/ties", "tokens_generated", "A/entropy", "A/kl", "A/grad_norm", "B/reader/frac_zero_spread"):
+    for key in (
+        "duel/drafter_wins",
+        "duel/reader_wins",
+        "duel/ties",
+        "tokens_generated",
+        "A/entropy",
+        "A/kl",
+        "A/grad_norm",
+        "B/reader/frac_zero_spread",
+    ):
         assert key in m, key
     assert m["duel/drafter_wins"] + m["duel/reader_wins"] + m["duel/ties"] == pytest.approx(1.0)
 
-    solo = duel.DuelSettings(mode="solo", problems_per_step=2, num_drafts=4, max_new_tokens=6, learning_rate=1e-2)
-    m = duel.duel_step(ParityTask(), {"A": policies["A"]}, ParityTask().problems("train")[:2], solo, step=0)
+    solo = duel.DuelSettings(
+        mode="solo", problems_per_step=2, num_drafts=4, max_new_tokens=6, learning_rate=1e-2
+    )
+    m = duel.duel_step(
+        ParityTask(), {"A": policies["A"]}, ParityTask().problems("train")[:2], solo, step=0
+    )
     assert "A/reader/reward" not in m and m["A/drafter/tokens"] > 0 and m["A/skipped"] == 0.0
 
 
@@ -186,13 +225,24 @@ def test_nan_loss_skips_update(tmp_path, caplog):
     policies = tiny_policies("qwen3", tmp_path, s, names=["A"], seeds=[0])
     pol = policies["A"]
     with torch.no_grad():
-        next(pol.model.parameters()).view(-1)[0] = float("nan")  # a poisoned weight makes the loss NaN
+        next(pol.model.parameters()).view(-1)[0] = float(
+            "nan"
+        )  # a poisoned weight makes the loss NaN
     before = [p.detach().clone() for p in pol.model.parameters()]
-    batch = duel.Samples("drafter", prompt_ids=[[1, 2, 3]] * 2, completion_ids=[[4, 5], [6]], advantages=np.array([1.0, -1.0]))
+    batch = duel.Samples(
+        "drafter",
+        prompt_ids=[[1, 2, 3]] * 2,
+        completion_ids=[[4, 5], [6]],
+        advantages=np.array([1.0, -1.0]),
+    )
     m = duel.update(pol, [batch], s)
     assert m["skipped"] == 1.0 and not math.isfinite(m["loss"])
-    assert all(torch.equal(a, b) or torch.isnan(a).any() for a, b in zip(before, pol.model.parameters()))
-    assert pol.optimizer.state == {} or all(not torch.isnan(v["exp_avg"]).any() for v in pol.optimizer.state.values())
+    assert all(
+        torch.equal(a, b) or torch.isnan(a).any() for a, b in zip(before, pol.model.parameters())
+    )
+    assert pol.optimizer.state == {} or all(
+        not torch.isnan(v["exp_avg"]).any() for v in pol.optimizer.state.values()
+    )
     assert "update skipped" in caplog.text
 
 

@@ -27,12 +27,17 @@ def no_model_loads(monkeypatch):
     [
         ({"train": {"loss_type": "ppo"}}, "loss_type"),
         ({"agon": {"reward": {"scheme": "friendly"}}}, "scheme"),
-        ({"agon": {"role_schedule": "both"}, "train": {"problems_per_step": 1}}, "problems_per_step"),
+        (
+            {"agon": {"role_schedule": "both"}, "train": {"problems_per_step": 1}},
+            "problems_per_step",
+        ),
         ({"train": {"num_generations": 1}}, "num_generations"),
         ({"grpo": {"extra": {"nope": 1}}}, "nope"),
     ],
 )
-def test_bad_config_fails_before_any_model_loads(tmp_path, no_model_loads, sections, needle, capsys):
+def test_bad_config_fails_before_any_model_loads(
+    tmp_path, no_model_loads, sections, needle, capsys
+):
     config = tiny_config(tmp_path, **sections)
     method = "grpo" if "grpo" in sections else "agon"
     with pytest.raises(ConfigError, match=needle):
@@ -44,7 +49,21 @@ def test_unknown_family_and_cli_exit_code(tmp_path, no_model_loads, capsys):
     from agon.cli import main
 
     config = tiny_config(tmp_path)
-    rc = main(["train", "--config", str(config), "--family", "nope", "--task", "parity_test", "--method", "agon", "--out", str(tmp_path / "o")])
+    rc = main(
+        [
+            "train",
+            "--config",
+            str(config),
+            "--family",
+            "nope",
+            "--task",
+            "parity_test",
+            "--method",
+            "agon",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     assert rc == 2 and "no family 'nope'" in capsys.readouterr().out
 
 
@@ -56,5 +75,8 @@ def test_grpo_method_trains_a_and_b_alone(tmp_path):
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 1 and "A/drafter/correct" in rows[0] and "B/drafter/correct" in rows[0]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["method"] == "grpo" and summary["tokens_generated"] == payload["tokens_generated"] > 0
+    assert (
+        summary["method"] == "grpo"
+        and summary["tokens_generated"] == payload["tokens_generated"] > 0
+    )
     assert summary["provenance"]["config_hash"]

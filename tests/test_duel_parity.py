@@ -42,18 +42,35 @@ def _trl_trainer(model, tok, loss_type: str, beta: float, tmp_path):
     from trl import GRPOConfig, GRPOTrainer
 
     args = GRPOConfig(
-        output_dir=str(tmp_path / "trl"), loss_type=loss_type, beta=beta, max_completion_length=MAX_COMPLETION,
-        num_generations=2, per_device_train_batch_size=4, report_to=[], use_cpu=True, temperature=TEMPERATURE,
-        gradient_checkpointing=False, bf16=False,  # fp32 on both sides: TRL would autocast to bf16 on CPU
+        output_dir=str(tmp_path / "trl"),
+        loss_type=loss_type,
+        beta=beta,
+        max_completion_length=MAX_COMPLETION,
+        num_generations=2,
+        per_device_train_batch_size=4,
+        report_to=[],
+        use_cpu=True,
+        temperature=TEMPERATURE,
+        gradient_checkpointing=False,
+        bf16=False,  # fp32 on both sides: TRL would autocast to bf16 on CPU
     )
     ds = Dataset.from_list([{"prompt": [{"role": "user", "content": "hi"}]}] * 4)
-    trainer = GRPOTrainer(model=model, reward_funcs=[lambda prompts, completions, **kw: [0.0] * len(completions)], args=args, train_dataset=ds, processing_class=tok)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[lambda prompts, completions, **kw: [0.0] * len(completions)],
+        args=args,
+        train_dataset=ds,
+        processing_class=tok,
+    )
     trainer.current_gradient_accumulation_steps = 1  # set by the training loop, which we do not run
     trainer.model.train()
     return trainer
 
 
-@pytest.mark.parametrize("loss_type,beta", [("dapo", 0.0), ("dr_grpo", 0.0), ("grpo", 0.0), ("dapo", 0.05), ("grpo", 0.05)])
+@pytest.mark.parametrize(
+    "loss_type,beta",
+    [("dapo", 0.0), ("dr_grpo", 0.0), ("grpo", 0.0), ("dapo", 0.05), ("grpo", 0.05)],
+)
 def test_loss_and_grads_match_trl(tiny, tmp_path, loss_type, beta):
     base, tok = tiny
     ours_model, trl_model, ref_model = copy.deepcopy(base), copy.deepcopy(base), copy.deepcopy(base)
@@ -66,12 +83,16 @@ def test_loss_and_grads_match_trl(tiny, tmp_path, loss_type, beta):
 
     for m in (ours_model, ref_model):
         scoring.enable_token_logprobs(m, TEMPERATURE)
-    ref_logps = scoring.token_logprobs(ref_model, ids, attn, cmask.size(1))[0].detach() if beta else None
+    ref_logps = (
+        scoring.token_logprobs(ref_model, ids, attn, cmask.size(1))[0].detach() if beta else None
+    )
     # "old" log-probs of an earlier iteration (num_iterations > 1): ratios away from 1, so the
     # clipping bites and the loss value depends on the model (with old == logps it would be -mean(adv))
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
-        old_logps = scoring.token_logprobs(ours_model, ids, attn, cmask.size(1))[0] + 0.3 * torch.randn(cmask.shape, generator=g)
+        old_logps = scoring.token_logprobs(ours_model, ids, attn, cmask.size(1))[
+            0
+        ] + 0.3 * torch.randn(cmask.shape, generator=g)
 
     ours_model.train()
     logps, _ = scoring.token_logprobs(ours_model, ids, attn, cmask.size(1))
@@ -79,16 +100,29 @@ def test_loss_and_grads_match_trl(tiny, tmp_path, loss_type, beta):
     ours = 0.0
     for sl in (slice(0, 3), slice(3, 4)):
         out = duel.policy_loss(
-            logps[sl], adv[sl], cmask[sl], loss_type, old_logps=old_logps[sl], ref_logps=None if ref_logps is None else ref_logps[sl], beta=beta,
-            max_completion_length=MAX_COMPLETION, num_sequences=ids.size(0), num_tokens=float(cmask.sum()),
+            logps[sl],
+            adv[sl],
+            cmask[sl],
+            loss_type,
+            old_logps=old_logps[sl],
+            ref_logps=None if ref_logps is None else ref_logps[sl],
+            beta=beta,
+            max_completion_length=MAX_COMPLETION,
+            num_sequences=ids.size(0),
+            num_tokens=float(cmask.sum()),
         )
         ours = ours + out.loss
     ours.backward()
 
     trainer = _trl_trainer(trl_model, tok, loss_type, beta, tmp_path)
     inputs = {
-        "prompt_ids": ids[:, :P], "prompt_mask": attn[:, :P], "completion_ids": ids[:, P:], "completion_mask": cmask,
-        "advantages": adv, "num_items_in_batch": cmask.sum(), "old_per_token_logps": old_logps,
+        "prompt_ids": ids[:, :P],
+        "prompt_mask": attn[:, :P],
+        "completion_ids": ids[:, P:],
+        "completion_mask": cmask,
+        "advantages": adv,
+        "num_items_in_batch": cmask.sum(),
+        "old_per_token_logps": old_logps,
     }
     if beta:
         inputs["ref_per_token_logps"] = ref_logps
@@ -96,9 +130,15 @@ def test_loss_and_grads_match_trl(tiny, tmp_path, loss_type, beta):
     theirs.backward()
 
     assert abs(float(ours.detach()) - float(theirs.detach())) < 1e-5, (float(ours), float(theirs))
-    assert abs(float(theirs) + float(adv.mean())) > 1e-3  # the loss is not the model-free -mean(adv)
+    assert (
+        abs(float(theirs) + float(adv.mean())) > 1e-3
+    )  # the loss is not the model-free -mean(adv)
     for (name, a), (_, b) in zip(ours_model.named_parameters(), trainer.model.named_parameters()):
-        assert torch.allclose(a.grad, b.grad, atol=1e-5, rtol=1e-4), (name, float((a.grad - b.grad).abs().max()), float(b.grad.abs().max()))
+        assert torch.allclose(a.grad, b.grad, atol=1e-5, rtol=1e-4), (
+            name,
+            float((a.grad - b.grad).abs().max()),
+            float(b.grad.abs().max()),
+        )
 
 
 def test_group_advantages_match_trl_formula():

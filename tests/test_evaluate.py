@@ -34,7 +34,9 @@ def _reply(text: str, j: int) -> str:
     """Right, wrong, hostile, or no answer, depending on the problem and the sample index."""
     s = _sum(text)
     kind = (s + j) % 4
-    return [f"so \\boxed{{{s}}}", f"so \\boxed{{{s + 1}}}", "so \\boxed{" + "(" * 50, "no idea"][kind]
+    return [f"so \\boxed{{{s}}}", f"so \\boxed{{{s + 1}}}", "so \\boxed{" + "(" * 50, "no idea"][
+        kind
+    ]
 
 
 def _read(text: str, j: int) -> str:
@@ -65,8 +67,18 @@ def test_verdicts_match_an_independent_recount(tmp_path, kind):
     system = single(drafter) if kind == "single" else cascade(drafter, ScriptedEngine(_read))
     ks = [1, 2, 3]
     try:
-        summary = evaluate(system, task, task.problems("hard"), tmp_path, n=3, ks=ks, sampling=SamplingParams(seed=0), chunk_size=6, n_boot=200,
-                           progress=False)
+        summary = evaluate(
+            system,
+            task,
+            task.problems("hard"),
+            tmp_path,
+            n=3,
+            ks=ks,
+            sampling=SamplingParams(seed=0),
+            chunk_size=6,
+            n_boot=200,
+            progress=False,
+        )
     finally:
         task.close()
     lines = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text().splitlines()]
@@ -86,10 +98,26 @@ def test_verdicts_match_an_independent_recount(tmp_path, kind):
 def test_a_different_evaluation_is_refused(tmp_path):
     task = tiny_sum_task(2)
     try:
-        evaluate(single(ScriptedEngine(_reply)), task, task.problems("hard"), tmp_path, n=2, progress=False, n_boot=100)
+        evaluate(
+            single(ScriptedEngine(_reply)),
+            task,
+            task.problems("hard"),
+            tmp_path,
+            n=2,
+            progress=False,
+            n_boot=100,
+        )
         with pytest.raises(RuntimeError, match="different evaluation"):
-            evaluate(single(ScriptedEngine(_reply)), task, task.problems("hard"), tmp_path, n=2, progress=False, n_boot=100,
-                     sampling=SamplingParams(temperature=0.5))
+            evaluate(
+                single(ScriptedEngine(_reply)),
+                task,
+                task.problems("hard"),
+                tmp_path,
+                n=2,
+                progress=False,
+                n_boot=100,
+                sampling=SamplingParams(temperature=0.5),
+            )
     finally:
         task.close()
 
@@ -119,24 +147,63 @@ if __name__ == "__main__":  # the grading pool's forkserver re-imports this file
 def _child(tmp_path: Path, config: Path, out: Path, delay: float) -> list[str]:
     script = tmp_path / f"child_{delay}.py"
     script.write_text(CHILD.format(tests=str(TESTS), delay=delay))
-    return [sys.executable, str(script), "eval", "--config", str(config), "--family", "tiny", "--task", "tinysum", "--system", "base_cascade",
-            "--seed", "3", "--out", str(out), "--no-progress"]
+    return [
+        sys.executable,
+        str(script),
+        "eval",
+        "--config",
+        str(config),
+        "--family",
+        "tiny",
+        "--task",
+        "tinysum",
+        "--system",
+        "base_cascade",
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
 
 
 def test_resume_after_sigkill_neither_redoes_nor_duplicates(tmp_path, monkeypatch, capsys):
     model = build_tiny_model("qwen3", tmp_path / "qwen3")
     config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({
-        "families": [{"name": "tiny", "model_a": {"model": str(model)}, "model_b": {"model": str(model)}, "dtype": "float32",
-                      "max_new_tokens": 6, "max_prompt_tokens": 400}],
-        "tasks": [{"name": "tinysum"}],
-        "methods": ["base_cascade"],
-        "eval": {"n_samples": 2, "k": [1, 2], "batch_size": 2, "temperature": 1.0, "bootstrap": 100},
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "families": [
+                    {
+                        "name": "tiny",
+                        "model_a": {"model": str(model)},
+                        "model_b": {"model": str(model)},
+                        "dtype": "float32",
+                        "max_new_tokens": 6,
+                        "max_prompt_tokens": 400,
+                    }
+                ],
+                "tasks": [{"name": "tinysum"}],
+                "methods": ["base_cascade"],
+                "eval": {
+                    "n_samples": 2,
+                    "k": [1, 2],
+                    "batch_size": 2,
+                    "temperature": 1.0,
+                    "bootstrap": 100,
+                },
+            }
+        )
+    )
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     killed = tmp_path / "killed"
     samples = killed / "samples.jsonl"
-    proc = subprocess.Popen(_child(tmp_path, config, killed, delay=0.4), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        _child(tmp_path, config, killed, delay=0.4),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
         if samples.is_file() and samples.read_text().count("\n") >= 6:  # three problems written
@@ -153,22 +220,31 @@ def test_resume_after_sigkill_neither_redoes_nor_duplicates(tmp_path, monkeypatc
 
     monkeypatch.setitem(agon.tasks._FACTORIES, "tinysum", lambda **params: tiny_sum_task(10))
     capsys.readouterr()
-    assert main(_child(tmp_path, config, killed, delay=0.0)[2:]) == 0  # the restart, in this process
+    assert (
+        main(_child(tmp_path, config, killed, delay=0.0)[2:]) == 0
+    )  # the restart, in this process
     kept_problems = len({json.loads(x)["problem_id"] for x in before.splitlines()})
     assert f"{kept_problems} of 10 problems already done" in capsys.readouterr().err
     after = samples.read_text()
-    assert after.startswith(before)  # the samples already on disk were kept byte for byte, not redone
+    assert after.startswith(
+        before
+    )  # the samples already on disk were kept byte for byte, not redone
     lines = [json.loads(x) for x in after.splitlines()]
     assert len(lines) == 20 and len({(r["problem_id"], r["sample"]) for r in lines}) == 20
 
     clean = tmp_path / "clean"
-    assert main(_child(tmp_path, config, clean, delay=0.0)[2:]) == 0  # the same evaluation, uninterrupted
+    assert (
+        main(_child(tmp_path, config, clean, delay=0.0)[2:]) == 0
+    )  # the same evaluation, uninterrupted
     ref_lines = [json.loads(x) for x in (clean / "samples.jsonl").read_text().splitlines()]
 
     def strip(r: dict) -> dict:
         return {k: v for k, v in r.items() if k != "wall_s"}
+
     # each chunk is seeded by its position: the killed-and-resumed run drew the same samples
-    assert sorted(map(json.dumps, map(strip, lines))) == sorted(map(json.dumps, map(strip, ref_lines)))
+    assert sorted(map(json.dumps, map(strip, lines))) == sorted(
+        map(json.dumps, map(strip, ref_lines))
+    )
     summary = json.loads((killed / "summary.json").read_text())
     assert summary["n_problems"] == 10 and summary["n_samples"] == 20 and "pass@2_se" in summary
 
@@ -178,14 +254,50 @@ def test_cli_explicit_forms(tmp_path, monkeypatch, capsys):
     model = str(build_tiny_model("qwen3", tmp_path / "qwen3"))
     monkeypatch.setitem(agon.tasks._FACTORIES, "tinysum", lambda **params: tiny_sum_task(2))
     common = ["--task", "tinysum", "--max-new-tokens", "3", "--n-samples", "2", "--no-progress"]
-    assert main(["eval", "--system", "cascade", "--drafter", model, "--reader", model, "--out", str(tmp_path / "c"), *common]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--system",
+                "cascade",
+                "--drafter",
+                model,
+                "--reader",
+                model,
+                "--out",
+                str(tmp_path / "c"),
+                *common,
+            ]
+        )
+        == 0
+    )
     assert "cascade on tinysum: pass@1=" in capsys.readouterr().out
-    assert main(["eval", "--system", "moa", "--drafter", model, "--reader", model, "--out", str(tmp_path / "m"), *common]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--system",
+                "moa",
+                "--drafter",
+                model,
+                "--reader",
+                model,
+                "--out",
+                str(tmp_path / "m"),
+                *common,
+            ]
+        )
+        == 0
+    )
     moa_lines = [json.loads(x) for x in (tmp_path / "m" / "samples.jsonl").read_text().splitlines()]
-    assert len(moa_lines) == 4 and all(len(r["drafts"]) == 1 and len(r["drafts"][0]) == 4 for r in moa_lines)  # 1 layer x 4 proposers
+    assert len(moa_lines) == 4 and all(
+        len(r["drafts"]) == 1 and len(r["drafts"][0]) == 4 for r in moa_lines
+    )  # 1 layer x 4 proposers
     summary = json.loads((tmp_path / "c" / "summary.json").read_text())
     assert summary["system"] == "cascade" and summary["models"]["drafter"] == model
-    assert main(["eval", "--system", "grpo", "--out", str(tmp_path / "x"), "--task", "tinysum"]) == 2  # no models given
+    assert (
+        main(["eval", "--system", "grpo", "--out", str(tmp_path / "x"), "--task", "tinysum"]) == 2
+    )  # no models given
 
 
 def test_system_names_resolve():

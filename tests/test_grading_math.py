@@ -127,20 +127,36 @@ def test_length_mismatch_is_an_error(grader):
 
 
 def _agon(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "agon", *args], capture_output=True, text=True, input=stdin, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "agon", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+    )
 
 
 def test_cli_single_verdict():
-    out = _agon("grade", "math", "--gold", r"\frac12", "--completion", r"so \boxed{0.5}", "--workers", "1")
+    out = _agon(
+        "grade", "math", "--gold", r"\frac12", "--completion", r"so \boxed{0.5}", "--workers", "1"
+    )
     assert out.returncode == 0, out.stderr
     verdict = json.loads(out.stdout)
-    assert verdict["correct"] is True and verdict["extracted"] == "0.5" and verdict["status"] == "graded"
+    assert (
+        verdict["correct"] is True
+        and verdict["extracted"] == "0.5"
+        and verdict["status"] == "graded"
+    )
     assert set(verdict) >= {"correct", "extracted", "status", "seconds"}
 
 
 def test_cli_jsonl(tmp_path):
     path = tmp_path / "items.jsonl"
-    rows = [{"gold": "2", "completion": r"\boxed{2}"}, {"gold": "2", "completion": r"\boxed{3}"}, {"gold": "1", "completion": "none"}]
+    rows = [
+        {"gold": "2", "completion": r"\boxed{2}"},
+        {"gold": "2", "completion": r"\boxed{3}"},
+        {"gold": "1", "completion": "none"},
+    ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     out = _agon("grade", "math", "--jsonl", str(path), "--workers", "1")
     assert out.returncode == 0, out.stderr

@@ -23,28 +23,61 @@ class _Hostile(Task):
 
     def grade(self, problems, completions):
         # the grader decides; a timeout is None, never a silent 0
-        return [Verdict(None, "timeout") if "loop" in c else Verdict(c.strip() == p.answer, "ok") for p, c in zip(problems, completions)]
+        return [
+            Verdict(None, "timeout") if "loop" in c else Verdict(c.strip() == p.answer, "ok")
+            for p, c in zip(problems, completions)
+        ]
 
 
 def test_reward_fn_is_the_task_grader():
     task = _Hostile()
     fn = make_reward_fn(task, task.problems("train"))
     comps = ["1", [{"role": "assistant", "content": "3"}], "while True: loop"]
-    assert fn(prompts=[None] * 3, completions=comps, problem_id=["p0", "p1", "p1"]) == [1.0, 0.0, None]
+    assert fn(prompts=[None] * 3, completions=comps, problem_id=["p0", "p1", "p1"]) == [
+        1.0,
+        0.0,
+        None,
+    ]
     assert fn.__name__ == "correctness"
-    assert completion_text([{"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b"}]) == "ab"
+    assert (
+        completion_text(
+            [{"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b"}]
+        )
+        == "ab"
+    )
 
 
 def test_settings_from_config(tmp_path):
-    cfg = load_config(tiny_config(tmp_path, train={"micro_batch_size": 4, "problems_per_step": 3}, grpo={"extra": {"log_completions": True}}))
+    cfg = load_config(
+        tiny_config(
+            tmp_path,
+            train={"micro_batch_size": 4, "problems_per_step": 3},
+            grpo={"extra": {"log_completions": True}},
+        )
+    )
     s = GRPOSettings.from_config(cfg, cfg["families"][0], seed=5)
     assert (s.num_generations, s.max_new_tokens, s.seed, s.micro_batch_size) == (4, 6, 5, 4)
-    assert s.batch_shape() == (4, 3)  # 3 problems x 4 samples = 12 completions in 3 micro-batches of whole groups
+    assert s.batch_shape() == (
+        4,
+        3,
+    )  # 3 problems x 4 samples = 12 completions in 3 micro-batches of whole groups
     args = s.grpo_config(tmp_path / "o")
-    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps, args.log_completions) == (4, 3, True)
-    assert (args.loss_type, args.max_completion_length, args.top_k, args.disable_dropout) == ("dapo", 6, 0, True)
+    assert (
+        args.per_device_train_batch_size,
+        args.gradient_accumulation_steps,
+        args.log_completions,
+    ) == (4, 3, True)
+    assert (args.loss_type, args.max_completion_length, args.top_k, args.disable_dropout) == (
+        "dapo",
+        6,
+        0,
+        True,
+    )
     with pytest.raises(ValueError, match="not GRPOConfig fields"):
-        GRPOSettings.from_config(load_config(tiny_config(tmp_path, grpo={"extra": {"no_such_field": 1}})), cfg["families"][0])
+        GRPOSettings.from_config(
+            load_config(tiny_config(tmp_path, grpo={"extra": {"no_such_field": 1}})),
+            cfg["families"][0],
+        )
 
 
 @pytest.mark.parametrize("arch", ["qwen3", "qwen3_5_text", "gemma4_text"])
@@ -62,7 +95,13 @@ def test_grpo_step_every_architecture(arch, tmp_path):
     out = train_grpo(cfg, fam, task, s, "b", tmp_path / "B", tmp_path / "work")
     assert out["steps"] == 1 and out["tokens_generated"] > 0
     row = json.loads((tmp_path / "work" / "metrics.jsonl").read_text().splitlines()[0])
-    for key in ("B/drafter/correct", "B/entropy", "B/grad_norm", "B/drafter/frac_zero_spread", "B/drafter/mean_length"):
+    for key in (
+        "B/drafter/correct",
+        "B/entropy",
+        "B/grad_norm",
+        "B/drafter/frac_zero_spread",
+        "B/drafter/mean_length",
+    ):
         assert key in row and math.isfinite(row[key]), key
     before = AutoModelForCausalLM.from_pretrained(fam["model_b"]["model"])
     after = AutoModelForCausalLM.from_pretrained(tmp_path / "B")

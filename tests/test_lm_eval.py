@@ -50,7 +50,12 @@ def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("lmeval")
     models = {arch: build_tiny_model(arch, root / arch) for arch in ("qwen3", "gemma4_text")}
     data = root / "tinysum.jsonl"
-    data.write_text("".join(json.dumps({"question": f"What is {a} + {b}?", "answer": str(a + b)}) + "\n" for a, b in [(2, 3), (4, 4), (1, 6)]))
+    data.write_text(
+        "".join(
+            json.dumps({"question": f"What is {a} + {b}?", "answer": str(a + b)}) + "\n"
+            for a, b in [(2, 3), (4, 4), (1, 6)]
+        )
+    )
     tasks = root / "tasks"
     tasks.mkdir()
     (tasks / "tinysum_gen.yaml").write_text(GENERIC_TASK.format(data=data))
@@ -64,15 +69,34 @@ def _offline_env() -> dict:
 def test_agon_cascade_runs_through_the_lm_eval_command(setup):
     root, models, tasks = setup
     out = root / "out"
-    cmd = [sys.executable, "-m", "agon.lm_eval_interop", "--model", "agon-cascade",
-           "--model_args", f"drafter={models['qwen3']},reader={models['gemma4_text']},dtype=float32",
-           "--tasks", "tinysum_gen,agon_arith", "--include_path", str(tasks), "--limit", "2", "--gen_kwargs", "max_gen_toks=6",
-           "--output_path", str(out), "--log_samples"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "agon.lm_eval_interop",
+        "--model",
+        "agon-cascade",
+        "--model_args",
+        f"drafter={models['qwen3']},reader={models['gemma4_text']},dtype=float32",
+        "--tasks",
+        "tinysum_gen,agon_arith",
+        "--include_path",
+        str(tasks),
+        "--limit",
+        "2",
+        "--gen_kwargs",
+        "max_gen_toks=6",
+        "--output_path",
+        str(out),
+        "--log_samples",
+    ]
     done = subprocess.run(cmd, env=_offline_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     results = json.loads(next(out.rglob("results_*.json")).read_text())
     assert {"tinysum_gen", "agon_arith"} <= set(results["results"])
-    assert "exact_match,first-number" in results["results"]["tinysum_gen"] and "acc,none" in results["results"]["agon_arith"]
+    assert (
+        "exact_match,first-number" in results["results"]["tinysum_gen"]
+        and "acc,none" in results["results"]["agon_arith"]
+    )
     # what lm-eval recorded is what our cascade answers to the same context, greedy
     drafter = HFEngine(models["qwen3"], dtype="float32", device="cpu")
     reader = HFEngine(models["gemma4_text"], dtype="float32", device="cpu")
@@ -80,12 +104,23 @@ def test_agon_cascade_runs_through_the_lm_eval_command(setup):
     from agon.tasks import Problem
 
     for name in ("tinysum_gen", "agon_arith"):
-        lines = [json.loads(x) for x in next(out.rglob(f"samples_{name}_*.jsonl")).read_text().splitlines()]
+        lines = [
+            json.loads(x)
+            for x in next(out.rglob(f"samples_{name}_*.jsonl")).read_text().splitlines()
+        ]
         assert len(lines) == 2
         for line in lines:
-            context, gen_kwargs = line["arguments"]["gen_args_0"]["arg_0"], line["arguments"]["gen_args_0"]["arg_1"]
+            context, gen_kwargs = (
+                line["arguments"]["gen_args_0"]["arg_0"],
+                line["arguments"]["gen_args_0"]["arg_1"],
+            )
             stop = tuple(gen_kwargs.get("until") or ())
-            ours = cascade(drafter, reader).run(_ContextTask(), [Problem("x", context, "")], 1, SamplingParams(max_new_tokens=6, temperature=0, stop=stop, seed=0))
+            ours = cascade(drafter, reader).run(
+                _ContextTask(),
+                [Problem("x", context, "")],
+                1,
+                SamplingParams(max_new_tokens=6, temperature=0, stop=stop, seed=0),
+            )
             assert line["resps"][0][0] == ours[0][0].completion
 
 
@@ -101,7 +136,9 @@ def test_agon_moa_runs_through_the_lm_eval_api(setup):
         model="agon-moa",
         model_args=f"model_a={models['qwen3']},model_b={models['gemma4_text']},dtype=float32,proposers=2,layers=1",
         tasks=["tinysum_gen"],
-        task_manager=TaskManager(include_path=[str(tasks), TASKS_DIR], include_defaults=False),  # skip indexing lm-eval's own tasks
+        task_manager=TaskManager(
+            include_path=[str(tasks), TASKS_DIR], include_defaults=False
+        ),  # skip indexing lm-eval's own tasks
         limit=2,
         log_samples=True,
         gen_kwargs="max_gen_toks=4",
@@ -126,7 +163,12 @@ def test_model_types_are_declared_as_lm_eval_plugins():
     from agon.lm_eval_interop import MODEL_TYPES
     from agon.lm_eval_interop.models import AgonCascadeLM, AgonMoALM, AgonSingleLM
 
-    declared = {ep.name: ep for ep in entry_points(group="lm_eval.models") if ep.value.startswith("agon.")}
+    declared = {
+        ep.name: ep for ep in entry_points(group="lm_eval.models") if ep.value.startswith("agon.")
+    }
     assert {name: ep.value for name, ep in declared.items()} == MODEL_TYPES
     assert {name: ep.load() for name, ep in declared.items()} == {
-        "agon-single": AgonSingleLM, "agon-cascade": AgonCascadeLM, "agon-moa": AgonMoALM}
+        "agon-single": AgonSingleLM,
+        "agon-cascade": AgonCascadeLM,
+        "agon-moa": AgonMoALM,
+    }

@@ -12,7 +12,9 @@ def test_import_agon_loads_no_gpu_package():
 
 
 def test_cli_help():
-    out = subprocess.run([sys.executable, "-m", "agon", "--help"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "agon", "--help"], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     for cmd in ("grade", "config", "data"):
         assert cmd in out.stdout

@@ -15,7 +15,12 @@ from tests.tiny_models import build_tiny_model
 
 def _seqs(vocab: int, n: int = 9, seed: int = 0) -> list[list[int]]:
     g = torch.Generator().manual_seed(seed)
-    return [torch.randint(3, vocab, (int(torch.randint(2, 23, (1,), generator=g)),), generator=g).tolist() for _ in range(n)]
+    return [
+        torch.randint(
+            3, vocab, (int(torch.randint(2, 23, (1,), generator=g)),), generator=g
+        ).tolist()
+        for _ in range(n)
+    ]
 
 
 def test_pack_places_every_sequence_once():
@@ -38,7 +43,9 @@ def test_pack_places_every_sequence_once():
 def test_packed_logprobs_equal_padded(arch, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(build_tiny_model(arch, tmp_path / arch), dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(
+        build_tiny_model(arch, tmp_path / arch), dtype=torch.float32
+    ).eval()
     assert supports_packing(model)
     seqs = _seqs(model.config.get_text_config().vocab_size)
     width = max(map(len, seqs))
@@ -50,7 +57,9 @@ def test_packed_logprobs_equal_padded(arch, tmp_path):
         padded = model(input_ids=ids, attention_mask=attn).logits.log_softmax(-1)
         p = pack(seqs, pad_id=0)
         assert p.input_ids.size(0) < len(seqs)  # something was actually packed
-        packed = model(input_ids=p.input_ids, position_ids=p.position_ids, use_cache=False).logits.log_softmax(-1)
+        packed = model(
+            input_ids=p.input_ids, position_ids=p.position_ids, use_cache=False
+        ).logits.log_softmax(-1)
     got = p.gather(packed, [0] * len(seqs), width)
     for i, s in enumerate(seqs):
         torch.testing.assert_close(got[i, : len(s)], padded[i, : len(s)], atol=1e-5, rtol=1e-5)
@@ -71,7 +80,9 @@ def test_duel_scoring_packed_equals_padded(arch, tmp_path):
 
     from agon import scoring
 
-    model = AutoModelForCausalLM.from_pretrained(build_tiny_model(arch, tmp_path / arch), dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(
+        build_tiny_model(arch, tmp_path / arch), dtype=torch.float32
+    )
     scoring.enable_token_logprobs(model, 0.7)
     vocab = model.config.get_text_config().vocab_size
     prompts, comps = _seqs(vocab, 8, seed=1), _seqs(vocab, 8, seed=2)
@@ -82,7 +93,10 @@ def test_duel_scoring_packed_equals_padded(arch, tmp_path):
     assert lp_pack.shape == lp_pad.shape == (8, width)
     torch.testing.assert_close(lp_pack, lp_pad, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(ent_pack, ent_pad, atol=1e-5, rtol=1e-5)
-    assert float(lp_pack[3].detach().abs().sum()) == 0.0 and float(lp_pack[0, : len(comps[0])].detach().abs().min()) > 0
+    assert (
+        float(lp_pack[3].detach().abs().sum()) == 0.0
+        and float(lp_pack[0, : len(comps[0])].detach().abs().min()) > 0
+    )
     # gradients flow through the packed rows as through the padded ones
     (lp_pack.sum()).backward()
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)

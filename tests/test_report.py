@@ -19,17 +19,41 @@ from agon.figures import hard_curve, win_rates
 from agon.report import build_report
 from agon.results import SYSTEMS, Layout, problem_counts, systems_for_methods
 
-ALL_METHODS = ["base", "base_cascade", "moa", "grpo", "grpo_cascade", "agon", "agon_rev", "agon_single"]
+ALL_METHODS = [
+    "base",
+    "base_cascade",
+    "moa",
+    "grpo",
+    "grpo_cascade",
+    "agon",
+    "agon_rev",
+    "agon_single",
+]
 # true success rates of the synthetic systems (the ordering of the paper's claim)
-RATES = {"base": 0.3, "base_b": 0.25, "base_cascade": 0.35, "moa": 0.34, "grpo": 0.4, "grpo_b": 0.3, "grpo_cascade": 0.45,
-         "agon": 0.7, "agon_rev": 0.65, "agon_single": 0.5, "agon_single_b": 0.45}
+RATES = {
+    "base": 0.3,
+    "base_b": 0.25,
+    "base_cascade": 0.35,
+    "moa": 0.34,
+    "grpo": 0.4,
+    "grpo_b": 0.3,
+    "grpo_cascade": 0.45,
+    "agon": 0.7,
+    "agon_rev": 0.65,
+    "agon_single": 0.5,
+    "agon_single_b": 0.45,
+}
 
 
-def make_config(out_dir: Path, families=("fam1",), tasks=("arith",), seeds=(0, 1), methods=ALL_METHODS) -> dict:
+def make_config(
+    out_dir: Path, families=("fam1",), tasks=("arith",), seeds=(0, 1), methods=ALL_METHODS
+) -> dict:
     cfg = {
         "out_dir": str(out_dir),
         "seeds": list(seeds),
-        "families": [{"name": f, "model_a": {"model": "a"}, "model_b": {"model": "b"}} for f in families],
+        "families": [
+            {"name": f, "model_a": {"model": "a"}, "model_b": {"model": "b"}} for f in families
+        ],
         "tasks": [{"name": t, "params": {}} for t in tasks],
         "methods": list(methods),
         "eval": {"n_samples": 4, "k": [1], "bootstrap": 200},
@@ -37,7 +61,9 @@ def make_config(out_dir: Path, families=("fam1",), tasks=("arith",), seeds=(0, 1
     return validate_config(cfg)
 
 
-def write_synthetic(cfg: dict, layout: Layout, n_problems: int = 30, rng_seed: int = 0, with_ids: bool = True) -> dict:
+def write_synthetic(
+    cfg: dict, layout: Layout, n_problems: int = 30, rng_seed: int = 0, with_ids: bool = True
+) -> dict:
     """Write samples.jsonl / summary.json per eval and metrics.jsonl / summary.json per run.
 
     Returns {(family, task, system): {problem_id: [correct, ...]}} pooled over seeds."""
@@ -58,7 +84,9 @@ def write_synthetic(cfg: dict, layout: Layout, n_problems: int = 30, rng_seed: i
                             # correct: True / False / None (ungraded, counts as a failure)
                             u = rng.random()
                             c = None if u > 0.98 else (rng.random() < RATES[s])
-                            truth.setdefault((f, t, s), {}).setdefault(f"p{i}", []).append(c is True)
+                            truth.setdefault((f, t, s), {}).setdefault(f"p{i}", []).append(
+                                c is True
+                            )
                             n_correct += c is True
                             row = {"correct": c, "total_tokens": 10 + j}
                             if with_ids:
@@ -66,8 +94,15 @@ def write_synthetic(cfg: dict, layout: Layout, n_problems: int = 30, rng_seed: i
                             lines.append(json.dumps(row))
                     (d / "samples.jsonl").write_text("\n".join(lines) + "\n")
                     p1 = n_correct / (n_problems * n)
-                    summary = {"pass@1": p1, "pass@1_se": 0.01, "pass@1_lo": p1 - 0.05, "pass@1_hi": p1 + 0.05,
-                               "n_problems": n_problems, "total_generated_tokens": 1000 + seed, "session_wall_s": 36.0}
+                    summary = {
+                        "pass@1": p1,
+                        "pass@1_se": 0.01,
+                        "pass@1_lo": p1 - 0.05,
+                        "pass@1_hi": p1 + 0.05,
+                        "n_problems": n_problems,
+                        "total_generated_tokens": 1000 + seed,
+                        "session_wall_s": 36.0,
+                    }
                     (d / "summary.json").write_text(json.dumps(summary))
             for m in ("grpo", "agon"):
                 if not any(SYSTEMS[s].train == m for s in systems):
@@ -89,7 +124,9 @@ def write_synthetic(cfg: dict, layout: Layout, n_problems: int = 30, rng_seed: i
                             row[f"{dr}->{rd}/duel/ties"] = 0.3
                         rows.append(json.dumps(row))
                     (d / "metrics.jsonl").write_text("\n".join(rows) + "\n")
-                    (d / "summary.json").write_text(json.dumps({"tokens_generated": 1000 * (seed + 1), "wall_s": 7200.0}))
+                    (d / "summary.json").write_text(
+                        json.dumps({"tokens_generated": 1000 * (seed + 1), "wall_s": 7200.0})
+                    )
     return truth
 
 
@@ -105,7 +142,9 @@ def test_table_pass1_ratios_and_compute_recounted_from_samples(tmp_path):
     written = build_report(cfg, layout)
 
     rows = read_csv(layout.table_csv())
-    assert [(r["family"], r["task"]) for r in rows] == [(f, t) for f in ("fam1", "fam2") for t in ("arith", "toycode")]
+    assert [(r["family"], r["task"]) for r in rows] == [
+        (f, t) for f in ("fam1", "fam2") for t in ("arith", "toycode")
+    ]
     for r in rows:
         expected = {}
         for s in systems_for_methods(cfg["methods"]):
@@ -116,14 +155,31 @@ def test_table_pass1_ratios_and_compute_recounted_from_samples(tmp_path):
             assert float(r[f"{s}_pass@1_lo"]) <= expected[s] <= float(r[f"{s}_pass@1_hi"])
             assert float(r[f"{s}_pass@1_se"]) > 0
             assert r[f"{s}_source"] == "samples"
-        assert float(r["agon_over_grpo"]) == pytest.approx(expected["agon"] / expected["grpo"], rel=1e-6)
+        assert float(r["agon_over_grpo"]) == pytest.approx(
+            expected["agon"] / expected["grpo"], rel=1e-6
+        )
         gain = (expected["agon"] - expected["base"]) / (expected["moa"] - expected["base"])
         assert float(r["agon_gain_over_moa_gain"]) == pytest.approx(gain, rel=1e-6)
-        assert float(r["agon_over_grpo_lo"]) <= float(r["agon_over_grpo"]) <= float(r["agon_over_grpo_hi"])
+        assert (
+            float(r["agon_over_grpo_lo"])
+            <= float(r["agon_over_grpo"])
+            <= float(r["agon_over_grpo_hi"])
+        )
         # each model alone against its own base: A's trained columns vs base, B's vs base_b
-        for trained, base in (("grpo", "base"), ("agon_single", "base"), ("grpo_b", "base_b"), ("agon_single_b", "base_b")):
-            assert float(r[f"{trained}_gain"]) == pytest.approx(expected[trained] - expected[base], abs=1e-9)
-            assert float(r[f"{trained}_gain_lo"]) <= float(r[f"{trained}_gain"]) <= float(r[f"{trained}_gain_hi"])
+        for trained, base in (
+            ("grpo", "base"),
+            ("agon_single", "base"),
+            ("grpo_b", "base_b"),
+            ("agon_single_b", "base_b"),
+        ):
+            assert float(r[f"{trained}_gain"]) == pytest.approx(
+                expected[trained] - expected[base], abs=1e-9
+            )
+            assert (
+                float(r[f"{trained}_gain_lo"])
+                <= float(r[f"{trained}_gain"])
+                <= float(r[f"{trained}_gain_hi"])
+            )
         # compute: mean per seed of the runs' summaries (no benchmark files here)
         assert float(r["agon_train_tokens"]) == pytest.approx((1000 + 2000) / 2)
         assert float(r["grpo_train_wall_h"]) == pytest.approx(2.0)
@@ -146,12 +202,18 @@ def test_table_pass1_ratios_and_compute_recounted_from_samples(tmp_path):
     assert prov["rows"] == 4
 
     figs = {p.name for p in written["figures"]}
-    assert figs == {f"{n}.{e}" for n in ("pass1_by_system", "training_curves", "duel_dynamics") for e in ("png", "pdf")}
+    assert figs == {
+        f"{n}.{e}"
+        for n in ("pass1_by_system", "training_curves", "duel_dynamics")
+        for e in ("png", "pdf")
+    }
     for p in written["figures"]:
         head = p.read_bytes()[:8]
         assert head.startswith(b"\x89PNG") if p.suffix == ".png" else head.startswith(b"%PDF")
     # no temp files left behind by the atomic writes
-    assert not list(Path(layout.figures_dir).glob(".*")) and not list(Path(cfg["out_dir"]).glob(".*tmp"))
+    assert not list(Path(layout.figures_dir).glob(".*")) and not list(
+        Path(cfg["out_dir"]).glob(".*tmp")
+    )
 
 
 def test_benchmark_file_is_preferred_for_wall_time(tmp_path):
@@ -174,7 +236,10 @@ def test_falls_back_to_summaries_when_samples_lack_ids(tmp_path):
     write_synthetic(cfg, layout, n_problems=5, with_ids=False)
     written = build_report(cfg, layout)
     row = read_csv(layout.table_csv())[0]
-    sums = [json.loads(Path(layout.eval_summary("fam1", "arith", "base", s)).read_text()) for s in (0, 1)]
+    sums = [
+        json.loads(Path(layout.eval_summary("fam1", "arith", "base", s)).read_text())
+        for s in (0, 1)
+    ]
     assert row["base_source"] == "summary"
     assert float(row["base_pass@1"]) == pytest.approx(sum(s["pass@1"] for s in sums) / 2)
     # no trained method: only the pass@1 figure
@@ -194,7 +259,9 @@ def test_cli_writes_table_and_figures(tmp_path, monkeypatch):
     assert (tmp_path / "figs" / "duel_dynamics.pdf").is_file()
     # resources do not change results, so they are not part of the table's config hash
     prov = json.loads(Path(layout.table_provenance()).read_text())
-    assert prov["provenance"]["config_hash"] == config_hash({k: v for k, v in cfg.items() if k != "resources"})
+    assert prov["provenance"]["config_hash"] == config_hash(
+        {k: v for k, v in cfg.items() if k != "resources"}
+    )
 
 
 def test_missing_result_names_the_file(tmp_path):
@@ -205,16 +272,37 @@ def test_missing_result_names_the_file(tmp_path):
 
 def test_win_rates_from_direction_outcomes():
     rows = [
-        {"step": 0, "A->B/duel/drafter_wins": 0.25, "A->B/duel/reader_wins": 0.5, "A->B/duel/ties": 0.25},
-        {"step": 1, "B->A/duel/drafter_wins": 0.1, "B->A/duel/reader_wins": 0.6, "B->A/duel/ties": 0.3},
+        {
+            "step": 0,
+            "A->B/duel/drafter_wins": 0.25,
+            "A->B/duel/reader_wins": 0.5,
+            "A->B/duel/ties": 0.25,
+        },
+        {
+            "step": 1,
+            "B->A/duel/drafter_wins": 0.1,
+            "B->A/duel/reader_wins": 0.6,
+            "B->A/duel/ties": 0.3,
+        },
         {"step": 2, "A->B/duel/drafter_wins": float("nan"), "A->B/duel/reader_wins": float("nan")},
         # role_schedule both: two directions in one step, averaged per model
-        {"step": 3, "A->B/duel/drafter_wins": 0.2, "A->B/duel/reader_wins": 0.4,
-         "B->A/duel/drafter_wins": 0.3, "B->A/duel/reader_wins": 0.6},
+        {
+            "step": 3,
+            "A->B/duel/drafter_wins": 0.2,
+            "A->B/duel/reader_wins": 0.4,
+            "B->A/duel/drafter_wins": 0.3,
+            "B->A/duel/reader_wins": 0.6,
+        },
         {"step": 4, "duel/win_rate/A": 0.9, "duel/win_rate/B": 0.05},
     ]
-    assert win_rates(rows, "A") == ([0.0, 1.0, 3.0, 4.0], [0.25, 0.6, pytest.approx((0.2 + 0.6) / 2), 0.9])
-    assert win_rates(rows, "B") == ([0.0, 1.0, 3.0, 4.0], [0.5, 0.1, pytest.approx((0.4 + 0.3) / 2), 0.05])
+    assert win_rates(rows, "A") == (
+        [0.0, 1.0, 3.0, 4.0],
+        [0.25, 0.6, pytest.approx((0.2 + 0.6) / 2), 0.9],
+    )
+    assert win_rates(rows, "B") == (
+        [0.0, 1.0, 3.0, 4.0],
+        [0.5, 0.1, pytest.approx((0.4 + 0.3) / 2), 0.05],
+    )
     assert win_rates(rows, "ties") == ([0.0, 1.0], [0.25, 0.3])
 
 
@@ -234,11 +322,29 @@ def trainer_rows(steps: int, every: int, tokens: int, rate: float) -> list[dict]
     evaluations before the updates of steps 0, every, ... and a last row after the final update."""
     rows = []
     for s in range(steps):
-        row = {"step": s, "tokens_generated": tokens, "A/drafter/correct": 0.9, "B/drafter/correct": 0.9}
+        row = {
+            "step": s,
+            "tokens_generated": tokens,
+            "A/drafter/correct": 0.9,
+            "B/drafter/correct": 0.9,
+        }
         if s % every == 0:
-            row.update({"eval/hard_pass@1/A": rate * s, "eval/hard_pass@1/B": rate * s / 2, "time/eval_s": 0.1})
+            row.update(
+                {
+                    "eval/hard_pass@1/A": rate * s,
+                    "eval/hard_pass@1/B": rate * s / 2,
+                    "time/eval_s": 0.1,
+                }
+            )
         rows.append(row)
-    rows.append({"step": steps, "tokens_generated": 0, "eval/hard_pass@1/A": rate * steps, "eval/hard_pass@1/B": rate * steps / 2})
+    rows.append(
+        {
+            "step": steps,
+            "tokens_generated": 0,
+            "eval/hard_pass@1/A": rate * steps,
+            "eval/hard_pass@1/B": rate * steps / 2,
+        }
+    )
     return rows
 
 
@@ -251,7 +357,9 @@ def test_training_curves_plot_the_trainers_hard_split_evaluations(tmp_path, monk
     write_synthetic(cfg, layout, n_problems=5)
     runs = {"agon": trainer_rows(10, 5, 300, 0.04), "grpo": trainer_rows(10, 5, 100, 0.02)}
     for m, rows in runs.items():
-        Path(layout.train_metrics("fam1", "arith", m, 0)).write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        Path(layout.train_metrics("fam1", "arith", m, 0)).write_text(
+            "\n".join(json.dumps(r) for r in rows) + "\n"
+        )
     drawn = {}
     save = figures._save
 
@@ -269,15 +377,27 @@ def test_training_curves_plot_the_trainers_hard_split_evaluations(tmp_path, monk
         for model, ls in (("A", "-"), ("B", "--")):
             steps, toks, ys = hard_curve(runs[m], model)
             assert steps == [0.0, 5.0, 10.0] and toks == [0.0, 5.0 * tokens, 10.0 * tokens]
-            line = next(ln for ln in ax_step.get_lines() if ln.get_color() == color and ln.get_linestyle() == ls)
-            assert list(line.get_xdata()) == steps and list(line.get_ydata()) == pytest.approx([100 * y for y in ys])
-            line = next(ln for ln in ax_tok.get_lines() if ln.get_color() == color and ln.get_linestyle() == ls)
+            line = next(
+                ln
+                for ln in ax_step.get_lines()
+                if ln.get_color() == color and ln.get_linestyle() == ls
+            )
+            assert list(line.get_xdata()) == steps and list(line.get_ydata()) == pytest.approx(
+                [100 * y for y in ys]
+            )
+            line = next(
+                ln
+                for ln in ax_tok.get_lines()
+                if ln.get_color() == color and ln.get_linestyle() == ls
+            )
             assert list(line.get_xdata()) == toks
 
 
 def test_problem_counts_skips_torn_tail_and_rejects_unparseable(tmp_path):
     p = tmp_path / "samples.jsonl"
-    p.write_text('{"problem_id": "x", "correct": true}\n{"problem_id": "x", "correct": null}\n{"problem_id": "y", "corr')
+    p.write_text(
+        '{"problem_id": "x", "correct": true}\n{"problem_id": "x", "correct": null}\n{"problem_id": "y", "corr'
+    )
     assert problem_counts([p]) == {"x": (2, 1)}
     q = tmp_path / "noids.jsonl"
     q.write_text('{"correct": true}\n')
@@ -285,7 +405,12 @@ def test_problem_counts_skips_torn_tail_and_rejects_unparseable(tmp_path):
 
 
 def test_systems_follow_methods():
-    assert systems_for_methods(["agon_single", "base"]) == ["base", "base_b", "agon_single", "agon_single_b"]
+    assert systems_for_methods(["agon_single", "base"]) == [
+        "base",
+        "base_b",
+        "agon_single",
+        "agon_single_b",
+    ]
     assert systems_for_methods(ALL_METHODS) == list(SYSTEMS)
     with pytest.raises(ValueError, match="unknown"):
         systems_for_methods(["base", "nope"])
@@ -302,7 +427,9 @@ def test_training_curves_fall_back_to_training_correctness(tmp_path):
     cfg = make_config(tmp_path / "results", seeds=(0,), methods=["base", "agon"])
     layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
     write_synthetic(cfg, layout, n_problems=5)
-    Path(layout.train_metrics("fam1", "arith", "agon", 0)).write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    Path(layout.train_metrics("fam1", "arith", "agon", 0)).write_text(
+        "\n".join(json.dumps(r) for r in rows) + "\n"
+    )
     written = build_report(cfg, layout)
     assert (Path(layout.figures_dir) / "training_curves.png").stat().st_size > 10_000
     assert len(written["figures"]) == 6

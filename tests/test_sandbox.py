@@ -57,7 +57,10 @@ def test_program_has_a_session_of_its_own_and_no_terminal():
         assert run_program(code, isolation=level).stdout == "True\nno tty\n", level
 
 
-@pytest.mark.skipif(core.sandbox_python() != sys.executable, reason="the sandbox's interpreter has its own site-packages")
+@pytest.mark.skipif(
+    core.sandbox_python() != sys.executable,
+    reason="the sandbox's interpreter has its own site-packages",
+)
 def test_site_packages_only_when_asked():
     code = "import psutil\nprint('imported')\n"  # a dependency of agon, so installed here
     assert run_program(code).status == "runtime_error"
@@ -92,7 +95,9 @@ def test_runtime_error_and_exit_codes():
 def test_cpu_limit_gives_timeout_before_the_wall_clock(level):
     # The program lowers its own CPU limit (allowed); SIGXCPU must reach it even in a PID
     # namespace, whose init ignores such signals: the program is not the init.
-    code = "import resource\nresource.setrlimit(resource.RLIMIT_CPU, (1, 2))\nwhile True:\n    pass\n"
+    code = (
+        "import resource\nresource.setrlimit(resource.RLIMIT_CPU, (1, 2))\nwhile True:\n    pass\n"
+    )
     res = run_program(code, timeout_s=30.0, isolation=level)
     assert (res.status, res.exit_code) == ("timeout", -24) and res.seconds < 20
 
@@ -108,7 +113,16 @@ def test_environment_is_scrubbed_and_dir_is_fresh_and_removed():
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "agon-sbx-*")))
     a = json.loads(run_program(code).stdout)
     b = json.loads(run_program(code).stdout)
-    assert set(a["env"]) <= {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONIOENCODING", core._MARKER_VAR, "LC_CTYPE", "PWD"}  # PWD: the init shell's
+    assert set(a["env"]) <= {
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "LANG",
+        "PYTHONIOENCODING",
+        core._MARKER_VAR,
+        "LC_CTYPE",
+        "PWD",
+    }  # PWD: the init shell's
     assert a["cwd"] != b["cwd"] and a["files"] == ["prog.py"]
     assert not os.path.exists(a["cwd"]) and not os.path.exists(b["cwd"])
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "agon-sbx-*"))) <= before
@@ -121,7 +135,9 @@ def test_program_can_write_in_its_own_dir_only_up_to_the_file_size_limit():
     assert run_program(big, memory_mb=512, timeout_s=10).status == "runtime_error"
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or detect_isolation() != "namespaces", reason="root + namespaces only")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or detect_isolation() != "namespaces", reason="root + namespaces only"
+)
 def test_root_runs_have_their_own_uid_no_capabilities_and_no_network():
     code = (
         "import os, socket\n"
@@ -162,7 +178,11 @@ def test_forced_isolation_env(monkeypatch):
 
 
 def test_fallback_guard_refuses_sockets_and_subprocesses():
-    for code in ("import socket\nsocket.socket()\n", "import subprocess\nsubprocess.run(['true'])\n", "import os\nos.system('true')\n"):
+    for code in (
+        "import socket\nsocket.socket()\n",
+        "import subprocess\nsubprocess.run(['true'])\n",
+        "import os\nos.system('true')\n",
+    ):
         res = run_program(code, isolation="none")
         assert res.status == "runtime_error" and "sandbox:" in res.stderr, code
 
@@ -181,7 +201,9 @@ def test_grade_program_verdicts_and_first_failure():
     tests = [("1 2\n", "3"), ("5 5\n", "10"), ("0 0\n", "0")]
     v = grade_program(ECHO_SUM, tests)
     assert isinstance(v, Verdict) and (v.correct, v.status) == (True, "pass")
-    wrong = "import sys\nn = sum(map(int, sys.stdin.read().split()))\nprint(n if n < 5 else n + 1)\n"
+    wrong = (
+        "import sys\nn = sum(map(int, sys.stdin.read().split()))\nprint(n if n < 5 else n + 1)\n"
+    )
     v = grade_program(wrong, tests)
     assert (v.correct, v.status) == (False, "wrong_answer") and v.detail.startswith("test 2/3")
     v = grade_program("raise SystemExit(1)\n", tests)
@@ -224,7 +246,9 @@ def test_sandbox_error_is_none_not_zero():
 
 
 def test_check_program_pass_fail_and_early_exit_hack():
-    test = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"
+    test = (
+        "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"
+    )
     good = "def add(a, b):\n    print('debug output is ignored')\n    return a + b\n"
     bad = "def add(a, b):\n    return a - b\n"
     hack = "import os\nprint('passed')\nos._exit(0)\n"
@@ -253,7 +277,9 @@ def test_call_program_function_and_solution_class():
     prog, tests = call_program("def other(xs):\n    return 1\n", "total", calls)
     assert grade_program(prog, tests).status == "wrong_answer"
     # TACO / APPS wrap outputs in a one-element list
-    prog, tests = call_program("def f(a):\n    return (a, a)\n", "f", [([1], [[1, 1]])], unwrap_single=True)
+    prog, tests = call_program(
+        "def f(a):\n    return (a, a)\n", "f", [([1], [[1, 1]])], unwrap_single=True
+    )
     assert grade_program(prog, tests).status == "pass"
 
 
@@ -261,8 +287,16 @@ def test_call_program_function_and_solution_class():
 
 
 def _cli(*args: str) -> tuple[int, dict]:
-    out = subprocess.run([sys.executable, "-m", "agon", "sandbox", *args], capture_output=True, text=True, timeout=60, check=False)
-    return out.returncode, (json.loads(out.stdout) if out.stdout.strip() else {"stderr": out.stderr})
+    out = subprocess.run(
+        [sys.executable, "-m", "agon", "sandbox", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return out.returncode, (
+        json.loads(out.stdout) if out.stdout.strip() else {"stderr": out.stderr}
+    )
 
 
 def test_cli_run_with_stdin_and_expect(tmp_path):
@@ -271,10 +305,19 @@ def test_cli_run_with_stdin_and_expect(tmp_path):
     (tmp_path / "in.txt").write_text("2 3\n")
     (tmp_path / "good.txt").write_text("5\n")
     (tmp_path / "bad.txt").write_text("6\n")
-    rc, out = _cli("run", str(prog), "--stdin", str(tmp_path / "in.txt"), "--expect", str(tmp_path / "good.txt"))
+    rc, out = _cli(
+        "run",
+        str(prog),
+        "--stdin",
+        str(tmp_path / "in.txt"),
+        "--expect",
+        str(tmp_path / "good.txt"),
+    )
     assert rc == 0 and out["status"] == "pass" and out["exit_code"] == 0 and out["stdout"] == "5\n"
     assert {"seconds", "isolation", "stderr", "stdout_truncated"} <= set(out)
-    rc, out = _cli("run", str(prog), "--stdin", str(tmp_path / "in.txt"), "--expect", str(tmp_path / "bad.txt"))
+    rc, out = _cli(
+        "run", str(prog), "--stdin", str(tmp_path / "in.txt"), "--expect", str(tmp_path / "bad.txt")
+    )
     assert rc == 1 and out["status"] == "wrong_answer"
     loop = tmp_path / "loop.py"
     loop.write_text("while True: pass\n")

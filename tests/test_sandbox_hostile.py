@@ -40,7 +40,9 @@ def _ours() -> list[psutil.Process]:
         for p in psutil.process_iter(["uids"]):
             try:
                 uids = p.info["uids"]
-                if uids and base <= uids.real < base + core.UID_SLOTS:  # zombies too: nothing may linger
+                if (
+                    uids and base <= uids.real < base + core.UID_SLOTS
+                ):  # zombies too: nothing may linger
                     left.append(p)
             except psutil.Error:
                 pass
@@ -68,7 +70,9 @@ def assert_grader_fine(level: str) -> None:
 
 def hostile(level: str, code: str, stdin: str = "", expect: str = "", memory_mb: int = 256):
     t0 = time.perf_counter()
-    v = grade_program(code, [(stdin, expect)], timeout_s=LIMIT_S, memory_mb=memory_mb, isolation=level)
+    v = grade_program(
+        code, [(stdin, expect)], timeout_s=LIMIT_S, memory_mb=memory_mb, isolation=level
+    )
     took = time.perf_counter() - t0
     assert took < LIMIT_S + SLACK_S, f"verdict took {took:.2f}s"
     assert_nothing_left()
@@ -82,7 +86,9 @@ def level(request) -> str:
 
 
 def test_fork_bomb(level):
-    code = "import os\nwhile True:\n    try:\n        os.fork()\n    except Exception:\n        pass\n"
+    code = (
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except Exception:\n        pass\n"
+    )
     v = hostile(level, code)
     assert (v.status, v.correct) == ("timeout", False)
 
@@ -110,7 +116,10 @@ def test_unbounded_output(level):
 
 def test_unbounded_stderr(level):
     v = hostile(level, "import sys\nwhile True:\n    sys.stderr.write('e' * 4096)\n", expect="x")
-    assert (v.status, v.correct) == ("timeout", False)  # drained and dropped until the clock runs out
+    assert (v.status, v.correct) == (
+        "timeout",
+        False,
+    )  # drained and dropped until the clock runs out
 
 
 def test_reading_stdin_forever(level):
@@ -120,7 +129,9 @@ def test_reading_stdin_forever(level):
 
 # Without root the program runs as the grader's user (userns maps it to that user; `none`
 # keeps it): it can write what that user can write. Documented in agon.sandbox.core.
-needs_own_uid = pytest.mark.skipif(os.geteuid() != 0, reason="file protection needs a uid of its own (root)")
+needs_own_uid = pytest.mark.skipif(
+    os.geteuid() != 0, reason="file protection needs a uid of its own (root)"
+)
 
 
 @needs_own_uid
@@ -171,7 +182,9 @@ def test_opening_a_socket(level):
         server.close()
     assert not accepted, "the sandboxed program reached a socket of the grader"
     assert (v.status, v.correct) == ("runtime_error", False)
-    assert "Error" in v.detail and "ModuleNotFoundError" not in v.detail  # refused, not unimportable
+    assert (
+        "Error" in v.detail and "ModuleNotFoundError" not in v.detail
+    )  # refused, not unimportable
 
 
 def test_reading_the_parents_environment(level, monkeypatch):
@@ -254,7 +267,10 @@ def test_marker_scan_kills_escapees():
 def test_leftover_check_can_fail():
     """The suite's 'nothing left' check sees a process in a run's uid range."""
     uid = core._uid_slots()._base + core.UID_SLOTS - 1
-    p = psutil.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "30"], start_new_session=True)
+    p = psutil.Popen(
+        ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "30"],
+        start_new_session=True,
+    )
     try:
         time.sleep(0.2)
         assert any(q.pid == p.pid for q in _ours())
@@ -267,7 +283,11 @@ def test_leftover_check_can_fail():
 def test_uid_sweep_kills_escapees_without_the_marker():
     """The root fallback's other last line: every process of the run's uid is killed."""
     uid = core._uid_slots()._base + core.UID_SLOTS - 2
-    p = psutil.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "1000"], start_new_session=True, env={})
+    p = psutil.Popen(
+        ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "1000"],
+        start_new_session=True,
+        env={},
+    )
     time.sleep(0.2)
     killed = core._kill_uid(uid)
     p.wait(timeout=5)

@@ -36,7 +36,14 @@ def test_single_asks_the_solve_prompt(task):
     assert out[0][0].draft_tokens == 0 and out[0][0].total_tokens == out[0][0].completion_tokens
 
 
-@pytest.mark.parametrize("view,shown", [("full", "think one two three </think> answer 5"), ("answer_section", "answer 5"), ("last_tokens:2", "answer 5")])
+@pytest.mark.parametrize(
+    "view,shown",
+    [
+        ("full", "think one two three </think> answer 5"),
+        ("answer_section", "answer 5"),
+        ("last_tokens:2", "answer 5"),
+    ],
+)
 def test_cascade_reader_sees_the_draft_through_the_view(task, view, shown):
     drafter = ScriptedEngine(lambda text, j: "think one two three </think> answer 5")
     reader = ScriptedEngine(lambda text, j: "read \\boxed{5}")
@@ -46,7 +53,9 @@ def test_cascade_reader_sees_the_draft_through_the_view(task, view, shown):
     assert reader.calls[0] == task.reader_prompt(problems[0], shown)
     s = out[1][1]
     assert s.drafts == ["think one two three </think> answer 5"] and s.shown == [shown]
-    assert s.completion == "read \\boxed{5}" and s.draft_tokens == 7 and s.total_tokens == 9  # one token per word
+    assert (
+        s.completion == "read \\boxed{5}" and s.draft_tokens == 7 and s.total_tokens == 9
+    )  # one token per word
 
 
 def test_cascade_rejects_an_unknown_view():
@@ -63,8 +72,12 @@ def test_moa_alternates_proposers_and_synthesizes(task):
     # layer 1 and 2: proposers 0 and 2 are A, proposer 1 is B; then B aggregates
     assert len(a.calls) == 2 * 2 * chains and len(b.calls) == 2 * chains + chains
     layer2 = a.calls[2 * chains]
-    assert layer2[0]["role"] == "system" and layer2[0]["content"].startswith(AGGREGATE_AND_SYNTHESIZE)
-    assert "1. A says \\boxed{1}\n2. B says \\boxed{2}\n3. A says \\boxed{1}" in layer2[0]["content"]
+    assert layer2[0]["role"] == "system" and layer2[0]["content"].startswith(
+        AGGREGATE_AND_SYNTHESIZE
+    )
+    assert (
+        "1. A says \\boxed{1}\n2. B says \\boxed{2}\n3. A says \\boxed{1}" in layer2[0]["content"]
+    )
     assert layer2[1:] == task.solve_prompt(problems[0])
     s = out[1][0]
     assert s.drafts == [["A says \\boxed{1}", "B says \\boxed{2}", "A says \\boxed{1}"]] * 2
@@ -94,14 +107,29 @@ def tiny(tmp_path_factory):
 def test_paper_architectures_run_single_and_cascade(tiny, arch, tmp_path):
     """Each paper family's architecture through both systems, end to end on CPU."""
     kwargs = {"enable_thinking": False} if arch.startswith("qwen") else {}
-    engine = HFEngine(tiny[arch], dtype="float32", device="cpu", batch_size=8, chat_template_kwargs=kwargs)
+    engine = HFEngine(
+        tiny[arch], dtype="float32", device="cpu", batch_size=8, chat_template_kwargs=kwargs
+    )
     task = tiny_sum_task(3)
     sampling = SamplingParams(max_new_tokens=6, temperature=1.0, seed=0)
     try:
         for system in (single(engine), cascade(engine, engine, "last_tokens:4")):
-            summary = evaluate(system, task, task.problems("hard"), tmp_path / system.name, n=2, ks=[1, 2], sampling=sampling, chunk_size=4,
-                               n_boot=100, progress=False)
-            lines = [json.loads(x) for x in (tmp_path / system.name / "samples.jsonl").read_text().splitlines()]
+            summary = evaluate(
+                system,
+                task,
+                task.problems("hard"),
+                tmp_path / system.name,
+                n=2,
+                ks=[1, 2],
+                sampling=sampling,
+                chunk_size=4,
+                n_boot=100,
+                progress=False,
+            )
+            lines = [
+                json.loads(x)
+                for x in (tmp_path / system.name / "samples.jsonl").read_text().splitlines()
+            ]
             assert len(lines) == 6 and summary["n_problems"] == 3
             assert all(0 < r["completion_tokens"] <= 6 for r in lines)
             if system.name == "cascade":
@@ -116,8 +144,17 @@ def test_moa_runs_on_a_tiny_model(tiny, tmp_path):
     b = HFEngine(tiny["qwen3_5_text"], dtype="float32", device="cpu")
     task = tiny_sum_task(2)
     try:
-        summary = evaluate(moa(a, b, layers=1, proposers=2), task, task.problems("hard"), tmp_path, n=2, ks=[1],
-                           sampling=SamplingParams(max_new_tokens=5, seed=1), n_boot=100, progress=False)
+        summary = evaluate(
+            moa(a, b, layers=1, proposers=2),
+            task,
+            task.problems("hard"),
+            tmp_path,
+            n=2,
+            ks=[1],
+            sampling=SamplingParams(max_new_tokens=5, seed=1),
+            n_boot=100,
+            progress=False,
+        )
     finally:
         task.close()
     assert summary["n_samples"] == 4 and summary["mean_draft_tokens"] > 0

@@ -50,7 +50,10 @@ def tasks(config):
 
 @pytest.fixture(scope="module")
 def tokenizer(tasks, config):
-    return build_tokenizer(tokenizer_corpus(tasks, config["toy"]["tokenizer"]["corpus_examples"]), config["toy"]["tokenizer"]["vocab_size"])
+    return build_tokenizer(
+        tokenizer_corpus(tasks, config["toy"]["tokenizer"]["corpus_examples"]),
+        config["toy"]["tokenizer"]["vocab_size"],
+    )
 
 
 def test_a_mistake_misreads_only_its_operation_and_operands():
@@ -59,8 +62,15 @@ def test_a_mistake_misreads_only_its_operation_and_operands():
     ops = [("*", 5), ("+", 5), ("*", 2), ("*", 6)]
     steps = written_arith_steps(1, ops, rng, always)
     assert [s.correct for s in steps] == [False, True, True, False]
-    assert steps[0].result == (1 * misread(5)) % 7 and steps[1].lhs == steps[0].result  # chain goes on from it
-    assert written_code_lines(ops, rng, always) == [("*", misread(5)), ("+", 5), ("*", 2), ("*", misread(6))]
+    assert (
+        steps[0].result == (1 * misread(5)) % 7 and steps[1].lhs == steps[0].result
+    )  # chain goes on from it
+    assert written_code_lines(ops, rng, always) == [
+        ("*", misread(5)),
+        ("+", 5),
+        ("*", 2),
+        ("*", misread(6)),
+    ]
     never = Mistake("*", (5, 6), arith_rate=0.0, code_rate=0.0)
     assert all(s.correct for s in written_arith_steps(1, ops, rng, never))
 
@@ -79,7 +89,13 @@ def test_a_reader_keeps_the_drafts_correct_steps_and_redoes_the_rest():
 
 def test_sft_data_holds_both_roles_and_never_a_test_question(config, tasks):
     cfg = config["toy"]
-    stream = SFTStream(tasks, cfg, Mistake.from_config(cfg["models"]["A"]["mistake"]), Mistake.from_config(cfg["models"]["B"]["mistake"]), seed=5)
+    stream = SFTStream(
+        tasks,
+        cfg,
+        Mistake.from_config(cfg["models"]["A"]["mistake"]),
+        Mistake.from_config(cfg["models"]["B"]["mistake"]),
+        seed=5,
+    )
     examples = [stream.example(1.0) for _ in range(300)]
     contents = [p[0]["content"] for p, _ in examples]
     assert any(c.startswith("solve: ") and "rival" not in c for c in contents)
@@ -90,15 +106,28 @@ def test_sft_data_holds_both_roles_and_never_a_test_question(config, tasks):
     assert not {c.split("\n")[0].split(": ", 1)[1] for c in contents} & test_q
     # early in training the curriculum caps the level
     early = [stream.example(0.0) for _ in range(100)]
-    assert max(len(parse_code_lines(t)) if p[0]["content"].startswith("code") else t.count("=") for p, t in early) <= cfg["train"]["curriculum_start_level"]
+    assert (
+        max(
+            len(parse_code_lines(t)) if p[0]["content"].startswith("code") else t.count("=")
+            for p, t in early
+        )
+        <= cfg["train"]["curriculum_start_level"]
+    )
 
 
 def test_same_seed_same_data_and_same_weights(config, tasks, tokenizer):
     import torch
 
     cfg = config["toy"]
-    a, b = Mistake.from_config(cfg["models"]["A"]["mistake"]), Mistake.from_config(cfg["models"]["B"]["mistake"])
-    s1, s2, s3 = SFTStream(tasks, cfg, a, b, 7), SFTStream(tasks, cfg, a, b, 7), SFTStream(tasks, cfg, a, b, 8)
+    a, b = (
+        Mistake.from_config(cfg["models"]["A"]["mistake"]),
+        Mistake.from_config(cfg["models"]["B"]["mistake"]),
+    )
+    s1, s2, s3 = (
+        SFTStream(tasks, cfg, a, b, 7),
+        SFTStream(tasks, cfg, a, b, 7),
+        SFTStream(tasks, cfg, a, b, 8),
+    )
     d1, d2, d3 = ([s.example(0.5) for _ in range(50)] for s in (s1, s2, s3))
     assert d1 == d2 and d1 != d3
     torch.set_num_threads(1)
@@ -108,7 +137,9 @@ def test_same_seed_same_data_and_same_weights(config, tasks, tokenizer):
     w1, w2, w3 = m1.state_dict(), m2.state_dict(), m3.state_dict()
     assert all(torch.equal(w1[k], w2[k]) for k in w1)
     assert not all(torch.equal(w1[k], w3[k]) for k in w1)
-    assert not all(torch.equal(w1[k], build_model(cfg, tokenizer, 7).state_dict()[k]) for k in w1)  # it trained
+    assert not all(
+        torch.equal(w1[k], build_model(cfg, tokenizer, 7).state_dict()[k]) for k in w1
+    )  # it trained
 
 
 def test_sft_loss_is_the_same_packed_or_padded(config, tasks, tokenizer):
@@ -118,15 +149,26 @@ def test_sft_loss_is_the_same_packed_or_padded(config, tasks, tokenizer):
     from agon.toy.pretrain import _sft_batch, encode_example
 
     cfg = config["toy"]
-    a, b = Mistake.from_config(cfg["models"]["A"]["mistake"]), Mistake.from_config(cfg["models"]["B"]["mistake"])
+    a, b = (
+        Mistake.from_config(cfg["models"]["A"]["mistake"]),
+        Mistake.from_config(cfg["models"]["B"]["mistake"]),
+    )
     stream = SFTStream(tasks, cfg, a, b, 3)
     batch = [encode_example(tokenizer, *stream.example(1.0)) for _ in range(16)]
     model = build_model(cfg, tokenizer, 0)
-    packed, padded = _sft_batch(batch, tokenizer.pad_token_id, True), _sft_batch(batch, tokenizer.pad_token_id, False)
+    packed, padded = (
+        _sft_batch(batch, tokenizer.pad_token_id, True),
+        _sft_batch(batch, tokenizer.pad_token_id, False),
+    )
     assert packed["input_ids"].size(0) < padded["input_ids"].size(0)
     assert int((packed["labels"] != -100).sum()) == int((padded["labels"] != -100).sum())
     with torch.no_grad():
-        torch.testing.assert_close(model(**packed, use_cache=False).loss, model(**padded, use_cache=False).loss, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            model(**packed, use_cache=False).loss,
+            model(**padded, use_cache=False).loss,
+            atol=1e-5,
+            rtol=1e-5,
+        )
 
 
 def test_the_guard_retries_then_fails_loudly(config, tasks, tokenizer, tmp_path):
@@ -146,7 +188,9 @@ def test_each_guard_check_stops_the_run_at_its_share_of_the_steps(config, tasks,
     from agon.toy.pretrain import NotClickedError
 
     steps = config["toy"]["train"]["steps"]
-    cfg = deep_merge(config["toy"], {"guard": {"checks": [[0.25, 100.0], [0.75, 0.01]], "window": 2}})
+    cfg = deep_merge(
+        config["toy"], {"guard": {"checks": [[0.25, 100.0], [0.75, 0.01]], "window": 2}}
+    )
     with pytest.raises(NotClickedError, match=f"at step {int(0.75 * steps)}/{steps}"):
         train_one(cfg, tasks, tokenizer, "A", 0, log=lambda *_: None)
 
@@ -156,9 +200,15 @@ def test_tokenizer_keeps_numbers_whole_and_has_a_chat_template(tokenizer):
     pieces = [tokenizer.decode([i]) for i in ids]
     assert "4" in pieces and "3" in pieces and "5" in pieces
     assert all(not (any(ch.isdigit() for ch in p) and not p.isdigit()) for p in pieces)
-    text = tokenizer.apply_chat_template([{"role": "user", "content": "solve: 1+2"}], tokenize=False, add_generation_prompt=True)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "solve: 1+2"}], tokenize=False, add_generation_prompt=True
+    )
     assert text == "<|user|>solve: 1+2<|end|><|assistant|>"
-    assert tokenizer.eos_token == "<|end|>" and tokenizer.pad_token == "<|pad|>" and tokenizer.pad_token_id != tokenizer.eos_token_id
+    assert (
+        tokenizer.eos_token == "<|end|>"
+        and tokenizer.pad_token == "<|pad|>"
+        and tokenizer.pad_token_id != tokenizer.eos_token_id
+    )
 
 
 def test_cli_pretrain_writes_two_models_and_a_report(tmp_path):
@@ -174,11 +224,15 @@ def test_cli_pretrain_writes_two_models_and_a_report(tmp_path):
     cfg_path = tmp_path / "config.yaml"
     cfg_path.write_text(yaml.safe_dump(deep_merge(raw, REDUCED)))
     out = tmp_path / "models"
-    assert main(["toy", "pretrain", "--config", str(cfg_path), "--out", str(out), "--seed", "3"]) == 0
+    assert (
+        main(["toy", "pretrain", "--config", str(cfg_path), "--out", str(out), "--seed", "3"]) == 0
+    )
     for role in ("A", "B"):
         model = AutoModelForCausalLM.from_pretrained(out / role)
         tok = AutoTokenizer.from_pretrained(out / role)
-        assert model.config.model_type == "qwen3" and tok.chat_template and tok.eos_token == "<|end|>"
+        assert (
+            model.config.model_type == "qwen3" and tok.chat_template and tok.eos_token == "<|end|>"
+        )
     report = json.loads((out / "report.json").read_text())
     assert report["seed"] == 3 and report["provenance"]["seed"] == 3
     for name in ("arith", "toycode"):
@@ -195,7 +249,15 @@ def test_cli_pretrain_writes_two_models_and_a_report(tmp_path):
 def test_task_classes_are_what_the_registry_serves(tasks):
     assert isinstance(tasks["arith"], ArithTask) and isinstance(tasks["toycode"], ToyCodeTask)
     p = tasks["toycode"].problems("hard")[0]
-    prompt, target = make_example("code_solve", p, tasks["toycode"], random.Random(0), Mistake("+", (), 0, 0), Mistake("+", (), 0, 0), {"draft_clean": 1.0, "draft_slip": 0.0})
+    prompt, target = make_example(
+        "code_solve",
+        p,
+        tasks["toycode"],
+        random.Random(0),
+        Mistake("+", (), 0, 0),
+        Mistake("+", (), 0, 0),
+        {"draft_clean": 1.0, "draft_slip": 0.0},
+    )
     assert target == ToyCodeTask.solution(p) and prompt == tasks["toycode"].solve_prompt(p)
 
 
@@ -208,5 +270,7 @@ def test_reader_anchoring_copies_wrong_draft_lines_and_steps(copy_wrong, kept):
     target = written_code_lines(ops, rng, None, keep=draft, copy_wrong=copy_wrong)
     assert target == (draft if kept else ops)
     wrong = [ArithStep(3, "*", 4, 1), ArithStep(1, "+", 2, 3)]  # 3*4=5 mod 7, written as 1
-    steps = written_arith_steps(3, [("*", 4), ("+", 2)], rng, None, keep=wrong, copy_wrong=copy_wrong)
+    steps = written_arith_steps(
+        3, [("*", 4), ("+", 2)], rng, None, keep=wrong, copy_wrong=copy_wrong
+    )
     assert [s.result for s in steps] == ([1, 3] if kept else [5, 0])

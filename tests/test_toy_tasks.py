@@ -24,7 +24,9 @@ def test_arith_splits_are_seeded_disjoint_and_hard_is_top_levels():
     a1 = ArithTask(n_train=300, n_test=120, levels=6, hard_min_level=5, seed=3)
     a2 = ArithTask(n_train=300, n_test=120, levels=6, hard_min_level=5, seed=3)
     assert [p.question for p in a1.problems("train")] == [p.question for p in a2.problems("train")]
-    assert [p.id for p in a1.problems("test")] != [p.id for p in ArithTask(n_test=120, seed=4).problems("test")]
+    assert [p.id for p in a1.problems("test")] != [
+        p.id for p in ArithTask(n_test=120, seed=4).problems("test")
+    ]
     test_q = {p.question for p in a1.problems("test")}
     assert len(test_q) == 120  # test questions are unique
     assert not test_q & {p.question for p in a1.problems("train")}
@@ -33,7 +35,9 @@ def test_arith_splits_are_seeded_disjoint_and_hard_is_top_levels():
     assert {p.id for p in hard} <= {p.id for p in a1.problems("test")}
     assert all(p.difficulty >= 5 for p in a1.problems("train_hard"))
     # the test split does not depend on n_train
-    assert [p.id for p in ArithTask(n_train=10, n_test=120, seed=3).problems("test")] == [p.id for p in a1.problems("test")]
+    assert [p.id for p in ArithTask(n_train=10, n_test=120, seed=3).problems("test")] == [
+        p.id for p in a1.problems("test")
+    ]
 
 
 def test_arith_gold_answer_matches_left_to_right_mod7():
@@ -55,7 +59,11 @@ def test_arith_prompts_are_short_and_reader_prompt_holds_problem_and_draft():
     p = task.problems("test")[0]
     assert task.solve_prompt(p) == [{"role": "user", "content": f"solve: {p.question}"}]
     (msg,) = task.reader_prompt(p, "1+2=3 \\boxed{3}")
-    assert p.question in msg["content"] and "1+2=3 \\boxed{3}" in msg["content"] and "rival" in msg["content"]
+    assert (
+        p.question in msg["content"]
+        and "1+2=3 \\boxed{3}" in msg["content"]
+        and "rival" in msg["content"]
+    )
 
 
 def test_arith_grades_through_the_math_pool():
@@ -63,7 +71,9 @@ def test_arith_grades_through_the_math_pool():
     try:
         probs = task.problems("test")[:3]
         wrong = str((int(probs[1].answer) + 1) % 7)
-        verdicts = task.grade(probs, [task.solution(probs[0]), f"\\boxed{{{wrong}}}", "no box here"])
+        verdicts = task.grade(
+            probs, [task.solution(probs[0]), f"\\boxed{{{wrong}}}", "no box here"]
+        )
     finally:
         task.close()
     assert [v.correct for v in verdicts] == [True, False, False]
@@ -86,7 +96,9 @@ def test_toycode_tests_match_the_reference_and_inputs_are_hidden():
         assert len(tests) == 4
         assert all(out == reference_output(p.meta["ops"], inp) for inp, out in tests)
         assert all(inp.strip() not in task.solve_prompt(p)[0]["content"] for inp, _ in tests)
-        assert [(op, k) for op, k in parse_code_lines(task.solution(p))] == [tuple(o) for o in p.meta["ops"]]
+        assert [(op, k) for op, k in parse_code_lines(task.solution(p))] == [
+            tuple(o) for o in p.meta["ops"]
+        ]
 
 
 def test_toycode_grading_passes_only_a_program_that_computes_the_chain():

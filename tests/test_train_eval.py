@@ -35,7 +35,10 @@ class HardParityTask(ParityTask):
     def problems(self, split):
         if split != "hard":
             return super().problems(split)
-        return [Problem(id=f"hard-{i}", question=f"Hard: what is {3 * i} * {i + 2}?", answer="0") for i in range(7)]
+        return [
+            Problem(id=f"hard-{i}", question=f"Hard: what is {3 * i} * {i + 2}?", answer="0")
+            for i in range(7)
+        ]
 
     def grade(self, problems, completions):
         if not problems or not problems[0].id.startswith("hard-"):
@@ -48,15 +51,31 @@ def _rows(path: Path) -> list[dict]:
     return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
 
 
-def _recount(model, tok, task, problems, max_new_tokens: int, system_prompt: str | None = None, batch_size: int = 64) -> tuple[float, float]:
+def _recount(
+    model,
+    tok,
+    task,
+    problems,
+    max_new_tokens: int,
+    system_prompt: str | None = None,
+    batch_size: int = 64,
+) -> tuple[float, float]:
     """Greedy pass@1 and generated tokens of ``model``, generated and graded here, not through agon.train_eval."""
     from agon.engines.hf import HFEngine
 
     engine = HFEngine(model, tok, system_prompt=system_prompt, batch_size=batch_size)
-    comps = [row[0] for row in engine.generate([task.solve_prompt(p) for p in problems], n=1,
-                                               sampling=SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0))]
+    comps = [
+        row[0]
+        for row in engine.generate(
+            [task.solve_prompt(p) for p in problems],
+            n=1,
+            sampling=SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0),
+        )
+    ]
     verdicts = task.grade(problems, [c.text for c in comps])
-    return sum(v.correct is True for v in verdicts) / len(problems), float(sum(len(c.token_ids) for c in comps))
+    return sum(v.correct is True for v in verdicts) / len(problems), float(
+        sum(len(c.token_ids) for c in comps)
+    )
 
 
 # ----------------------------------------------------------------------------- pieces
@@ -71,8 +90,12 @@ def test_eval_steps():
     task = HardParityTask()
     assert [p.id for p in train_eval.hard_problems(task, 3)] == ["hard-0", "hard-1", "hard-2"]
     assert len(train_eval.hard_problems(task, None)) == 7
-    assert train_eval.is_eval_only({"step": 9, "tokens_generated": 0, "eval/hard_pass@1/A": 0.5, "time/eval_s": 1.0})
-    assert not train_eval.is_eval_only({"step": 8, "tokens_generated": 10, "A/loss": 0.1, "eval/hard_pass@1/A": 0.5})
+    assert train_eval.is_eval_only(
+        {"step": 9, "tokens_generated": 0, "eval/hard_pass@1/A": 0.5, "time/eval_s": 1.0}
+    )
+    assert not train_eval.is_eval_only(
+        {"step": 8, "tokens_generated": 10, "A/loss": 0.1, "eval/hard_pass@1/A": 0.5}
+    )
     assert not train_eval.is_eval_only({"step": 8})
 
 
@@ -92,14 +115,24 @@ def test_hard_pass1_counts_and_leaves_rng_and_modes_alone():
     torch.manual_seed(7), random.seed(7), np.random.seed(7)
     task = ParityTask()  # correct: an even number of characters
     problems = train_eval.hard_problems(task, 5)
-    m = train_eval.hard_pass1({"A": _NoisyEngine(), "B": _NoisyEngine()}, task, problems, max_new_tokens=4, models=[model])
+    m = train_eval.hard_pass1(
+        {"A": _NoisyEngine(), "B": _NoisyEngine()}, task, problems, max_new_tokens=4, models=[model]
+    )
     # completions "abc", "ab", "abc", "ab", "abc": "ab" (even length) is correct
     assert m["eval/hard_pass@1/A"] == m["eval/hard_pass@1/B"] == pytest.approx(2 / 5)
-    assert m["eval/hard_tokens/A"] == 3 + 2 + 3 + 2 + 3 and m["eval/hard_problems"] == 5 and m["time/eval_s"] >= 0
+    assert (
+        m["eval/hard_tokens/A"] == 3 + 2 + 3 + 2 + 3
+        and m["eval/hard_problems"] == 5
+        and m["time/eval_s"] >= 0
+    )
     # the global RNG streams continue as if nothing had run
     got = (torch.rand(2), random.random(), np.random.rand())
     torch.manual_seed(7), random.seed(7), np.random.seed(7)
-    assert torch.equal(got[0], torch.rand(2)) and got[1] == random.random() and got[2] == np.random.rand()
+    assert (
+        torch.equal(got[0], torch.rand(2))
+        and got[1] == random.random()
+        and got[2] == np.random.rand()
+    )
     assert model.training and model[1].training and not model[0].training
 
 
@@ -108,7 +141,9 @@ def test_ungradable_answer_counts_as_wrong():
         def grade(self, problems, completions):
             return [Verdict(correct=None, status="timeout") for _ in completions]
 
-    m = train_eval.hard_pass1({"A": _NoisyEngine()}, Undecided(), Undecided().problems("hard")[:2], max_new_tokens=4)
+    m = train_eval.hard_pass1(
+        {"A": _NoisyEngine()}, Undecided(), Undecided().problems("hard")[:2], max_new_tokens=4
+    )
     assert m["eval/hard_pass@1/A"] == 0.0
 
 
@@ -133,7 +168,15 @@ def test_settings_read_the_train_section(tmp_path):
 
 
 def _duel_settings(**kw) -> duel.DuelSettings:
-    base = dict(problems_per_step=2, num_drafts=2, num_reads=1, max_new_tokens=6, learning_rate=1e-2, checkpoint_every=1, keep_checkpoints=0)
+    base = dict(
+        problems_per_step=2,
+        num_drafts=2,
+        num_reads=1,
+        max_new_tokens=6,
+        learning_rate=1e-2,
+        checkpoint_every=1,
+        keep_checkpoints=0,
+    )
     return duel.DuelSettings(**{**base, **kw})
 
 
@@ -145,28 +188,48 @@ def test_duel_logs_hard_pass1_at_0_every_n_and_last_equal_to_a_recount(tmp_path)
     task = HardParityTask()
     duel.train(task, policies, s, tmp_path / "run")
     rows = _rows(tmp_path / "run" / "metrics.jsonl")
-    assert [r["step"] for r in rows] == [0, 1, 2, 3, 4, 5]  # 5 training steps, then the trained models
+    assert [r["step"] for r in rows] == [
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+    ]  # 5 training steps, then the trained models
     evaluated = [r["step"] for r in rows if "eval/hard_pass@1/A" in r]
     assert evaluated == [0, 2, 4, 5] == [r["step"] for r in rows if "eval/hard_pass@1/B" in r]
     assert train_eval.is_eval_only(rows[-1]) and rows[-1]["tokens_generated"] == 0
-    assert not any(train_eval.is_eval_only(r) for r in rows[:-1]) and all(r["tokens_generated"] > 0 for r in rows[:-1])
+    assert not any(train_eval.is_eval_only(r) for r in rows[:-1]) and all(
+        r["tokens_generated"] > 0 for r in rows[:-1]
+    )
 
     problems = task.problems("hard")[:4]
     for name, seed in (("A", 0), ("B", 1)):
         path = tmp_path / "m" / f"qwen3-{seed}"
         tok = AutoTokenizer.from_pretrained(path)
         for step in evaluated:
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)  # step 0: the base model
-            if step:  # the checkpoint after `step` updates holds the weights evaluated on row `step`
-                blob = torch.load(tmp_path / "run" / "checkpoints" / f"step-{step:06d}" / f"{name}.pt", weights_only=False)
+            model = AutoModelForCausalLM.from_pretrained(
+                path, dtype=torch.float32
+            )  # step 0: the base model
+            if (
+                step
+            ):  # the checkpoint after `step` updates holds the weights evaluated on row `step`
+                blob = torch.load(
+                    tmp_path / "run" / "checkpoints" / f"step-{step:06d}" / f"{name}.pt",
+                    weights_only=False,
+                )
                 model.load_state_dict(blob["model"])
             row = next(r for r in rows if r["step"] == step)
             value = row[f"eval/hard_pass@1/{name}"]
             assert 0.0 <= value <= 1.0 and row["eval/hard_problems"] == 4
-            assert (value, row[f"eval/hard_tokens/{name}"]) == _recount(model, tok, task, problems, s.max_new_tokens), (name, step)
+            assert (value, row[f"eval/hard_tokens/{name}"]) == _recount(
+                model, tok, task, problems, s.max_new_tokens
+            ), (name, step)
     # the trained models moved (so the recount compared different weights at different steps)
     first = AutoModelForCausalLM.from_pretrained(tmp_path / "m" / "qwen3-0")
-    assert any(not torch.equal(a, b) for a, b in zip(first.parameters(), policies["A"].model.parameters()))
+    assert any(
+        not torch.equal(a, b) for a, b in zip(first.parameters(), policies["A"].model.parameters())
+    )
 
 
 def test_duel_evaluations_do_not_change_training(tmp_path):
@@ -178,9 +241,13 @@ def test_duel_evaluations_do_not_change_training(tmp_path):
         runs[every] = (policies, _rows(tmp_path / f"run{every}" / "metrics.jsonl"))
     (pol_off, rows_off), (pol_on, rows_on) = runs[0], runs[1]
     for name in ("A", "B"):
-        for (k, a), b in zip(pol_off[name].model.state_dict().items(), pol_on[name].model.state_dict().values()):
+        for (k, a), b in zip(
+            pol_off[name].model.state_dict().items(), pol_on[name].model.state_dict().values()
+        ):
             assert torch.equal(a, b), f"{name}.{k} differs when the run evaluates"
-    assert not any(k.startswith("eval/") for r in rows_off for k in r) and len(rows_off) == 3  # eval_every 0: no key, no extra row
+    assert (
+        not any(k.startswith("eval/") for r in rows_off for k in r) and len(rows_off) == 3
+    )  # eval_every 0: no key, no extra row
     strip = lambda r: {k: v for k, v in r.items() if not k.startswith(("eval/", "time/"))}  # noqa: E731
     assert [strip(r) for r in rows_on[:3]] == [strip(r) for r in rows_off]
     assert [r["step"] for r in rows_on if "eval/hard_pass@1/A" in r] == [0, 1, 2, 3]
@@ -217,8 +284,18 @@ def test_grpo_logs_hard_pass1_per_model_and_merges_them(tmp_path):
     from agon.tasks import register_task
 
     register_task("hard_parity_test", HardParityTask)
-    path = tiny_config(tmp_path, train={"steps": 3, "checkpoint_every": 1, "keep_checkpoints": 0, "eval_every": 2, "eval_problems": 5,
-                                        "problems_per_step": 2, "num_generations": 2})
+    path = tiny_config(
+        tmp_path,
+        train={
+            "steps": 3,
+            "checkpoint_every": 1,
+            "keep_checkpoints": 0,
+            "eval_every": 2,
+            "eval_problems": 5,
+            "problems_per_step": 2,
+            "num_generations": 2,
+        },
+    )
     cfg = yaml.safe_load(path.read_text())
     cfg["tasks"] = [{"name": "hard_parity_test", "params": {}}]
     path.write_text(yaml.safe_dump(cfg))
@@ -239,22 +316,34 @@ def test_grpo_logs_hard_pass1_per_model_and_merges_them(tmp_path):
         tok = AutoTokenizer.from_pretrained(mrow["model"])
         for step in evaluated:
             # TRL's checkpoint-N holds the model after N updates; the end of training is the saved model
-            source = {0: mrow["model"], 3: out / name}.get(step, out / "checkpoints" / f"grpo_{name}" / f"checkpoint-{step}")
+            source = {0: mrow["model"], 3: out / name}.get(
+                step, out / "checkpoints" / f"grpo_{name}" / f"checkpoint-{step}"
+            )
             model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
             row = next(r for r in rows if r["step"] == step)
             value = row[f"eval/hard_pass@1/{name}"]
             assert 0.0 <= value <= 1.0
             # model B has a persona: the evaluation speaks to it as its rollouts do
-            assert (value, row[f"eval/hard_tokens/{name}"]) == _recount(model, tok, task, problems, fam["max_new_tokens"],
-                                                                        system_prompt=mrow.get("system_prompt")), (name, step)
+            assert (value, row[f"eval/hard_tokens/{name}"]) == _recount(
+                model,
+                tok,
+                task,
+                problems,
+                fam["max_new_tokens"],
+                system_prompt=mrow.get("system_prompt"),
+            ), (name, step)
     merged = _rows(out / "metrics.jsonl")
     assert [r["step"] for r in merged] == [0, 1, 2, 3]
     for r in merged:
         has = [f"eval/hard_pass@1/{n}" in r for n in ("A", "B")]
         assert has == [r["step"] in (0, 2, 3)] * 2, r["step"]
-    assert merged[-1]["tokens_generated"] == 0 and all(r["tokens_generated"] > 0 for r in merged[:-1])
+    assert merged[-1]["tokens_generated"] == 0 and all(
+        r["tokens_generated"] > 0 for r in merged[:-1]
+    )
     for i in (0, 2, 3):  # A's and B's evaluations each took their own time
-        assert merged[i]["time/eval_s"] == pytest.approx(per_model["A"][i]["time/eval_s"] + per_model["B"][i]["time/eval_s"])
+        assert merged[i]["time/eval_s"] == pytest.approx(
+            per_model["A"][i]["time/eval_s"] + per_model["B"][i]["time/eval_s"]
+        )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 3
 
@@ -264,4 +353,6 @@ def test_grpo_logs_hard_pass1_per_model_and_merges_them(tmp_path):
     for name in ("A", "B"):
         on, off = _grpo_weights(out / name), _grpo_weights(tmp_path / "off" / name)
         assert on.keys() == off.keys() and all(torch.equal(on[k], off[k]) for k in on), name
-    assert not any(k.startswith("eval/") for r in _rows(tmp_path / "off" / "metrics.jsonl") for k in r)
+    assert not any(
+        k.startswith("eval/") for r in _rows(tmp_path / "off" / "metrics.jsonl") for k in r
+    )

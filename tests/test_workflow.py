@@ -35,8 +35,14 @@ def workdir_with(tmp_path: Path, config: dict | None = None, name: str = "config
 
 def snakemake(workdir: Path, *args: str, timeout: int = 240) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    return subprocess.run([*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],
-                          capture_output=True, text=True, timeout=timeout, env=env, cwd=workdir)
+    return subprocess.run(
+        [*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=workdir,
+    )
 
 
 def dry_run_jobs(workdir: Path, *args: str) -> list[dict]:
@@ -67,16 +73,21 @@ def expected_counts(cfg: dict) -> Counter:
     systems = systems_for_methods(cfg["methods"])
     trained = {SYSTEMS[s].train for s in systems} - {None}
     toy = any(f.get("toy") for f in cfg["families"])
-    return Counter({
-        "evaluate": n_ft * len(systems) * seeds,
-        "train": n_ft * len(trained) * seeds,
-        "data_split": n_ft,
-        "config_snapshot": n_ft * (3 if trained else 2),
-        "pretrain": int(toy),
-        "pretrain_config": int(toy),
-        "report": 1,
-        "all": 1,
-    }) - Counter()  # drop zero counts
+    return (
+        Counter(
+            {
+                "evaluate": n_ft * len(systems) * seeds,
+                "train": n_ft * len(trained) * seeds,
+                "data_split": n_ft,
+                "config_snapshot": n_ft * (3 if trained else 2),
+                "pretrain": int(toy),
+                "pretrain_config": int(toy),
+                "report": 1,
+                "all": 1,
+            }
+        )
+        - Counter()
+    )  # drop zero counts
 
 
 def test_paper_dag_lists_every_job_without_a_gpu(tmp_path):
@@ -93,9 +104,15 @@ def test_paper_dag_lists_every_job_without_a_gpu(tmp_path):
         for task in cfg["tasks"]:
             for seed in cfg["seeds"]:
                 for method in ("grpo", "agon"):
-                    assert f"results/{fam['name']}/{task['name']}/train/{method}/seed{seed}/summary.json" in outputs
+                    assert (
+                        f"results/{fam['name']}/{task['name']}/train/{method}/seed{seed}/summary.json"
+                        in outputs
+                    )
                 for system in systems_for_methods(cfg["methods"]):
-                    assert f"results/{fam['name']}/{task['name']}/eval/{system}/seed{seed}/summary.json" in outputs
+                    assert (
+                        f"results/{fam['name']}/{task['name']}/eval/{system}/seed{seed}/summary.json"
+                        in outputs
+                    )
     # per-rule resources come from the config's resources section (what SLURM receives)
     train = next(j for j in jobs if j["rule"] == "train")
     assert train["resources"]["gpu"] == str(cfg["resources"]["train"]["gpus"])
@@ -111,7 +128,11 @@ def test_default_config_is_the_toy_world(tmp_path):
     jobs = dry_run_jobs(wd)
     assert Counter(j["rule"] for j in jobs) == expected_counts(cfg)
     pretrain = next(j for j in jobs if j["rule"] == "pretrain")
-    assert set(pretrain["output"]) == {"results/toy/models/A", "results/toy/models/B", "results/toy/models/report.json"}
+    assert set(pretrain["output"]) == {
+        "results/toy/models/A",
+        "results/toy/models/B",
+        "results/toy/models/report.json",
+    }
 
 
 def test_a_family_is_a_row(tmp_path):
@@ -132,7 +153,9 @@ def test_a_family_is_a_row(tmp_path):
     assert Counter(j["rule"] for j in new) == per_family - Counter({"report": 1, "all": 1})
     assert len(after) - len(before) == len(new)
     # the new family's jobs run the new row's models
-    assert any(o.startswith("results/olmo3/deepmath/train/agon/seed") for j in new for o in j["output"])
+    assert any(
+        o.startswith("results/olmo3/deepmath/train/agon/seed") for j in new for o in j["output"]
+    )
 
 
 def test_methods_not_listed_are_not_built(tmp_path):
@@ -167,12 +190,19 @@ def test_toy_rows_must_point_at_the_pretrained_models(tmp_path):
     (wd / "config" / "moved.yaml").write_text(yaml.safe_dump(cfg))
     res = snakemake(wd, "-n", "--configfile", "config/moved.yaml")
     assert res.returncode != 0
-    assert "'model_a.model'" in res.stdout + res.stderr and "elsewhere/toy/models/A" in res.stdout + res.stderr
+    assert (
+        "'model_a.model'" in res.stdout + res.stderr
+        and "elsewhere/toy/models/A" in res.stdout + res.stderr
+    )
 
 
 def test_lint_is_clean():
-    res = subprocess.run([*SNAKEMAKE, "--lint", "-s", str(REPO / "Snakefile"), "-d", str(REPO)],
-                         capture_output=True, text=True, timeout=240)
+    res = subprocess.run(
+        [*SNAKEMAKE, "--lint", "-s", str(REPO / "Snakefile"), "-d", str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert "Congratulations, your workflow is in a good condition!" in res.stdout + res.stderr
 

@@ -43,16 +43,23 @@ def test_reduced_toy_dag_end_to_end(tmp_path):
     systems = systems_for_methods(REDUCED["methods"])
     for s in systems:
         p = float(rows[0][f"{s}_pass@1"])
-        assert 0.0 <= float(rows[0][f"{s}_pass@1_lo"]) <= p <= float(rows[0][f"{s}_pass@1_hi"]) <= 1.0
+        assert (
+            0.0 <= float(rows[0][f"{s}_pass@1_lo"]) <= p <= float(rows[0][f"{s}_pass@1_hi"]) <= 1.0
+        )
         # the table recounts what the evaluation itself wrote
         summary = json.loads((out / f"toy/arith/eval/{s}/seed0/summary.json").read_text())
         assert p == pytest.approx(summary["pass@1"], abs=1e-9)
     for m in ("grpo", "agon"):
         assert float(rows[0][f"{m}_train_tokens"]) > 0
         assert float(rows[0][f"{m}_train_wall_h"]) > 0
-        metrics = [json.loads(x) for x in (out / f"toy/arith/train/{m}/seed0/metrics.jsonl").read_text().splitlines()]
+        metrics = [
+            json.loads(x)
+            for x in (out / f"toy/arith/train/{m}/seed0/metrics.jsonl").read_text().splitlines()
+        ]
         # train.eval_every 1: both models on the hard split before each update and after the last
-        assert [r["step"] for r in metrics if "eval/hard_pass@1/A" in r and "eval/hard_pass@1/B" in r] == [0, 1, 2], m
+        assert [
+            r["step"] for r in metrics if "eval/hard_pass@1/A" in r and "eval/hard_pass@1/B" in r
+        ] == [0, 1, 2], m
     assert (out / "table1.md").read_text().count("| toy | arith |") >= 1
     assert json.loads((out / "table1.provenance.json").read_text())["provenance"]["config_hash"]
     for name in ("pass1_by_system", "training_curves", "duel_dynamics"):
@@ -82,5 +89,12 @@ def test_reduced_toy_dag_end_to_end(tmp_path):
     outputs = [o for j in jobs for o in j["output"]]
     assert not any(o.startswith("results/toy/") for o in outputs), outputs
     assert sum(o.endswith("summary.json") and "/eval/" in o for o in outputs) == len(systems)
-    assert {j["rule"] for j in jobs} == {"config_snapshot", "data_split", "train", "evaluate", "report", "all"}
+    assert {j["rule"] for j in jobs} == {
+        "config_snapshot",
+        "data_split",
+        "train",
+        "evaluate",
+        "report",
+        "all",
+    }
     assert sum(SYSTEMS[s].train is not None for s in systems) > 0

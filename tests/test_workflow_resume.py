@@ -27,7 +27,9 @@ def run_job(tmp_path: Path, inputs: list[Path], command: list[str], **extra) -> 
         input=[str(p) for p in inputs],
         log=[str(tmp_path / "job.log")],
         threads=1,
-        params=Params(folder=str(folder), state=["checkpoints", "metrics.jsonl"], command=command, **extra),
+        params=Params(
+            folder=str(folder), state=["checkpoints", "metrics.jsonl"], command=command, **extra
+        ),
     )
     with pytest.raises(SystemExit) as done:
         runpy.run_path(str(SCRIPT), init_globals={"snakemake": smk})

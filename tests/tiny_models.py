@@ -38,8 +38,20 @@ _GEMMA4_TEMPLATE = (
 
 # special tokens per family: (bos, eos, pad, extra specials, chat template)
 _FAMILY_TOKENS = {
-    "qwen": (None, "<|im_end|>", "<|endoftext|>", ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>"], _QWEN_TEMPLATE),
-    "gemma": ("<bos>", "<turn|>", "<pad>", ["<pad>", "<eos>", "<bos>", "<|turn>", "<turn|>"], _GEMMA4_TEMPLATE),
+    "qwen": (
+        None,
+        "<|im_end|>",
+        "<|endoftext|>",
+        ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>"],
+        _QWEN_TEMPLATE,
+    ),
+    "gemma": (
+        "<bos>",
+        "<turn|>",
+        "<pad>",
+        ["<pad>", "<eos>", "<bos>", "<|turn>", "<turn|>"],
+        _GEMMA4_TEMPLATE,
+    ),
 }
 
 # what the BPE is trained on: enough text for prompts of arithmetic tasks and chat roles
@@ -77,7 +89,9 @@ def build_tiny_tokenizer(family: str, path: str | Path):
         bos_token=bos,
         eos_token=eos,
         pad_token=pad,
-        additional_special_tokens=[s for s in specials if s not in (bos, eos, pad, "<think>", "</think>")],
+        additional_special_tokens=[
+            s for s in specials if s not in (bos, eos, pad, "<think>", "</think>")
+        ],
     )
     # as in Qwen3's real tokenizer, the thinking markers are added tokens but not special ones
     fast.add_tokens([s for s in specials if s in ("<think>", "</think>")])
@@ -88,8 +102,21 @@ def build_tiny_tokenizer(family: str, path: str | Path):
 
 def _config(arch: str, vocab_size: int, tok) -> object:
     """A shrunken config of ``arch`` with the tokenizer's special ids."""
-    ids = {"pad_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id, "bos_token_id": tok.bos_token_id}
-    common = dict(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=512, **ids)
+    ids = {
+        "pad_token_id": tok.pad_token_id,
+        "eos_token_id": tok.eos_token_id,
+        "bos_token_id": tok.bos_token_id,
+    }
+    common = dict(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=512,
+        **ids,
+    )
     if arch == "qwen3":
         from transformers import Qwen3Config
 
@@ -178,7 +205,12 @@ def tiny_sum_task(n_problems: int = 6, seed: int = 0):
             super().__init__(grading_timeout_s, grading_workers)
             rng = random.Random(seed)
             pairs = [(rng.randint(1, 9), rng.randint(1, 9)) for _ in range(n_problems)]
-            self._problems = [Problem(id=f"sum-{i}", question=f"What is {a} + {b}?", answer=str(a + b), difficulty=1.0) for i, (a, b) in enumerate(pairs)]
+            self._problems = [
+                Problem(
+                    id=f"sum-{i}", question=f"What is {a} + {b}?", answer=str(a + b), difficulty=1.0
+                )
+                for i, (a, b) in enumerate(pairs)
+            ]
 
         def problems(self, split: str):
             return list(self._problems)
@@ -208,7 +240,15 @@ class ScriptedEngine:
             for j in range(n):
                 reply = self.reply(text, j)
                 ids = list(range(len(reply.split())))
-                row.append(Completion(text=reply, token_ids=ids, logprobs=[0.0] * len(ids), prompt_token_ids=list(range(len(text.split()))), finish_reason="stop"))
+                row.append(
+                    Completion(
+                        text=reply,
+                        token_ids=ids,
+                        logprobs=[0.0] * len(ids),
+                        prompt_token_ids=list(range(len(text.split()))),
+                        finish_reason="stop",
+                    )
+                )
             out.append(row)
         return out
 

@@ -21,10 +21,26 @@ from agon.engines.base import (
 
 BACKENDS = ("hf", "vllm")
 
-__all__ = ["BACKENDS", "Completion", "Engine", "Messages", "PromptTooLongError", "SamplingParams", "load_engine", "render_prompt"]
+__all__ = [
+    "BACKENDS",
+    "Completion",
+    "Engine",
+    "Messages",
+    "PromptTooLongError",
+    "SamplingParams",
+    "load_engine",
+    "render_prompt",
+]
 
 
-def load_engine(model_row: dict, family_row: dict, backend: str = "hf", *, path: str | None = None, **kwargs: Any) -> Engine:
+def load_engine(
+    model_row: dict,
+    family_row: dict,
+    backend: str = "hf",
+    *,
+    path: str | None = None,
+    **kwargs: Any,
+) -> Engine:
     """An engine for one policy of a family.
 
     ``model_row`` is ``family_row["model_a"]`` or ``["model_b"]`` (model, revision,

@@ -41,13 +41,19 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
-            raise ValueError(f"SamplingParams.max_new_tokens must be >= 1, got {self.max_new_tokens}")
+            raise ValueError(
+                f"SamplingParams.max_new_tokens must be >= 1, got {self.max_new_tokens}"
+            )
         if self.temperature < 0:
-            raise ValueError(f"SamplingParams.temperature must be >= 0 (0 = greedy), got {self.temperature}")
+            raise ValueError(
+                f"SamplingParams.temperature must be >= 0 (0 = greedy), got {self.temperature}"
+            )
         if not 0 < self.top_p <= 1:
             raise ValueError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p}")
         if self.logprobs not in LOGPROB_MODES:
-            raise ValueError(f"SamplingParams.logprobs must be one of {LOGPROB_MODES}, got {self.logprobs!r}")
+            raise ValueError(
+                f"SamplingParams.logprobs must be one of {LOGPROB_MODES}, got {self.logprobs!r}"
+            )
         if isinstance(self.stop, str):  # a lone string would be iterated character by character
             object.__setattr__(self, "stop", (self.stop,))
         else:
@@ -140,7 +146,9 @@ class Engine(ABC):
     tokenizer: Any = None
 
     @abstractmethod
-    def generate(self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None) -> list[list[Completion]]:
+    def generate(
+        self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None
+    ) -> list[list[Completion]]:
         """For each prompt, ``n`` completions (outer list: prompts, inner: samples)."""
 
     def close(self) -> None:

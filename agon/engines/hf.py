@@ -33,7 +33,10 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 def hub_offline() -> bool:
     """True when ``HF_HUB_OFFLINE`` (or the older ``TRANSFORMERS_OFFLINE``) asks for no network."""
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return any(
+        os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+        for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> Any:
@@ -50,19 +53,35 @@ def load_tokenizer(name_or_path: str | Path, revision: str | None = None) -> Any
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(str(name_or_path), revision=revision, local_files_only=hub_offline())
+        return AutoTokenizer.from_pretrained(
+            str(name_or_path), revision=revision, local_files_only=hub_offline()
+        )
     except OSError as err:
-        raise OSError(f"cannot load tokenizer {name_or_path!r} (offline={hub_offline()}): {err}") from err
+        raise OSError(
+            f"cannot load tokenizer {name_or_path!r} (offline={hub_offline()}): {err}"
+        ) from err
 
 
-def load_model(name_or_path: str | Path, dtype: str | torch.dtype = "auto", device: str | torch.device | None = None, revision: str | None = None) -> Any:
+def load_model(
+    name_or_path: str | Path,
+    dtype: str | torch.dtype = "auto",
+    device: str | torch.device | None = None,
+    revision: str | None = None,
+) -> Any:
     """Load a causal LM from a hub id or local folder, offline when ``HF_HUB_OFFLINE`` is set."""
     from transformers import AutoModelForCausalLM
 
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=resolve_dtype(dtype), revision=revision, local_files_only=hub_offline())
+        model = AutoModelForCausalLM.from_pretrained(
+            str(name_or_path),
+            dtype=resolve_dtype(dtype),
+            revision=revision,
+            local_files_only=hub_offline(),
+        )
     except OSError as err:
-        raise OSError(f"cannot load model {name_or_path!r} (offline={hub_offline()}): {err}") from err
+        raise OSError(
+            f"cannot load model {name_or_path!r} (offline={hub_offline()}): {err}"
+        ) from err
     return model.to(device or default_device())
 
 
@@ -106,7 +125,11 @@ class _SampleAndRecord:
         """All recorded logprobs as a ``(batch, new_tokens)`` tensor."""
         self._gather(sequences[:, -1])
         self.prev = None
-        return torch.stack(self.logprobs, dim=1) if self.logprobs else torch.zeros(sequences.shape[0], 0)
+        return (
+            torch.stack(self.logprobs, dim=1)
+            if self.logprobs
+            else torch.zeros(sequences.shape[0], 0)
+        )
 
 
 def _top_p_mask(scores: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -145,15 +168,21 @@ class HFEngine(Engine):
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if isinstance(model, (str, Path)):
             self.model = load_model(model, dtype=dtype, device=device, revision=revision)
-            self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model, revision=revision)
+            self.tokenizer = (
+                tokenizer if tokenizer is not None else load_tokenizer(model, revision=revision)
+            )
         else:
             self.model = model
             if device is not None:
                 self.model.to(device)
             if tokenizer is None:
-                source = getattr(model, "name_or_path", None) or getattr(getattr(model, "config", None), "_name_or_path", None)
+                source = getattr(model, "name_or_path", None) or getattr(
+                    getattr(model, "config", None), "_name_or_path", None
+                )
                 if not source:
-                    raise ValueError("HFEngine got a loaded model without a tokenizer and the model has no name_or_path; pass tokenizer=")
+                    raise ValueError(
+                        "HFEngine got a loaded model without a tokenizer and the model has no name_or_path; pass tokenizer="
+                    )
                 tokenizer = load_tokenizer(source)
             self.tokenizer = tokenizer
         self.system_prompt = system_prompt
@@ -173,7 +202,9 @@ class HFEngine(Engine):
                 if i is not None and i not in ids:
                     ids.append(int(i))
         if not ids:
-            raise ValueError("neither the tokenizer nor the model's generation_config defines an eos token")
+            raise ValueError(
+                "neither the tokenizer nor the model's generation_config defines an eos token"
+            )
         return ids
 
     @property
@@ -183,9 +214,17 @@ class HFEngine(Engine):
 
     def encode(self, messages: Messages) -> list[int]:
         """The prompt token ids of ``messages`` (template, persona and kwargs applied)."""
-        return render_prompt(self.tokenizer, messages, self.system_prompt, self.chat_template_kwargs, self.max_prompt_tokens)
+        return render_prompt(
+            self.tokenizer,
+            messages,
+            self.system_prompt,
+            self.chat_template_kwargs,
+            self.max_prompt_tokens,
+        )
 
-    def generate(self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None) -> list[list[Completion]]:
+    def generate(
+        self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None
+    ) -> list[list[Completion]]:
         """For each prompt, ``n`` completions with token ids and logprobs."""
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
@@ -209,7 +248,9 @@ class HFEngine(Engine):
         return out  # type: ignore[return-value]
 
     @torch.inference_mode()
-    def _generate_batch(self, prompts: list[list[int]], sampling: SamplingParams, seed: int | None) -> list[Completion]:
+    def _generate_batch(
+        self, prompts: list[list[int]], sampling: SamplingParams, seed: int | None
+    ) -> list[Completion]:
         from transformers import GenerationConfig, LogitsProcessorList
 
         width = max(len(p) for p in prompts)
@@ -254,34 +295,60 @@ class HFEngine(Engine):
             )
         new = sequences[:, width:].cpu()
         logprobs = recorder.finish(sequences)
-        return [self._completion(prompts[r], new[r].tolist(), logprobs[r].tolist(), sampling) for r in range(len(prompts))]
+        return [
+            self._completion(prompts[r], new[r].tolist(), logprobs[r].tolist(), sampling)
+            for r in range(len(prompts))
+        ]
 
-    def _completion(self, prompt: list[int], ids: list[int], logprobs: list[float], sampling: SamplingParams) -> Completion:
+    def _completion(
+        self, prompt: list[int], ids: list[int], logprobs: list[float], sampling: SamplingParams
+    ) -> Completion:
         """Cut a generated row at its end (eos or stop string) and decode it."""
         finish = "length"
         cut = len(ids)
         for k, t in enumerate(ids):
             if t in self.eos_ids:
-                cut, finish = k + 1, "stop"  # the eos is kept in the ids (it was sampled) but not the text
+                cut, finish = (
+                    k + 1,
+                    "stop",
+                )  # the eos is kept in the ids (it was sampled) but not the text
                 break
         if finish == "length":
             # a row that ended on a stop string before the others is padded to the batch's width
             while cut > 0 and ids[cut - 1] == self.pad_id:
                 cut -= 1
             if cut < sampling.max_new_tokens:
-                finish = "stop"  # a stopping criterion ended it (e.g. a stop string spanning the prompt)
-        body = ids[: cut - 1] if finish == "stop" and cut and ids[cut - 1] in self.eos_ids else ids[:cut]
+                finish = (
+                    "stop"  # a stopping criterion ended it (e.g. a stop string spanning the prompt)
+                )
+        body = (
+            ids[: cut - 1]
+            if finish == "stop" and cut and ids[cut - 1] in self.eos_ids
+            else ids[:cut]
+        )
         text = self.tokenizer.decode(body, skip_special_tokens=False)
         hit = _first_stop(text, sampling.stop)
         if hit is not None:
             # the stop string precedes any padding, so cutting at it is right even when pad == eos
             stop_at = hit[0]
             m = len(body)
-            while m > 0 and _first_stop(self.tokenizer.decode(body[: m - 1], skip_special_tokens=False), sampling.stop) is not None:
+            while (
+                m > 0
+                and _first_stop(
+                    self.tokenizer.decode(body[: m - 1], skip_special_tokens=False), sampling.stop
+                )
+                is not None
+            ):
                 m -= 1
             body, cut, finish = body[:m], m, "stop"
             text = text[:stop_at]
-        return Completion(text=text, token_ids=ids[:cut], logprobs=logprobs[:cut], prompt_token_ids=list(prompt), finish_reason=finish)
+        return Completion(
+            text=text,
+            token_ids=ids[:cut],
+            logprobs=logprobs[:cut],
+            prompt_token_ids=list(prompt),
+            finish_reason=finish,
+        )
 
     def close(self) -> None:
         """Drop the model reference and free cached GPU memory."""

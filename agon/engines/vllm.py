@@ -72,13 +72,17 @@ class VLLMEngine(Engine):
         **llm_kwargs: Any,
     ):
         if not isinstance(model, (str, Path)):
-            raise TypeError("VLLMEngine loads a model by hub id or path; for a live in-memory policy use HFEngine")
+            raise TypeError(
+                "VLLMEngine loads a model by hub id or path; for a live in-memory policy use HFEngine"
+            )
         if logprobs not in _MODES:
             raise ValueError(f"logprobs must be one of {sorted(_MODES)}, got {logprobs!r}")
         vllm = _import_vllm()
         from agon.engines.hf import load_tokenizer
 
-        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model, revision=revision)
+        self.tokenizer = (
+            tokenizer if tokenizer is not None else load_tokenizer(model, revision=revision)
+        )
         self.system_prompt = system_prompt
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.max_prompt_tokens = max_prompt_tokens
@@ -96,16 +100,32 @@ class VLLMEngine(Engine):
 
     def encode(self, messages: Messages) -> list[int]:
         """The prompt token ids of ``messages`` (template, persona and kwargs applied)."""
-        return render_prompt(self.tokenizer, messages, self.system_prompt, self.chat_template_kwargs, self.max_prompt_tokens)
+        return render_prompt(
+            self.tokenizer,
+            messages,
+            self.system_prompt,
+            self.chat_template_kwargs,
+            self.max_prompt_tokens,
+        )
 
-    def generate(self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None) -> list[list[Completion]]:
+    def generate(
+        self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None
+    ) -> list[list[Completion]]:
         """For each prompt, ``n`` completions with token ids and logprobs."""
         sampling = sampling or SamplingParams()
         if sampling.logprobs != self.logprobs_mode:
-            raise ValueError(f"this VLLMEngine was built with logprobs={self.logprobs_mode!r}; build another for {sampling.logprobs!r}")
+            raise ValueError(
+                f"this VLLMEngine was built with logprobs={self.logprobs_mode!r}; build another for {sampling.logprobs!r}"
+            )
         encoded = [self.encode(p) for p in prompts]
-        outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in encoded], to_vllm_sampling(sampling, n), use_tqdm=False)
-        return [[_completion(o, ids) for o in request.outputs] for request, ids in zip(outputs, encoded)]
+        outputs = self.llm.generate(
+            [{"prompt_token_ids": ids} for ids in encoded],
+            to_vllm_sampling(sampling, n),
+            use_tqdm=False,
+        )
+        return [
+            [_completion(o, ids) for o in request.outputs] for request, ids in zip(outputs, encoded)
+        ]
 
     def close(self) -> None:
         """Drop the vLLM engine (its workers exit when it is garbage-collected)."""
@@ -119,4 +139,10 @@ def _completion(output: Any, prompt_ids: list[int]) -> Completion:
     if output.logprobs is not None:
         logprobs = [float(step[t].logprob) for step, t in zip(output.logprobs, ids)]
     finish = "stop" if output.finish_reason == "stop" else "length"
-    return Completion(text=output.text, token_ids=ids, logprobs=logprobs, prompt_token_ids=list(prompt_ids), finish_reason=finish)
+    return Completion(
+        text=output.text,
+        token_ids=ids,
+        logprobs=logprobs,
+        prompt_token_ids=list(prompt_ids),
+        finish_reason=finish,
+    )

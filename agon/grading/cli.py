@@ -1,7 +1,7 @@
 """`agon grade math`: re-grade completions and print one JSON verdict per item.
 
-    agon grade math --gold '\\frac12' --completion 'so \\boxed{0.5}'
-    agon grade math --jsonl FILE        # lines of {"gold": ..., "completion": ...}
+agon grade math --gold '\\frac12' --completion 'so \\boxed{0.5}'
+agon grade math --jsonl FILE        # lines of {"gold": ..., "completion": ...}
 """
 
 from __future__ import annotations
@@ -17,10 +17,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("kind", choices=["math"], help="which grader")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--completion", help="one completion (with --gold)")
-    src.add_argument("--jsonl", help='file of {"gold": ..., "completion": ...} lines; "-" for stdin')
+    src.add_argument(
+        "--jsonl", help='file of {"gold": ..., "completion": ...} lines; "-" for stdin'
+    )
     p.add_argument("--gold", help="the gold answer (with --completion)")
-    p.add_argument("--timeout", type=float, default=5.0, help="hard wall-clock limit per item, seconds (default 5)")
-    p.add_argument("--workers", type=int, default=0, help="worker processes (default: one per core)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=5.0,
+        help="hard wall-clock limit per item, seconds (default 5)",
+    )
+    p.add_argument(
+        "--workers", type=int, default=0, help="worker processes (default: one per core)"
+    )
     p.set_defaults(func=_run)
 
 
@@ -36,7 +45,9 @@ def _read_jsonl(path: str) -> tuple[list[str], list[str]]:
                 golds.append(str(row["gold"]))
                 comps.append(str(row["completion"]))
             except (json.JSONDecodeError, KeyError, TypeError) as err:
-                raise SystemExit(f"{path}:{lineno}: expected a JSON object with 'gold' and 'completion' ({err})")
+                raise SystemExit(
+                    f"{path}:{lineno}: expected a JSON object with 'gold' and 'completion' ({err})"
+                )
     return golds, comps
 
 

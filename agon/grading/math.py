@@ -24,6 +24,8 @@ from agon.grading.verdict import Verdict
 THINK_END = "</think>"
 THINK_START = "<think>"
 MAX_ANSWER_CHARS = 1000  # a boxed answer longer than this is graded wrong, unparsed
+
+
 def hostile_answers() -> list[str]:
     """Completions known to stress math-verify or the extractor (towers of powers, huge
     factorials, deep nesting, unclosed boxes, a megabyte of text); the tests and
@@ -121,11 +123,15 @@ def grade_one(gold: str, completion: str, soft_timeout: int = 2) -> Verdict:
         return verdict(None, "error", answer, f"gold answer unparseable: {gold[:80]!r}")
     try:
         pred = parse(f"\\boxed{{{answer}}}", parsing_timeout=soft_timeout, raise_on_error=True)
-        correct = bool(pred) and verify(gold_parsed, pred, timeout_seconds=soft_timeout, raise_on_error=True)
+        correct = bool(pred) and verify(
+            gold_parsed, pred, timeout_seconds=soft_timeout, raise_on_error=True
+        )
     except TimeoutException:
         return verdict(None, "timeout", answer, "math-verify soft limit")
     except Exception as err:
-        return verdict(False, "graded", answer, f"unparseable or incomparable: {type(err).__name__}")
+        return verdict(
+            False, "graded", answer, f"unparseable or incomparable: {type(err).__name__}"
+        )
     return verdict(bool(correct), "graded", answer)
 
 
@@ -160,7 +166,9 @@ class MathGrader:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         self.timeout_s = float(timeout_s)
-        self.soft_timeout = max(1, int(self.timeout_s / 3)) if soft_timeout is None else soft_timeout
+        self.soft_timeout = (
+            max(1, int(self.timeout_s / 3)) if soft_timeout is None else soft_timeout
+        )
         self.workers = workers or os.cpu_count() or 1
         self.memory_mb = memory_mb
         self._pool = self._start()
@@ -175,7 +183,12 @@ class MathGrader:
         # worker cheap after a kill, and keeps the server from re-importing __main__.
         ctx = get_context("forkserver")
         ctx.set_forkserver_preload(["agon.grading.math", "math_verify"])
-        return ProcessPool(max_workers=self.workers, initializer=_worker_init, initargs=(self.memory_mb,), context=ctx)
+        return ProcessPool(
+            max_workers=self.workers,
+            initializer=_worker_init,
+            initargs=(self.memory_mb,),
+            context=ctx,
+        )
 
     def grade(self, golds: Sequence[str], completions: Sequence[str]) -> list[Verdict]:
         """Grade each completion against its gold answer; never raises for a bad answer.
@@ -187,7 +200,9 @@ class MathGrader:
         if len(golds) != len(completions):
             raise ValueError(f"{len(golds)} gold answers for {len(completions)} completions")
         futures = [
-            self._pool.schedule(grade_one, args=(str(g), str(c), self.soft_timeout), timeout=self.timeout_s)
+            self._pool.schedule(
+                grade_one, args=(str(g), str(c), self.soft_timeout), timeout=self.timeout_s
+            )
             for g, c in zip(golds, completions)
         ]
         deadline = time.monotonic() + (len(futures) / self.workers + 2) * self.timeout_s + 30
@@ -199,13 +214,19 @@ class MathGrader:
                 if fut.done():  # pebble's per-item hard limit fired
                     answer = extract_answer(comp)
                     detail = "hard limit hit; worker replaced"
-                    verdicts.append(Verdict(None, "timeout", answer and answer[:200], self.timeout_s, detail))
+                    verdicts.append(
+                        Verdict(None, "timeout", answer and answer[:200], self.timeout_s, detail)
+                    )
                 else:  # the batch deadline passed: the pool itself is stuck
                     stalled = True
                     fut.cancel()
-                    verdicts.append(Verdict(None, "error", None, 0.0, "grading pool stalled; restarted"))
+                    verdicts.append(
+                        Verdict(None, "error", None, 0.0, "grading pool stalled; restarted")
+                    )
             except Exception as err:  # a worker that died (memory limit, crash)
-                verdicts.append(Verdict(None, "error", None, 0.0, f"{type(err).__name__}: {err}"[:200]))
+                verdicts.append(
+                    Verdict(None, "error", None, 0.0, f"{type(err).__name__}: {err}"[:200])
+                )
         if stalled:
             self.close()
             self._pool = self._start()
@@ -223,7 +244,9 @@ class MathGrader:
         self.close()
 
 
-def grade_math(golds: Sequence[str], completions: Sequence[str], timeout_s: float = 5.0, workers: int = 0) -> list[Verdict]:
+def grade_math(
+    golds: Sequence[str], completions: Sequence[str], timeout_s: float = 5.0, workers: int = 0
+) -> list[Verdict]:
     """Grade a batch in a fresh pool (convenient; reuse a :class:`MathGrader` in loops)."""
     with MathGrader(timeout_s=timeout_s, workers=workers) as grader:
         return grader.grade(golds, completions)

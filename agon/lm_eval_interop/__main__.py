@@ -23,7 +23,13 @@ def _add_agon_tasks() -> None:
 
     @functools.wraps(original)
     def init(self, *args, include_path=None, **kwargs):
-        paths = [] if include_path is None else list(include_path) if isinstance(include_path, (list, tuple)) else [include_path]
+        paths = (
+            []
+            if include_path is None
+            else list(include_path)
+            if isinstance(include_path, (list, tuple))
+            else [include_path]
+        )
         original(self, *args, include_path=[*paths, TASKS_DIR], **kwargs)
 
     init._agon = True

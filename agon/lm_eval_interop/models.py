@@ -56,7 +56,9 @@ class _ContextTask(Task):
         """The solve prompt with the rival's draft appended to its last user turn."""
         messages = [dict(m) for m in self.solve_prompt(problem)]
         last = max(i for i, m in enumerate(messages) if m["role"] == "user")
-        messages[last]["content"] = READER_TEMPLATE.format(question=messages[last]["content"], draft=draft)
+        messages[last]["content"] = READER_TEMPLATE.format(
+            question=messages[last]["content"], draft=draft
+        )
         return messages
 
     def grade(self, problems, completions):
@@ -66,8 +68,18 @@ class _ContextTask(Task):
 class _AgonLM(LM):
     """Shared machinery: engines from model args, batched generate_until."""
 
-    def __init__(self, *, dtype: str = "auto", device: str | None = None, batch_size: Any = 64, backend: str = "hf",
-                 enable_thinking: Any = None, seed: Any = 0, max_prompt_tokens: Any = None, **unused: Any):
+    def __init__(
+        self,
+        *,
+        dtype: str = "auto",
+        device: str | None = None,
+        batch_size: Any = 64,
+        backend: str = "hf",
+        enable_thinking: Any = None,
+        seed: Any = 0,
+        max_prompt_tokens: Any = None,
+        **unused: Any,
+    ):
         super().__init__()
         import torch
 
@@ -75,8 +87,12 @@ class _AgonLM(LM):
         if device and str(device).startswith("cuda") and not torch.cuda.is_available():
             device = None
         self._dtype, self._device, self._backend = dtype, device, backend
-        self._batch_size = int(batch_size) if str(batch_size).isdigit() else 64  # "auto" -> our default
-        self._template_kwargs = {} if enable_thinking is None else {"enable_thinking": _bool(enable_thinking)}
+        self._batch_size = (
+            int(batch_size) if str(batch_size).isdigit() else 64
+        )  # "auto" -> our default
+        self._template_kwargs = (
+            {} if enable_thinking is None else {"enable_thinking": _bool(enable_thinking)}
+        )
         self._seed = int(seed)
         self._max_prompt_tokens = int(max_prompt_tokens) if max_prompt_tokens else None
         self._engines: dict[str, Engine] = {}
@@ -88,7 +104,11 @@ class _AgonLM(LM):
         if key not in self._engines:
             from agon.engines import load_engine
 
-            row = {"model": path, "system_prompt": system_prompt, "chat_template_kwargs": self._template_kwargs}
+            row = {
+                "model": path,
+                "system_prompt": system_prompt,
+                "chat_template_kwargs": self._template_kwargs,
+            }
             family = {"dtype": self._dtype, "max_prompt_tokens": self._max_prompt_tokens}
             kwargs: dict[str, Any] = {"batch_size": self._batch_size}
             if self._device and self._backend == "hf":
@@ -104,7 +124,9 @@ class _AgonLM(LM):
     def chat_template(self, chat_template: bool | str = False) -> str:
         return "agon-per-engine-chat-template"
 
-    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+    def apply_chat_template(
+        self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True
+    ) -> str:
         return CHAT_MARKER + json.dumps(chat_history)
 
     def generate_until(self, requests: list[Instance], disable_tqdm: bool = False) -> list[str]:
@@ -116,7 +138,9 @@ class _AgonLM(LM):
             groups.setdefault(json.dumps(req.args[1], sort_keys=True, default=str), []).append(i)
         answers: list[str | None] = [None] * len(requests)
         task = _ContextTask()
-        bar = tqdm(total=len(requests), disable=disable_tqdm, desc=f"{self.system.name} generate_until")
+        bar = tqdm(
+            total=len(requests), disable=disable_tqdm, desc=f"{self.system.name} generate_until"
+        )
         for key, idx in groups.items():
             sampling = self._sampling(json.loads(key))
             problems = [Problem(id=str(i), question=requests[i].args[0], answer="") for i in idx]
@@ -142,11 +166,19 @@ class _AgonLM(LM):
             seed=self._seed,
         )
 
-    def loglikelihood(self, requests: list[Instance], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
-        raise NotImplementedError(f"{type(self).__name__} answers generate_until tasks only; a system of several models has no single likelihood")
+    def loglikelihood(
+        self, requests: list[Instance], disable_tqdm: bool = False
+    ) -> list[tuple[float, bool]]:
+        raise NotImplementedError(
+            f"{type(self).__name__} answers generate_until tasks only; a system of several models has no single likelihood"
+        )
 
-    def loglikelihood_rolling(self, requests: list[Instance], disable_tqdm: bool = False) -> list[float]:
-        raise NotImplementedError(f"{type(self).__name__} answers generate_until tasks only; a system of several models has no single likelihood")
+    def loglikelihood_rolling(
+        self, requests: list[Instance], disable_tqdm: bool = False
+    ) -> list[float]:
+        raise NotImplementedError(
+            f"{type(self).__name__} answers generate_until tasks only; a system of several models has no single likelihood"
+        )
 
     def get_model_info(self) -> dict:
         return {"agon_system": self.system.name, "agon_models": sorted(self._engines)}
@@ -175,8 +207,22 @@ class AgonCascadeLM(_AgonLM):
 class AgonMoALM(_AgonLM):
     """``agon-moa``: ``model_a=PATH,model_b=PATH`` (``layers``, ``proposers``, ``aggregator=a|b``)."""
 
-    def __init__(self, model_a: str, model_b: str, layers: Any = 1, proposers: Any = 4, aggregator: str = "a", **kwargs: Any):
+    def __init__(
+        self,
+        model_a: str,
+        model_b: str,
+        layers: Any = 1,
+        proposers: Any = 4,
+        aggregator: str = "a",
+        **kwargs: Any,
+    ):
         super().__init__(**kwargs)
         from baselines.moa import moa
 
-        self.system = moa(self._engine(model_a), self._engine(model_b), layers=int(layers), proposers=int(proposers), aggregator=aggregator)
+        self.system = moa(
+            self._engine(model_a),
+            self._engine(model_b),
+            layers=int(layers),
+            proposers=int(proposers),
+            aggregator=aggregator,
+        )

@@ -30,7 +30,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     code = _read(args.program, "program")
     stdin = _read(args.stdin, "--stdin") if args.stdin else ""
-    res = run_program(code, stdin, timeout_s=args.timeout, memory_mb=args.memory_mb, site_packages=args.site_packages)
+    res = run_program(
+        code,
+        stdin,
+        timeout_s=args.timeout,
+        memory_mb=args.memory_mb,
+        site_packages=args.site_packages,
+    )
     status = res.status
     if args.expect is not None:
         expected = _read(args.expect, "--expect")
@@ -69,10 +75,28 @@ def add_parser(subparsers) -> None:
     run = sub.add_parser("run", help="run PROG.py once and print one JSON verdict")
     run.add_argument("program", metavar="PROG.py", help="the Python program to run")
     run.add_argument("--stdin", metavar="FILE", help="file given to the program as stdin")
-    run.add_argument("--expect", metavar="FILE", help="expected stdout: the verdict becomes pass or wrong_answer")
-    run.add_argument("--timeout", type=float, default=5.0, metavar="S", help="wall-clock limit in seconds (default 5)")
-    run.add_argument("--memory-mb", type=int, default=512, metavar="M", help="address-space limit in MiB (default 512)")
-    run.add_argument("--site-packages", action="store_true", help="let the program import installed packages (default: standard library only)")
+    run.add_argument(
+        "--expect", metavar="FILE", help="expected stdout: the verdict becomes pass or wrong_answer"
+    )
+    run.add_argument(
+        "--timeout",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="wall-clock limit in seconds (default 5)",
+    )
+    run.add_argument(
+        "--memory-mb",
+        type=int,
+        default=512,
+        metavar="M",
+        help="address-space limit in MiB (default 512)",
+    )
+    run.add_argument(
+        "--site-packages",
+        action="store_true",
+        help="let the program import installed packages (default: standard library only)",
+    )
     run.set_defaults(func=cmd_run)
     info = sub.add_parser("info", help="print the isolation level this machine allows")
     info.set_defaults(func=cmd_info)

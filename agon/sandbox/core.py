@@ -172,7 +172,9 @@ def _which(name: str) -> str | None:
     return shutil.which(name, path="/usr/bin:/bin:/usr/sbin:/sbin:" + os.environ.get("PATH", ""))
 
 
-def _prefix(level: str, uid: int | None, uid_method: str | None = None, report_fd: int | None = None) -> list[str]:
+def _prefix(
+    level: str, uid: int | None, uid_method: str | None = None, report_fd: int | None = None
+) -> list[str]:
     """The command that wraps the interpreter at ``level``: namespaces, the init shell (which
     reports the exit status on ``report_fd``), and the drop to ``uid`` (as root)."""
     method = uid_method or (_uid_method(sandbox_python()) if uid is not None else None)
@@ -208,7 +210,15 @@ def _uid_method(python: str = sys.executable) -> str | None:
             continue
         argv = _prefix("none", uid, method) + [python, "-I", "-S", "-c", probe]
         try:
-            out = subprocess.run(argv, capture_output=True, text=True, timeout=30, cwd="/", env={"PATH": "/usr/bin:/bin"}, check=False)
+            out = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                cwd="/",
+                env={"PATH": "/usr/bin:/bin"},
+                check=False,
+            )
         except (OSError, subprocess.SubprocessError):
             continue
         if out.returncode == 0 and out.stdout.split() == [str(uid), "[]"]:
@@ -357,7 +367,9 @@ def _kill_tree(proc: subprocess.Popen, marker: str | None) -> None:
     except subprocess.TimeoutExpired:
         pass
     try:
-        os.killpg(proc.pid, signal.SIGKILL)  # the wrapper's group (in `none`: the program's session)
+        os.killpg(
+            proc.pid, signal.SIGKILL
+        )  # the wrapper's group (in `none`: the program's session)
     except OSError:
         pass
     try:
@@ -394,7 +406,10 @@ def _kill_uid(uid: int) -> list:
     found = []
     for p in psutil.process_iter(["uids"]):
         try:
-            if p.info["uids"] is not None and uid in (p.info["uids"].real, p.info["uids"].effective):
+            if p.info["uids"] is not None and uid in (
+                p.info["uids"].real,
+                p.info["uids"].effective,
+            ):
                 p.kill()
                 found.append(p)
         except psutil.Error:
@@ -481,9 +496,30 @@ def run_program(
         if uid is not None:
             os.chown(tmp, uid, uid)
             os.chmod(os.path.join(tmp, "prog.py"), 0o644)
-        return _run_in(tmp, level, uid, code, stdin, timeout_s, memory_mb, python, stdout_cap, stderr_cap, site_packages, t0)
+        return _run_in(
+            tmp,
+            level,
+            uid,
+            code,
+            stdin,
+            timeout_s,
+            memory_mb,
+            python,
+            stdout_cap,
+            stderr_cap,
+            site_packages,
+            t0,
+        )
     except Exception as err:  # noqa: BLE001 - the sandbox failed, not the program: never raise
-        return RunResult("sandbox_error", None, "", "", time.perf_counter() - t0, isolation=level, detail=f"{type(err).__name__}: {err}")
+        return RunResult(
+            "sandbox_error",
+            None,
+            "",
+            "",
+            time.perf_counter() - t0,
+            isolation=level,
+            detail=f"{type(err).__name__}: {err}",
+        )
     finally:
         if tmp is not None:
             _rmtree(tmp)
@@ -492,29 +528,64 @@ def run_program(
 
 
 def _run_in(
-    tmp: str, level: str, uid: int | None, code: str, stdin: str, timeout_s: float, memory_mb: int,
-    python: str, stdout_cap: int, stderr_cap: int, site_packages: bool, t0: float,
+    tmp: str,
+    level: str,
+    uid: int | None,
+    code: str,
+    stdin: str,
+    timeout_s: float,
+    memory_mb: int,
+    python: str,
+    stdout_cap: int,
+    stderr_cap: int,
+    site_packages: bool,
+    t0: float,
 ) -> RunResult:
     """The run itself, in the prepared dir ``tmp`` (see :func:`run_program`)."""
     marker = uuid.uuid4().hex if level == "none" else None
-    env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": tmp,
+        "TMPDIR": tmp,
+        "LANG": "C.UTF-8",
+        "PYTHONIOENCODING": "utf-8",
+    }
     if marker is not None:
         env[_MARKER_VAR] = marker
     if level == "userns" and uid is not None:
-        raise RuntimeError("isolation 'userns' as root would map the program to real root; use 'namespaces'")
+        raise RuntimeError(
+            "isolation 'userns' as root would map the program to real root; use 'namespaces'"
+        )
     cpu = max(1, math.ceil(timeout_s))
     ready_r, ready_w = os.pipe()
     argv = _prefix(level, uid, _uid_method(python) if uid is not None else None, ready_w) + [
-        python, "-I", *([] if site_packages else ["-S"]), "-c", _BOOT, str(ready_w), str(cpu), str(int(memory_mb) * 1024 * 1024),
-        str(FSIZE_MB * 1024 * 1024), str(NOFILE), str(NPROC), "1" if level == "none" else "0",
+        python,
+        "-I",
+        *([] if site_packages else ["-S"]),
+        "-c",
+        _BOOT,
+        str(ready_w),
+        str(cpu),
+        str(int(memory_mb) * 1024 * 1024),
+        str(FSIZE_MB * 1024 * 1024),
+        str(NOFILE),
+        str(NPROC),
+        "1" if level == "none" else "0",
     ]
     try:
         proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp,
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=tmp,
             # A new process group, not a new session: Popen's setsid costs a full fork of the
             # grader (no vfork) on this Python; the bootstrap puts the program in a session
             # of its own instead, away from any terminal of the grader.
-            env=env, process_group=None if level == "none" else 0, pass_fds=(ready_w,), close_fds=True,
+            env=env,
+            process_group=None if level == "none" else 0,
+            pass_fds=(ready_w,),
+            close_fds=True,
         )
     finally:
         os.close(ready_w)
@@ -586,7 +657,9 @@ def _run_in(
         if timed_out or overflow:
             _kill_tree(proc, marker)
         try:
-            returncode = proc.wait(timeout=max(0.0, deadline - time.perf_counter()) + _ORPHAN_GRACE_S)
+            returncode = proc.wait(
+                timeout=max(0.0, deadline - time.perf_counter()) + _ORPHAN_GRACE_S
+            )
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_tree(proc, marker)
@@ -613,17 +686,34 @@ def _run_in(
     seconds = time.perf_counter() - t0
     stdout = out.decode("utf-8", "replace")
     stderr = err.decode("utf-8", "replace")
-    common = {"stdout": stdout, "stderr": stderr, "seconds": seconds, "stdout_truncated": out_trunc, "stderr_truncated": err_trunc, "isolation": level}
+    common = {
+        "stdout": stdout,
+        "stderr": stderr,
+        "seconds": seconds,
+        "stdout_truncated": out_trunc,
+        "stderr_truncated": err_trunc,
+        "isolation": level,
+    }
     started = report.startswith(b"S")
     exit_code = returncode if level == "none" else _reported_exit(report)
     if not started and not timed_out:
-        return RunResult("sandbox_error", None, detail=f"the program never started (exit {returncode}): {stderr[-500:]}", **common)
+        return RunResult(
+            "sandbox_error",
+            None,
+            detail=f"the program never started (exit {returncode}): {stderr[-500:]}",
+            **common,
+        )
     if timed_out:
         return RunResult("timeout", None, detail=f"wall clock {timeout_s:g}s", **common)
     if overflow:
         return RunResult("output_limit", None, detail=f"stdout over {stdout_cap} bytes", **common)
     if exit_code is None:  # the program started, then its init died unreported: the program's doing
-        return RunResult("runtime_error", None, detail=f"the run's init died without a report (wrapper exit {returncode})", **common)
+        return RunResult(
+            "runtime_error",
+            None,
+            detail=f"the run's init died without a report (wrapper exit {returncode})",
+            **common,
+        )
     return RunResult(_classify(exit_code, stderr), exit_code, **common)
 
 

@@ -33,13 +33,20 @@ def _verdict_of(run: RunResult, expected: str, index: int, n: int, elapsed: floa
     if run.status == "ok":
         if outputs_match(run.stdout, expected):
             return Verdict(True, "pass", seconds=elapsed, detail=f"{n} tests")
-        return Verdict(False, "wrong_answer", seconds=elapsed, detail=f"{where}: got {run.stdout[:200]!r}, expected {expected[:200]!r}")
+        return Verdict(
+            False,
+            "wrong_answer",
+            seconds=elapsed,
+            detail=f"{where}: got {run.stdout[:200]!r}, expected {expected[:200]!r}",
+        )
     if run.status == "output_limit":
         return Verdict(False, "wrong_answer", seconds=elapsed, detail=f"{where}: {run.detail}")
     if run.status == "sandbox_error":
         return Verdict(None, "sandbox_error", seconds=elapsed, detail=f"{where}: {run.detail}")
     tail = run.stderr.strip().splitlines()[-1:] if run.stderr.strip() else []
-    detail = f"{where}: {run.detail or 'exit ' + str(run.exit_code)}" + (f": {tail[0][:200]}" if tail else "")
+    detail = f"{where}: {run.detail or 'exit ' + str(run.exit_code)}" + (
+        f": {tail[0][:200]}" if tail else ""
+    )
     return Verdict(False, run.status, seconds=elapsed, detail=detail)
 
 
@@ -67,7 +74,15 @@ def grade_program(
     for i, (stdin, expected) in enumerate(tests):
         # Leave room for a right answer, however long, but not for an unbounded one.
         cap = max(STDOUT_CAP, 2 * len(expected) + 4096)
-        run = run_program(code, stdin, timeout_s, memory_mb, isolation=isolation, stdout_cap=cap, site_packages=site_packages)
+        run = run_program(
+            code,
+            stdin,
+            timeout_s,
+            memory_mb,
+            isolation=isolation,
+            stdout_cap=cap,
+            site_packages=site_packages,
+        )
         elapsed += run.seconds
         verdict = _verdict_of(run, expected, i, len(tests), elapsed)
         if verdict.status != "pass":
@@ -120,12 +135,22 @@ class SandboxPool:
                 ts = [tuple(t) for t in ts]
                 key = (code, tuple(ts))
                 if key not in runs:
-                    runs[key] = pool.submit(grade_program, code, ts, timeout_s, memory_mb, isolation=self.isolation, site_packages=self.site_packages)
+                    runs[key] = pool.submit(
+                        grade_program,
+                        code,
+                        ts,
+                        timeout_s,
+                        memory_mb,
+                        isolation=self.isolation,
+                        site_packages=self.site_packages,
+                    )
                 futures[i] = runs[key]
         out = []
         for i, code in enumerate(codes):
             if code is None:
-                out.append(Verdict(False, "no_code", detail="no fenced python block in the completion"))
+                out.append(
+                    Verdict(False, "no_code", detail="no fenced python block in the completion")
+                )
                 continue
             try:
                 out.append(futures[i].result())

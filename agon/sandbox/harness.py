@@ -20,7 +20,7 @@ import secrets
 
 from agon.sandbox.grade import Test
 
-_PRELUDE = r'''
+_PRELUDE = r"""
 import sys as _agon_sys, os as _agon_os, json as _agon_json, math as _agon_math
 def _agon_run(_agon_solution, _agon_after):
     nonce = _agon_sys.stdin.readline().strip()
@@ -54,7 +54,7 @@ def _agon_same(got, want):
     if isinstance(got, list) and isinstance(want, list) and len(got) == len(want):
         return all(_agon_same(g, w) for g, w in zip(got, want))
     return False
-'''
+"""
 
 
 def _nonce() -> str:
@@ -77,7 +77,9 @@ def check_program(solution: str, test_code: str, entry_point: str) -> tuple[str,
     return program, [(nonce + "\n", nonce)]
 
 
-def call_program(solution: str, fn_name: str, calls: list[tuple[list, object]], unwrap_single: bool = False) -> tuple[str, list[Test]]:
+def call_program(
+    solution: str, fn_name: str, calls: list[tuple[list, object]], unwrap_single: bool = False
+) -> tuple[str, list[Test]]:
     """Call-style tests: ``fn_name(*args)`` must equal ``expected`` for every (args, expected).
 
     The function is looked up as a top-level name, else as a method of ``Solution()`` (the

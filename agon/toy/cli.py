@@ -16,10 +16,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("toy", help="the offline toy world: train the two base models from scratch")
     actions = p.add_subparsers(dest="toy_action", metavar="ACTION")
     actions.required = True
-    pre = actions.add_parser("pretrain", help="SFT of toy base models A and B, then the quality gates")
-    pre.add_argument("--config", required=True, help="agon config whose `toy` section and arith/toycode task rows are used")
+    pre = actions.add_parser(
+        "pretrain", help="SFT of toy base models A and B, then the quality gates"
+    )
+    pre.add_argument(
+        "--config",
+        required=True,
+        help="agon config whose `toy` section and arith/toycode task rows are used",
+    )
     pre.add_argument("--out", required=True, help="output folder: DIR/A, DIR/B, DIR/report.json")
-    pre.add_argument("--seed", type=int, default=None, help="base seed (default: toy.seed of the config)")
+    pre.add_argument(
+        "--seed", type=int, default=None, help="base seed (default: toy.seed of the config)"
+    )
     pre.set_defaults(func=_pretrain)
 
 

@@ -63,7 +63,9 @@ def tokenizer_corpus(tasks: dict[str, Any], n: int, seed: int = 0) -> list[str]:
         kind = KINDS[i % len(KINDS)]
         task = tasks["arith" if kind.startswith("arith") else "toycode"]
         problem = task.sample(rng, rng.randint(1, task.levels))
-        prompt, target = make_example(kind, problem, task, rng, none, none, {"draft_clean": 0.5, "draft_slip": 0.2})
+        prompt, target = make_example(
+            kind, problem, task, rng, none, none, {"draft_clean": 0.5, "draft_slip": 0.2}
+        )
         out += [m["content"] for m in prompt] + [target]
     return out
 
@@ -138,7 +140,14 @@ def train_one(cfg: dict, tasks: dict[str, Any], tokenizer, role: str, seed: int,
     model.train()
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": tc["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}], lr=tc["lr"], betas=(0.9, 0.98))
+    opt = torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": tc["weight_decay"]},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
+        lr=tc["lr"],
+        betas=(0.9, 0.98),
+    )
     steps, bs, pad = tc["steps"], tc["batch_size"], tokenizer.pad_token_id
     losses: list[float] = []
     checks = {max(1, int(share * steps)): limit for share, limit in guard["checks"]}
@@ -155,15 +164,28 @@ def train_one(cfg: dict, tasks: dict[str, Any], tokenizer, role: str, seed: int,
         opt.step()
         losses.append(float(loss.detach()))
         if tc["log_every"] and (step + 1) % tc["log_every"] == 0:
-            log(f"[toy {role} seed {seed}] step {step + 1}/{steps} loss {sum(losses[-tc['log_every']:]) / tc['log_every']:.4f} ({time.perf_counter() - t0:.0f}s)")
+            log(
+                f"[toy {role} seed {seed}] step {step + 1}/{steps} loss {sum(losses[-tc['log_every'] :]) / tc['log_every']:.4f} ({time.perf_counter() - t0:.0f}s)"
+            )
         if step + 1 in checks:
             recent, limit = _window_mean(losses, guard["window"]), checks[step + 1]
             if recent > limit:
-                raise NotClickedError(f"model {role} seed {seed}: loss {recent:.4f} > {limit} (toy.guard.checks) at step {step + 1}/{steps}")
+                raise NotClickedError(
+                    f"model {role} seed {seed}: loss {recent:.4f} > {limit} (toy.guard.checks) at step {step + 1}/{steps}"
+                )
     final = _window_mean(losses, guard["window"])
     if final > guard["max_loss_final"]:
-        raise NotClickedError(f"model {role} seed {seed}: final loss {final:.4f} > toy.guard.max_loss_final={guard['max_loss_final']}")
-    stats = {"seed": seed, "steps": steps, "train_seconds": time.perf_counter() - t0, "train_cpu_seconds": time.process_time() - cpu0, "final_loss": final, "loss_curve": _curve(losses, 20)}
+        raise NotClickedError(
+            f"model {role} seed {seed}: final loss {final:.4f} > toy.guard.max_loss_final={guard['max_loss_final']}"
+        )
+    stats = {
+        "seed": seed,
+        "steps": steps,
+        "train_seconds": time.perf_counter() - t0,
+        "train_cpu_seconds": time.process_time() - cpu0,
+        "final_loss": final,
+        "loss_curve": _curve(losses, 20),
+    }
     return model, stats
 
 
@@ -184,7 +206,11 @@ def _sft_batch(batch: Sequence[tuple[list[int], list[int]]], pad: int, packing: 
     labels = torch.full((len(batch), width), -100, dtype=torch.long)
     mask = torch.zeros((len(batch), width), dtype=torch.long)
     for i, (x, y) in enumerate(batch):  # right padding: positions stay 0..len-1
-        ids[i, : len(x)], labels[i, : len(y)], mask[i, : len(x)] = torch.tensor(x), torch.tensor(y), 1
+        ids[i, : len(x)], labels[i, : len(y)], mask[i, : len(x)] = (
+            torch.tensor(x),
+            torch.tensor(y),
+            1,
+        )
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
@@ -199,7 +225,10 @@ def _curve(xs: Sequence[float], points: int) -> list[list[float]]:
     if n == 0:
         return []
     size = max(1, n // points)
-    return [[i + size, round(sum(xs[i : i + size]) / len(xs[i : i + size]), 4)] for i in range(0, n, size)]
+    return [
+        [i + size, round(sum(xs[i : i + size]) / len(xs[i : i + size]), 4)]
+        for i in range(0, n, size)
+    ]
 
 
 def model_seed(base_seed: int, role: str, attempt: int) -> int:
@@ -207,7 +236,9 @@ def model_seed(base_seed: int, role: str, attempt: int) -> int:
     return base_seed * 1000 + ROLES.index(role) * 100 + attempt
 
 
-def train_with_guard(cfg: dict, tasks: dict[str, Any], tokenizer, role: str, base_seed: int, out: Path, log=print) -> dict:
+def train_with_guard(
+    cfg: dict, tasks: dict[str, Any], tokenizer, role: str, base_seed: int, out: Path, log=print
+) -> dict:
     """Train ``role`` until the guard passes (at most ``1 + guard.retries`` tries), save it to
     ``out``, and return its stats; raise RuntimeError naming every failed try otherwise."""
     failures = []
@@ -244,7 +275,11 @@ def greedy(model_path: Path, prompts: list[list[dict]], cfg: dict) -> list[str]:
     g = cfg["gates"]
     engine = HFEngine(str(model_path), dtype="float32", device="cpu", batch_size=g["batch_size"])
     try:
-        out = engine.generate(prompts, n=1, sampling=SamplingParams(max_new_tokens=g["max_new_tokens"], temperature=0.0))
+        out = engine.generate(
+            prompts,
+            n=1,
+            sampling=SamplingParams(max_new_tokens=g["max_new_tokens"], temperature=0.0),
+        )
     finally:
         engine.close()
     return [c[0].text for c in out]
@@ -272,7 +307,10 @@ def op_error_rates(name: str, problems, completions: Sequence[str]) -> dict[str,
             for i, (op, k) in enumerate(p.meta["ops"]):
                 total[op] += 1
                 wrong[op] += 0 if i < len(lines) and lines[i] == (op, k) else 1
-    return {op: {"error_rate": wrong[op] / total[op] if total[op] else None, "n": total[op]} for op in OPS}
+    return {
+        op: {"error_rate": wrong[op] / total[op] if total[op] else None, "n": total[op]}
+        for op in OPS
+    }
 
 
 def _worker_train(cfg: dict, tok_dir: str, role: str, base_seed: int, out_dir: str) -> dict:
@@ -289,7 +327,9 @@ def _worker_train(cfg: dict, tok_dir: str, role: str, base_seed: int, out_dir: s
     return stats
 
 
-def _worker_generate(cfg: dict, model_path: str, prompts: list[list[dict]]) -> tuple[list[str], float]:
+def _worker_generate(
+    cfg: dict, model_path: str, prompts: list[list[dict]]
+) -> tuple[list[str], float]:
     """Process entry point: greedy completions on one thread, and the seconds they took."""
     import torch
 
@@ -300,7 +340,10 @@ def _worker_generate(cfg: dict, model_path: str, prompts: list[list[dict]]) -> t
 
 def make_tasks(task_params: dict[str, dict]) -> dict[str, Any]:
     """The two toy tasks with the params of the config's task rows (defaults where absent)."""
-    return {"arith": ArithTask(**task_params.get("arith", {})), "toycode": ToyCodeTask(**task_params.get("toycode", {}))}
+    return {
+        "arith": ArithTask(**task_params.get("arith", {})),
+        "toycode": ToyCodeTask(**task_params.get("toycode", {})),
+    }
 
 
 def _map(pool, fn, calls: list[tuple]) -> list:
@@ -323,14 +366,20 @@ def pretrain(config: dict, out: str | Path, seed: int | None = None, log=print) 
 
     cfg = dict(config["toy"])
     base_seed = cfg["seed"] if seed is None else int(seed)
-    rows = {r["name"]: dict(r.get("params", {})) for r in config["tasks"] if r["name"] in ("arith", "toycode")}
+    rows = {
+        r["name"]: dict(r.get("params", {}))
+        for r in config["tasks"]
+        if r["name"] in ("arith", "toycode")
+    }
     cfg["_task_params"] = rows
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     tasks = make_tasks(rows)
 
-    tokenizer = build_tokenizer(tokenizer_corpus(tasks, cfg["tokenizer"]["corpus_examples"]), cfg["tokenizer"]["vocab_size"])
+    tokenizer = build_tokenizer(
+        tokenizer_corpus(tasks, cfg["tokenizer"]["corpus_examples"]), cfg["tokenizer"]["vocab_size"]
+    )
     tok_dir = out / ".tokenizer"
     tokenizer.save_pretrained(tok_dir)
 
@@ -340,12 +389,25 @@ def pretrain(config: dict, out: str | Path, seed: int | None = None, log=print) 
         from concurrent.futures import ProcessPoolExecutor
 
         # spawn: a forked child would inherit this process's torch threads and locks
-        pool = ProcessPoolExecutor(max_workers=len(ROLES), mp_context=multiprocessing.get_context("spawn"))
+        pool = ProcessPoolExecutor(
+            max_workers=len(ROLES), mp_context=multiprocessing.get_context("spawn")
+        )
     try:
         t_train = time.perf_counter()
-        train_stats = dict(zip(ROLES, _map(pool, _worker_train, [(cfg, str(tok_dir), r, base_seed, str(out)) for r in ROLES])))
+        train_stats = dict(
+            zip(
+                ROLES,
+                _map(
+                    pool,
+                    _worker_train,
+                    [(cfg, str(tok_dir), r, base_seed, str(out)) for r in ROLES],
+                ),
+            )
+        )
         train_wall = time.perf_counter() - t_train
-        log(f"[toy] trained A and B in {train_wall:.1f}s wall ({'parallel' if pool else 'sequential'})")
+        log(
+            f"[toy] trained A and B in {train_wall:.1f}s wall ({'parallel' if pool else 'sequential'})"
+        )
 
         t_gate = time.perf_counter()
         g = cfg["gates"]
@@ -353,13 +415,19 @@ def pretrain(config: dict, out: str | Path, seed: int | None = None, log=print) 
         names = list(hard)
         # solo: each model answers the solve prompts of both tasks (one job per model)
         solve = [tasks[n].solve_prompt(p) for n in names for p in hard[n]]
-        solo_raw = dict(zip(ROLES, _map(pool, _worker_generate, [(cfg, str(out / r), solve) for r in ROLES])))
+        solo_raw = dict(
+            zip(ROLES, _map(pool, _worker_generate, [(cfg, str(out / r), solve) for r in ROLES]))
+        )
         solo = {r: _split(solo_raw[r][0], names, hard) for r in ROLES}
         # cascades: the other model reads each draft (A drafts -> B reads, and the reverse)
         read_jobs = []
         for reader in ROLES:
             drafter = "A" if reader == "B" else "B"
-            prompts = [tasks[n].reader_prompt(p, d) for n in names for p, d in zip(hard[n], solo[drafter][n])]
+            prompts = [
+                tasks[n].reader_prompt(p, d)
+                for n in names
+                for p, d in zip(hard[n], solo[drafter][n])
+            ]
             read_jobs.append((cfg, str(out / reader), prompts))
         read_raw = dict(zip(ROLES, _map(pool, _worker_generate, read_jobs)))
         reads = {r: _split(read_raw[r][0], names, hard) for r in ROLES}
@@ -385,7 +453,13 @@ def pretrain(config: dict, out: str | Path, seed: int | None = None, log=print) 
                 "cascade_A_drafts_B_reads": pass1(reads["B"][n]),
                 "cascade_B_drafts_A_reads": pass1(reads["A"][n]),
                 "op_error_rates": {r: op_error_rates(n, hard[n], solo[r][n]) for r in ROLES},
-                "examples": {r: [{"question": p.question, "completion": c} for p, c in list(zip(hard[n], solo[r][n]))[:3]] for r in ROLES},
+                "examples": {
+                    r: [
+                        {"question": p.question, "completion": c}
+                        for p, c in list(zip(hard[n], solo[r][n]))[:3]
+                    ]
+                    for r in ROLES
+                },
             }
             gates["tasks"][n] = row
     finally:
@@ -410,7 +484,11 @@ def pretrain(config: dict, out: str | Path, seed: int | None = None, log=print) 
             "parallel": bool(cfg["train"]["parallel"]),
             "threads_per_model": cfg["train"]["threads"],
         },
-        "generation": {"engine": "agon.engines.hf.HFEngine", "decoding": "greedy", "max_new_tokens": g["max_new_tokens"]},
+        "generation": {
+            "engine": "agon.engines.hf.HFEngine",
+            "decoding": "greedy",
+            "max_new_tokens": g["max_new_tokens"],
+        },
     }
     shutil.rmtree(tok_dir, ignore_errors=True)
     cfg.pop("_task_params", None)
@@ -418,7 +496,9 @@ def pretrain(config: dict, out: str | Path, seed: int | None = None, log=print) 
     log(format_report(payload))
     if cfg["gates"]["strict"] and not payload["all_gates_pass"]:
         failed = [k for k, c in checks.items() if not c["pass"]]
-        raise RuntimeError(f"toy gates failed: {failed} (see {out / 'report.json'}); toy.gates.strict is true")
+        raise RuntimeError(
+            f"toy gates failed: {failed} (see {out / 'report.json'}); toy.gates.strict is true"
+        )
     return payload
 
 
@@ -438,13 +518,23 @@ def check_gates(gates: dict, cfg: dict) -> dict[str, dict]:
     for n, row in gates["tasks"].items():
         for r in ROLES:
             v = row[r]["pass@1"]
-            checks[f"{n}.{r}.hard_pass@1_in_range"] = {"value": v, "range": [lo, hi], "pass": lo <= v <= hi}
+            checks[f"{n}.{r}.hard_pass@1_in_range"] = {
+                "value": v,
+                "range": [lo, hi],
+                "pass": lo <= v <= hi,
+            }
         # behaviourally different: each model errs more than its rival on its own habit's op
         for r in ROLES:
             op = cfg["models"][r]["mistake"]["op"]
             other = "B" if r == "A" else "A"
-            mine, theirs = row["op_error_rates"][r][op]["error_rate"], row["op_error_rates"][other][op]["error_rate"]
-            checks[f"{n}.{r}.more_errors_on_{op}"] = {"value": [mine, theirs], "pass": mine is not None and theirs is not None and mine > theirs}
+            mine, theirs = (
+                row["op_error_rates"][r][op]["error_rate"],
+                row["op_error_rates"][other][op]["error_rate"],
+            )
+            checks[f"{n}.{r}.more_errors_on_{op}"] = {
+                "value": [mine, theirs],
+                "pass": mine is not None and theirs is not None and mine > theirs,
+            }
         best = max(row["A"]["pass@1"], row["B"]["pass@1"])
         casc = row["cascade_A_drafts_B_reads"]["pass@1"]
         checks[f"{n}.cascade_beats_both"] = {"value": [casc, best], "pass": casc > best}
@@ -460,13 +550,20 @@ def format_report(payload: dict) -> str:
             f"A->B {row['cascade_A_drafts_B_reads']['pass@1']:.3f}  B->A {row['cascade_B_drafts_A_reads']['pass@1']:.3f}  (n={row['A']['n']})"
         )
         for r in ROLES:
-            rates = "  ".join(f"{op}:{v['error_rate']:.3f}" if v["error_rate"] is not None else f"{op}:-" for op, v in row["op_error_rates"][r].items())
+            rates = "  ".join(
+                f"{op}:{v['error_rate']:.3f}" if v["error_rate"] is not None else f"{op}:-"
+                for op, v in row["op_error_rates"][r].items()
+            )
             lines.append(f"           {r} per-op error rates  {rates}")
     t = payload["timing"]
     for r in ROLES:
         s = payload["train"][r]
-        lines.append(f"  model {r}: seed {s['seed']} (try {s['attempt'] + 1}), {s['steps']} steps, final loss {s['final_loss']:.4f}, train {s['train_seconds']:.1f}s wall / {s['train_cpu_seconds']:.1f}s cpu")
-    lines.append(f"  pretrain wall {t['pretrain_wall_seconds']:.1f}s, gates {t['gate_wall_seconds']:.1f}s, total {t['total_wall_seconds']:.1f}s (load avg {t['load_average_1m']:.2f}, {t['cpus']} cpus)")
+        lines.append(
+            f"  model {r}: seed {s['seed']} (try {s['attempt'] + 1}), {s['steps']} steps, final loss {s['final_loss']:.4f}, train {s['train_seconds']:.1f}s wall / {s['train_cpu_seconds']:.1f}s cpu"
+        )
+    lines.append(
+        f"  pretrain wall {t['pretrain_wall_seconds']:.1f}s, gates {t['gate_wall_seconds']:.1f}s, total {t['total_wall_seconds']:.1f}s (load avg {t['load_average_1m']:.2f}, {t['cpus']} cpus)"
+    )
     failed = [k for k, c in payload["checks"].items() if not c["pass"]]
     lines.append("  gates: ALL PASS" if not failed else f"  gates: FAILED {failed}")
     return "\n".join(lines)

@@ -48,7 +48,12 @@ class Mistake:
         """Build from a ``toy.models.X.mistake`` row."""
         if row["op"] not in OPS:
             raise ValueError(f"toy mistake op must be one of {OPS}, got {row['op']!r}")
-        return cls(row["op"], tuple(int(k) for k in row["operands"]), float(row["arith_rate"]), float(row["code_rate"]))
+        return cls(
+            row["op"],
+            tuple(int(k) for k in row["operands"]),
+            float(row["arith_rate"]),
+            float(row["code_rate"]),
+        )
 
     def hits(self, op: str, k: int) -> bool:
         """Whether this habit applies to ``op k``."""
@@ -60,7 +65,15 @@ def misread(k: int) -> int:
     return k % (len(OPERANDS)) + 1
 
 
-def written_arith_steps(start: int, ops: Sequence[tuple[str, int]], rng: random.Random, mistake: Mistake | None, slip: float = 0.0, keep: Sequence[ArithStep] = (), copy_wrong: float = 0.0) -> list[ArithStep]:
+def written_arith_steps(
+    start: int,
+    ops: Sequence[tuple[str, int]],
+    rng: random.Random,
+    mistake: Mistake | None,
+    slip: float = 0.0,
+    keep: Sequence[ArithStep] = (),
+    copy_wrong: float = 0.0,
+) -> list[ArithStep]:
     """The steps a model with ``mistake`` writes for a chain, continuing from its own results.
 
     ``slip``: extra probability per step of a random wrong result (a rival's careless errors).
@@ -72,7 +85,13 @@ def written_arith_steps(start: int, ops: Sequence[tuple[str, int]], rng: random.
     out, value = [], start
     for i, (op, k) in enumerate(ops):
         step = keep[i] if i < len(keep) else None
-        if step is not None and step.lhs == value and step.op == op and step.rhs == k and (step.correct or (copy_wrong and rng.random() < copy_wrong)):
+        if (
+            step is not None
+            and step.lhs == value
+            and step.op == op
+            and step.rhs == k
+            and (step.correct or (copy_wrong and rng.random() < copy_wrong))
+        ):
             result = step.result
         else:
             result = apply_op(value, op, k)
@@ -85,7 +104,14 @@ def written_arith_steps(start: int, ops: Sequence[tuple[str, int]], rng: random.
     return out
 
 
-def written_code_lines(ops: Sequence[tuple[str, int]], rng: random.Random, mistake: Mistake | None, slip: float = 0.0, keep: Sequence[tuple[str, int] | None] = (), copy_wrong: float = 0.0) -> list[tuple[str, int]]:
+def written_code_lines(
+    ops: Sequence[tuple[str, int]],
+    rng: random.Random,
+    mistake: Mistake | None,
+    slip: float = 0.0,
+    keep: Sequence[tuple[str, int] | None] = (),
+    copy_wrong: float = 0.0,
+) -> list[tuple[str, int]]:
     """The (op, operand) of each program line a model with ``mistake`` writes.
 
     As :func:`written_arith_steps`: ``slip`` adds random wrong operands or operations, a
@@ -115,7 +141,9 @@ def program_text(lines: Sequence[tuple[str, int]]) -> str:
     return code_program([code_line(op, k) for op, k in lines])
 
 
-def make_example(kind: str, problem, task, rng: random.Random, own: Mistake, rival: Mistake, reader_cfg: dict) -> tuple[list[dict], str]:
+def make_example(
+    kind: str, problem, task, rng: random.Random, own: Mistake, rival: Mistake, reader_cfg: dict
+) -> tuple[list[dict], str]:
     """One SFT example (prompt messages, target completion) of ``kind`` in :data:`KINDS`.
 
     Solve targets carry the model's own mistakes; read examples show a draft written with the
@@ -126,16 +154,27 @@ def make_example(kind: str, problem, task, rng: random.Random, own: Mistake, riv
     slip = 0.0 if clean else reader_cfg["draft_slip"]
     rival_habit = None if clean else rival
     if kind == "arith_solve":
-        return task.solve_prompt(problem), arith_solution(written_arith_steps(problem.meta["start"], ops, rng, own))
+        return task.solve_prompt(problem), arith_solution(
+            written_arith_steps(problem.meta["start"], ops, rng, own)
+        )
     if kind == "arith_read":
         draft = written_arith_steps(problem.meta["start"], ops, rng, rival_habit, slip)
-        target = written_arith_steps(problem.meta["start"], ops, rng, own, keep=draft, copy_wrong=reader_cfg.get("arith_copy_wrong", 0.0))
+        target = written_arith_steps(
+            problem.meta["start"],
+            ops,
+            rng,
+            own,
+            keep=draft,
+            copy_wrong=reader_cfg.get("arith_copy_wrong", 0.0),
+        )
         return task.reader_prompt(problem, arith_solution(draft)), arith_solution(target)
     if kind == "code_solve":
         return task.solve_prompt(problem), program_text(written_code_lines(ops, rng, own))
     if kind == "code_read":
         draft = written_code_lines(ops, rng, rival_habit, slip)
-        target = written_code_lines(ops, rng, own, keep=draft, copy_wrong=reader_cfg.get("code_copy_wrong", 0.0))
+        target = written_code_lines(
+            ops, rng, own, keep=draft, copy_wrong=reader_cfg.get("code_copy_wrong", 0.0)
+        )
         return task.reader_prompt(problem, program_text(draft)), program_text(target)
     raise ValueError(f"unknown example kind {kind!r}; expected one of {KINDS}")
 
@@ -155,7 +194,9 @@ class SFTStream:
         self.kinds = [k for k in KINDS if mix.get(k, 0) > 0]
         self.weights = [mix[k] for k in self.kinds]
         if not self.kinds:
-            raise ValueError("toy.train.mix: every weight is 0; give at least one example kind a weight > 0")
+            raise ValueError(
+                "toy.train.mix: every weight is 0; give at least one example kind a weight > 0"
+            )
 
     def max_level(self, task, progress: float) -> int:
         """The curriculum: the top level rises linearly to ``task.levels`` over ``curriculum_frac``."""
@@ -163,7 +204,11 @@ class SFTStream:
         start = min(c["curriculum_start_level"], task.levels)
         if c["curriculum_frac"] <= 0 or progress >= c["curriculum_frac"]:
             return task.levels
-        return start + int((task.levels - start + 1) * progress / c["curriculum_frac"]) if progress > 0 else start
+        return (
+            start + int((task.levels - start + 1) * progress / c["curriculum_frac"])
+            if progress > 0
+            else start
+        )
 
     def example(self, progress: float) -> tuple[list[dict], str]:
         """One (prompt, target) pair at training progress ``progress`` in [0, 1]."""

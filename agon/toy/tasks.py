@@ -96,7 +96,10 @@ def arith_solution(steps: Sequence[ArithStep]) -> str:
 
 def parse_arith_steps(text: str) -> list[ArithStep]:
     """The ``a op b = c`` steps written in a completion (for per-operation error rates)."""
-    return [ArithStep(int(a), op, int(b), int(c)) for a, op, b, c in re.findall(r"(\d+)([-+*])(\d+)=(\d+)", text)]
+    return [
+        ArithStep(int(a), op, int(b), int(c))
+        for a, op, b, c in re.findall(r"(\d+)([-+*])(\d+)=(\d+)", text)
+    ]
 
 
 def gold_arith_steps(start: int, ops: Sequence[tuple[str, int]]) -> list[ArithStep]:
@@ -109,7 +112,9 @@ def gold_arith_steps(start: int, ops: Sequence[tuple[str, int]]) -> list[ArithSt
     return out
 
 
-def _level_of(rng: random.Random, levels: int, hard_min_level: int, hard_fraction: float | None) -> int:
+def _level_of(
+    rng: random.Random, levels: int, hard_min_level: int, hard_fraction: float | None
+) -> int:
     """A level 1..levels, uniform, or with ``hard_fraction`` of the mass on the hard levels."""
     if hard_fraction is None:
         return rng.randint(1, levels)
@@ -123,13 +128,27 @@ class _ToySplits:
 
     name = ""
 
-    def __init__(self, n_train: int, n_test: int, levels: int, hard_min_level: int, seed: int, hard_fraction: float | None):
+    def __init__(
+        self,
+        n_train: int,
+        n_test: int,
+        levels: int,
+        hard_min_level: int,
+        seed: int,
+        hard_fraction: float | None,
+    ):
         if not 1 <= hard_min_level <= levels:
-            raise ValueError(f"{self.name}: hard_min_level must be in 1..levels={levels}, got {hard_min_level}")
+            raise ValueError(
+                f"{self.name}: hard_min_level must be in 1..levels={levels}, got {hard_min_level}"
+            )
         if n_train < 0 or n_test < 1:
-            raise ValueError(f"{self.name}: need n_train >= 0 and n_test >= 1, got {n_train}, {n_test}")
+            raise ValueError(
+                f"{self.name}: need n_train >= 0 and n_test >= 1, got {n_train}, {n_test}"
+            )
         if hard_fraction is not None and not 0.0 <= hard_fraction <= 1.0:
-            raise ValueError(f"{self.name}: hard_fraction must be in [0, 1] or null, got {hard_fraction}")
+            raise ValueError(
+                f"{self.name}: hard_fraction must be in [0, 1] or null, got {hard_fraction}"
+            )
         self.n_train, self.n_test = int(n_train), int(n_test)
         self.levels, self.hard_min_level = int(levels), int(hard_min_level)
         self.seed, self.hard_fraction = int(seed), hard_fraction
@@ -152,7 +171,10 @@ class _ToySplits:
             for _ in range(self.n_test * 50):
                 if len(test) == self.n_test:
                     break
-                p = self.sample(test_rng, _level_of(test_rng, self.levels, self.hard_min_level, self.hard_fraction))
+                p = self.sample(
+                    test_rng,
+                    _level_of(test_rng, self.levels, self.hard_min_level, self.hard_fraction),
+                )
                 if p.question not in seen:
                     seen.add(p.question)
                     test.append(p)
@@ -161,8 +183,13 @@ class _ToySplits:
             while len(train) < self.n_train:
                 tries += 1
                 if tries > 50 * self.n_train + 1000:
-                    raise RuntimeError(f"{self.name}: cannot draw {self.n_train} train problems disjoint from the test set; lower n_train or raise levels")
-                p = self.sample(train_rng, _level_of(train_rng, self.levels, self.hard_min_level, self.hard_fraction))
+                    raise RuntimeError(
+                        f"{self.name}: cannot draw {self.n_train} train problems disjoint from the test set; lower n_train or raise levels"
+                    )
+                p = self.sample(
+                    train_rng,
+                    _level_of(train_rng, self.levels, self.hard_min_level, self.hard_fraction),
+                )
                 if p.question not in seen:  # train problems may repeat each other, never a test one
                     train.append(p)
             hard = [p for p in test if p.difficulty >= self.hard_min_level]
@@ -200,7 +227,13 @@ class ArithTask(_ToySplits, MathTask):
         ops = [(rng.choice(OPS), rng.choice(OPERANDS)) for _ in range(level)]
         question = chain_text(ops, str(start))
         answer = gold_arith_steps(start, ops)[-1].result
-        return Problem(id=f"arith-{question}", question=question, answer=str(answer), difficulty=float(level), meta={"start": start, "ops": ops})
+        return Problem(
+            id=f"arith-{question}",
+            question=question,
+            answer=str(answer),
+            difficulty=float(level),
+            meta={"start": start, "ops": ops},
+        )
 
     def solve_prompt(self, problem: Problem) -> Messages:
         """``solve: 4*3+2-5``: short, since every prompt token costs the tiny model."""
@@ -208,7 +241,12 @@ class ArithTask(_ToySplits, MathTask):
 
     def reader_prompt(self, problem: Problem, draft: str) -> Messages:
         """The problem, then the rival's draft marked as possibly wrong."""
-        return [{"role": "user", "content": ARITH_READ.format(question=problem.question, draft=draft.strip())}]
+        return [
+            {
+                "role": "user",
+                "content": ARITH_READ.format(question=problem.question, draft=draft.strip()),
+            }
+        ]
 
     @staticmethod
     def solution(problem: Problem) -> str:
@@ -284,9 +322,19 @@ class ToyCodeTask(_ToySplits, Task):
         workers (0 = one per core). ``memory_mb``: address-space cap of a graded program."""
         _ToySplits.__init__(self, n_train, n_test, levels, hard_min_level, seed, hard_fraction)
         if n_tests < 1 or not 1 <= input_len[0] <= input_len[1] or input_max < 1:
-            raise ValueError(f"toycode: bad test settings n_tests={n_tests}, input_len={input_len}, input_max={input_max}")
-        self.n_tests, self.input_len, self.input_max = int(n_tests), tuple(input_len), int(input_max)
-        self.grading_timeout_s, self.grading_workers, self.memory_mb = float(grading_timeout_s), int(grading_workers), int(memory_mb)
+            raise ValueError(
+                f"toycode: bad test settings n_tests={n_tests}, input_len={input_len}, input_max={input_max}"
+            )
+        self.n_tests, self.input_len, self.input_max = (
+            int(n_tests),
+            tuple(input_len),
+            int(input_max),
+        )
+        self.grading_timeout_s, self.grading_workers, self.memory_mb = (
+            float(grading_timeout_s),
+            int(grading_workers),
+            int(memory_mb),
+        )
         self._pool = None
 
     def sample(self, rng: random.Random, level: int) -> Problem:
@@ -295,9 +343,20 @@ class ToyCodeTask(_ToySplits, Task):
         question = "sum " + chain_text(ops, "x")
         tests = []
         for _ in range(self.n_tests):
-            stdin = " ".join(str(rng.randint(0, self.input_max)) for _ in range(rng.randint(*self.input_len))) + "\n"
+            stdin = (
+                " ".join(
+                    str(rng.randint(0, self.input_max)) for _ in range(rng.randint(*self.input_len))
+                )
+                + "\n"
+            )
             tests.append((stdin, reference_output(ops, stdin)))
-        return Problem(id=f"toycode-{question[4:]}", question=question, answer=json.dumps(tests), difficulty=float(level), meta={"ops": ops, "tests": tests})
+        return Problem(
+            id=f"toycode-{question[4:]}",
+            question=question,
+            answer=json.dumps(tests),
+            difficulty=float(level),
+            meta={"ops": ops, "tests": tests},
+        )
 
     def solve_prompt(self, problem: Problem) -> Messages:
         """``code: sum x*3+2-5``."""
@@ -305,7 +364,12 @@ class ToyCodeTask(_ToySplits, Task):
 
     def reader_prompt(self, problem: Problem, draft: str) -> Messages:
         """The problem, then the rival's draft program marked as possibly wrong."""
-        return [{"role": "user", "content": CODE_READ.format(question=problem.question, draft=draft.strip())}]
+        return [
+            {
+                "role": "user",
+                "content": CODE_READ.format(question=problem.question, draft=draft.strip()),
+            }
+        ]
 
     @staticmethod
     def solution(problem: Problem) -> str:
@@ -326,11 +390,18 @@ class ToyCodeTask(_ToySplits, Task):
         codes = [extract_code(str(c)) for c in completions]
         tests = [[tuple(t) for t in json.loads(p.answer)] for p in problems]
         todo = [i for i, c in enumerate(codes) if c is not None and c.strip()]
-        verdicts: list[Verdict] = [Verdict(False, "no_answer", None, 0.0, "no fenced python block")] * len(codes)
+        verdicts: list[Verdict] = [
+            Verdict(False, "no_answer", None, 0.0, "no fenced python block")
+        ] * len(codes)
         if todo:
             if self._pool is None:
                 self._pool = SandboxPool(self.grading_workers)
-            graded = self._pool.grade([codes[i] for i in todo], [tests[i] for i in todo], self.grading_timeout_s, self.memory_mb)
+            graded = self._pool.grade(
+                [codes[i] for i in todo],
+                [tests[i] for i in todo],
+                self.grading_timeout_s,
+                self.memory_mb,
+            )
             for i, v in zip(todo, graded):
                 verdicts[i] = v
         return verdicts

@@ -42,7 +42,9 @@ def build_tokenizer(corpus: Iterable[str], vocab_size: int = 384):
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     if vocab_size < len(alphabet) + len(SPECIAL_TOKENS):
-        raise ValueError(f"toy tokenizer: vocab_size must be >= {len(alphabet) + len(SPECIAL_TOKENS)} (bytes + specials), got {vocab_size}")
+        raise ValueError(
+            f"toy tokenizer: vocab_size must be >= {len(alphabet) + len(SPECIAL_TOKENS)} (bytes + specials), got {vocab_size}"
+        )
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [
@@ -52,9 +54,19 @@ def build_tokenizer(corpus: Iterable[str], vocab_size: int = 384):
         ]
     )
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS), initial_alphabet=alphabet, show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=alphabet,
+        show_progress=False,
+    )
     tok.train_from_iterator(list(corpus), trainer=trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=PAD, eos_token=EOS, additional_special_tokens=list(ROLE_TOKENS))
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token=PAD,
+        eos_token=EOS,
+        additional_special_tokens=list(ROLE_TOKENS),
+    )
     fast.chat_template = CHAT_TEMPLATE
     fast.padding_side = "left"  # generation pads on the left; training sets its own padding
     return fast

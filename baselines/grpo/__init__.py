@@ -10,4 +10,12 @@ from baselines.grpo.trainer import (
     train_pair,
 )
 
-__all__ = ["GRPOSettings", "completion_text", "make_reward_fn", "merge_metrics", "prompt_dataset", "train_grpo", "train_pair"]
+__all__ = [
+    "GRPOSettings",
+    "completion_text",
+    "make_reward_fn",
+    "merge_metrics",
+    "prompt_dataset",
+    "train_grpo",
+    "train_pair",
+]

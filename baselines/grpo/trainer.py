@@ -96,7 +96,9 @@ class GRPOSettings:
                 return total, 1
         return per_device, total // per_device
 
-    def grpo_config(self, output_dir: str | Path, bf16: bool = False, chat_template_kwargs: dict | None = None) -> Any:
+    def grpo_config(
+        self, output_dir: str | Path, bf16: bool = False, chat_template_kwargs: dict | None = None
+    ) -> Any:
         """The TRL GRPOConfig of this run."""
         import torch
         from trl import GRPOConfig
@@ -157,7 +159,10 @@ def prompt_dataset(task: Task, split: str = "train", system_prompt: str | None =
     """A datasets.Dataset of conversational prompts (the task's solve prompt, persona first)."""
     from datasets import Dataset
 
-    rows = [{"prompt": with_system_prompt(task.solve_prompt(p), system_prompt), "problem_id": p.id} for p in task.problems(split)]
+    rows = [
+        {"prompt": with_system_prompt(task.solve_prompt(p), system_prompt), "problem_id": p.id}
+        for p in task.problems(split)
+    ]
     if not rows:
         raise ValueError(f"task {task.name!r} has no {split!r} problems")
     return Dataset.from_list(rows)
@@ -167,15 +172,22 @@ def completion_text(completion: Any) -> str:
     """The text of a TRL completion: a string, or a conversational list of messages."""
     if isinstance(completion, str):
         return completion
-    return "".join(m.get("content", "") if isinstance(m.get("content"), str) else str(m.get("content")) for m in completion)
+    return "".join(
+        m.get("content", "") if isinstance(m.get("content"), str) else str(m.get("content"))
+        for m in completion
+    )
 
 
 def make_reward_fn(task: Task, problems: Sequence[Problem]):
     """A TRL reward function that grades with ``task.grade``: 1.0, 0.0, or None (cannot score)."""
     by_id = {p.id: p for p in problems}
 
-    def correctness(prompts: list, completions: list, problem_id: list[str], **kwargs: Any) -> list[float | None]:
-        verdicts = task.grade([by_id[i] for i in problem_id], [completion_text(c) for c in completions])
+    def correctness(
+        prompts: list, completions: list, problem_id: list[str], **kwargs: Any
+    ) -> list[float | None]:
+        verdicts = task.grade(
+            [by_id[i] for i in problem_id], [completion_text(c) for c in completions]
+        )
         return [None if v.correct is None else float(v.correct) for v in verdicts]
 
     correctness.__name__ = REWARD_NAME
@@ -202,8 +214,13 @@ def _aliases(name: str, logs: dict, completions_per_step: int) -> dict:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def _metrics_callback(path: Path, name: str, completions_per_step: int, evaluate: Callable[[Any], dict] | None = None,
-                      eval_every: int = 0):
+def _metrics_callback(
+    path: Path,
+    name: str,
+    completions_per_step: int,
+    evaluate: Callable[[Any], dict] | None = None,
+    eval_every: int = 0,
+):
     """The callback that writes ``metrics.jsonl``; with ``evaluate`` (model -> metrics) and
     ``eval_every`` > 0 it also evaluates the model at the duel trainer's steps (:mod:`agon.train_eval`)."""
     from transformers import TrainerCallback
@@ -229,7 +246,9 @@ def _metrics_callback(path: Path, name: str, completions_per_step: int, evaluate
             if not logs or "train_runtime" in logs:  # the end-of-training summary is not a step
                 return
             row = {"step": state.global_step - 1, **_aliases(name, logs, completions_per_step)}
-            row.update({f"{name}/trl/{k}": v for k, v in logs.items() if isinstance(v, (int, float))})
+            row.update(
+                {f"{name}/trl/{k}": v for k, v in logs.items() if isinstance(v, (int, float))}
+            )
             row.update(self.pending.pop(row["step"], {}))
             self._write(row)
 
@@ -245,7 +264,15 @@ def _metrics_callback(path: Path, name: str, completions_per_step: int, evaluate
     return JsonlMetrics()
 
 
-def train_grpo(config: dict, fam: dict, task: Task, settings: GRPOSettings, row: str, out_model: Path, work_dir: Path) -> dict:
+def train_grpo(
+    config: dict,
+    fam: dict,
+    task: Task,
+    settings: GRPOSettings,
+    row: str,
+    out_model: Path,
+    work_dir: Path,
+) -> dict:
     """Train the family's model ``row`` ("a" or "b") alone with GRPO; save it to ``out_model``.
 
     Checkpoints go to ``work_dir`` (TRL's own); a rerun resumes from the last one. Returns
@@ -264,7 +291,9 @@ def train_grpo(config: dict, fam: dict, task: Task, settings: GRPOSettings, row:
     tok = load_tokenizer(mrow["model"], revision=mrow.get("revision"))
     model = load_model(mrow["model"], dtype=fam["dtype"], revision=mrow.get("revision"))
     bf16 = fam["dtype"] == "bfloat16" and torch.cuda.is_available()
-    args = settings.grpo_config(work_dir, bf16=bf16, chat_template_kwargs=mrow.get("chat_template_kwargs"))
+    args = settings.grpo_config(
+        work_dir, bf16=bf16, chat_template_kwargs=mrow.get("chat_template_kwargs")
+    )
     dataset = prompt_dataset(task, settings.split, mrow.get("system_prompt"))
     metrics = work_dir / "metrics.jsonl"
     last = get_last_checkpoint(str(work_dir)) if work_dir.is_dir() else None
@@ -273,8 +302,12 @@ def train_grpo(config: dict, fam: dict, task: Task, settings: GRPOSettings, row:
     per_step = settings.problems_per_step * settings.num_generations
     evaluate = _hard_eval(config, fam, task, settings, row, tok) if settings.eval_every else None
     trainer = GRPOTrainer(
-        model=model, reward_funcs=[make_reward_fn(task, task.problems(settings.split))], args=args, train_dataset=dataset,
-        processing_class=tok, callbacks=[_metrics_callback(metrics, name, per_step, evaluate, settings.eval_every)],
+        model=model,
+        reward_funcs=[make_reward_fn(task, task.problems(settings.split))],
+        args=args,
+        train_dataset=dataset,
+        processing_class=tok,
+        callbacks=[_metrics_callback(metrics, name, per_step, evaluate, settings.eval_every)],
     )
     trainer.train(resume_from_checkpoint=last)
     from agon.train_cli import _save_model
@@ -282,11 +315,16 @@ def train_grpo(config: dict, fam: dict, task: Task, settings: GRPOSettings, row:
 
     _save_model(trainer.model, tok, out_model)
     rows = [json.loads(x) for x in metrics.read_text().splitlines() if x.strip()]
-    return {"steps": sum(not is_eval_only(r) for r in rows), "tokens_generated": sum(r.get(f"{name}/drafter/tokens", 0.0) for r in rows),
-            "metrics": str(metrics)}
+    return {
+        "steps": sum(not is_eval_only(r) for r in rows),
+        "tokens_generated": sum(r.get(f"{name}/drafter/tokens", 0.0) for r in rows),
+        "metrics": str(metrics),
+    }
 
 
-def _hard_eval(config: dict, fam: dict, task: Task, settings: GRPOSettings, row: str, tokenizer: Any) -> Callable[[Any], dict]:
+def _hard_eval(
+    config: dict, fam: dict, task: Task, settings: GRPOSettings, row: str, tokenizer: Any
+) -> Callable[[Any], dict]:
     """model -> its greedy hard-split pass@1 (``eval/hard_pass@1/NAME``), as the duel trainer measures it.
 
     Generation goes through the same engine as the duel trainer's rollouts (the live model,
@@ -299,9 +337,17 @@ def _hard_eval(config: dict, fam: dict, task: Task, settings: GRPOSettings, row:
     problems = hard_problems(task, settings.eval_problems)
 
     def evaluate(model: Any) -> dict:
-        engine = HFEngine(model, tokenizer, system_prompt=mrow.get("system_prompt"), chat_template_kwargs=mrow.get("chat_template_kwargs"),
-                          batch_size=config["train"]["rollout_batch_size"], max_prompt_tokens=fam["max_prompt_tokens"])
-        m = hard_pass1({row.upper(): engine}, task, problems, settings.max_new_tokens, models=[model])
+        engine = HFEngine(
+            model,
+            tokenizer,
+            system_prompt=mrow.get("system_prompt"),
+            chat_template_kwargs=mrow.get("chat_template_kwargs"),
+            batch_size=config["train"]["rollout_batch_size"],
+            max_prompt_tokens=fam["max_prompt_tokens"],
+        )
+        m = hard_pass1(
+            {row.upper(): engine}, task, problems, settings.max_new_tokens, models=[model]
+        )
         print(f"[grpo {row.upper()}] hard-split pass@1: {describe(m)}", flush=True)
         return m
 
@@ -325,7 +371,11 @@ def merge_metrics(paths: Sequence[Path], out: Path) -> None:
                 if seconds:
                     row[SECONDS_KEY] = seconds
     for r in by_step.values():
-        r["tokens_generated"] = sum(v for k, v in r.items() if k.endswith("/drafter/tokens") and isinstance(v, (int, float)) and math.isfinite(v))
+        r["tokens_generated"] = sum(
+            v
+            for k, v in r.items()
+            if k.endswith("/drafter/tokens") and isinstance(v, (int, float)) and math.isfinite(v)
+        )
     atomic_write_text(out, "".join(json.dumps(by_step[s]) + "\n" for s in sorted(by_step)))
 
 
@@ -337,7 +387,15 @@ def train_pair(config: dict, fam: dict, task_name: str, settings: GRPOSettings, 
     results = {}
     try:
         for row in ("a", "b"):
-            results[row.upper()] = train_grpo(config, fam, task, settings, row, out / row.upper(), out / "checkpoints" / f"grpo_{row.upper()}")
+            results[row.upper()] = train_grpo(
+                config,
+                fam,
+                task,
+                settings,
+                row,
+                out / row.upper(),
+                out / "checkpoints" / f"grpo_{row.upper()}",
+            )
     finally:
         task.close()
     merge_metrics([Path(r["metrics"]) for r in results.values()], out / "metrics.jsonl")
@@ -350,4 +408,12 @@ def train_pair(config: dict, fam: dict, task_name: str, settings: GRPOSettings, 
     }
 
 
-__all__ = ["GRPOSettings", "completion_text", "make_reward_fn", "merge_metrics", "prompt_dataset", "train_grpo", "train_pair"]
+__all__ = [
+    "GRPOSettings",
+    "completion_text",
+    "make_reward_fn",
+    "merge_metrics",
+    "prompt_dataset",
+    "train_grpo",
+    "train_pair",
+]

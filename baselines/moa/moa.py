@@ -69,7 +69,9 @@ class MixtureOfAgents:
     def _proposer(self, i: int) -> Engine:
         return self.model_a if i % 2 == 0 else self.model_b
 
-    def run(self, task: Task, problems: Sequence[Problem], n: int, sampling: SamplingParams) -> list[list[Sample]]:
+    def run(
+        self, task: Task, problems: Sequence[Problem], n: int, sampling: SamplingParams
+    ) -> list[list[Sample]]:
         """``n`` independent MoA runs per problem; the answer is the aggregator's."""
         # one "chain" per (problem, sample); chains of all problems are batched per proposer
         chains = [p for p in problems for _ in range(n)]
@@ -85,10 +87,14 @@ class MixtureOfAgents:
         draft_tokens = [0] * len(solve)
         stage = 0
         for _ in range(self.layers):
-            prompts = solve if previous is None else [show(c, prev) for c, prev in enumerate(previous)]
+            prompts = (
+                solve if previous is None else [show(c, prev) for c, prev in enumerate(previous)]
+            )
             layer: list[list[str]] = [[] for _ in solve]
             for i in range(self.proposers):
-                outs = self._proposer(i).generate(prompts, n=1, sampling=stage_sampling(sampling, stage))
+                outs = self._proposer(i).generate(
+                    prompts, n=1, sampling=stage_sampling(sampling, stage)
+                )
                 stage += 1
                 for c, (chain, out) in enumerate(zip(layer, outs)):
                     chain.append(out[0].text)
@@ -98,7 +104,9 @@ class MixtureOfAgents:
             previous = layer
         final_prompts = [show(c, prev) for c, prev in enumerate(previous or [])]
         aggregator = self.model_a if self.aggregator == "a" else self.model_b
-        finals: list[list[Completion]] = aggregator.generate(final_prompts, n=1, sampling=stage_sampling(sampling, stage))
+        finals: list[list[Completion]] = aggregator.generate(
+            final_prompts, n=1, sampling=stage_sampling(sampling, stage)
+        )
         samples = [
             Sample(
                 prompt=prompt,
@@ -121,6 +129,15 @@ class MixtureOfAgents:
             self.model_b.close()
 
 
-def moa(model_a: Engine, model_b: Engine, layers: int = 1, proposers: int = 4, aggregator: str = "a", prompt: str = "synthesize") -> MixtureOfAgents:
+def moa(
+    model_a: Engine,
+    model_b: Engine,
+    layers: int = 1,
+    proposers: int = 4,
+    aggregator: str = "a",
+    prompt: str = "synthesize",
+) -> MixtureOfAgents:
     """The Mixture-of-Agents system over models A and B (config section ``moa``)."""
-    return MixtureOfAgents(model_a, model_b, layers=layers, proposers=proposers, aggregator=aggregator, prompt=prompt)
+    return MixtureOfAgents(
+        model_a, model_b, layers=layers, proposers=proposers, aggregator=aggregator, prompt=prompt
+    )

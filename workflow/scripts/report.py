@@ -10,7 +10,9 @@ smk = snakemake  # noqa: F821 (injected by Snakemake's script directive)
 
 with open(smk.log[0], "w") as log:
     sys.stdout = sys.stderr = log
-    logging.basicConfig(stream=log, level=logging.WARNING)  # matplotlib's font subsetting is chatty at INFO
+    logging.basicConfig(
+        stream=log, level=logging.WARNING
+    )  # matplotlib's font subsetting is chatty at INFO
     cfg = dict(smk.params.config)
     written = build_report(cfg, Layout(cfg["out_dir"], smk.params.figures_dir))
     for kind, paths in written.items():

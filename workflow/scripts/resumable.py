@@ -29,7 +29,11 @@ now = digest.hexdigest()
 with open(smk.log[0], "w") as log:
     state = [folder / name for name in smk.params.state if (folder / name).exists()]
     if state and (not stamp.is_file() or stamp.read_text().strip() != now):
-        print(f"inputs changed since {folder} was started: removing {[str(p) for p in state]}", file=log, flush=True)
+        print(
+            f"inputs changed since {folder} was started: removing {[str(p) for p in state]}",
+            file=log,
+            flush=True,
+        )
         for p in state:
             shutil.rmtree(p) if p.is_dir() else p.unlink()
     folder.mkdir(parents=True, exist_ok=True)
@@ -38,5 +42,8 @@ with open(smk.log[0], "w") as log:
     if "threads_flag" in smk.params.keys():  # CLIs that size their own thread pool
         cmd += [smk.params.threads_flag, str(smk.threads)]
     print("$ " + " ".join(cmd), file=log, flush=True)
-    env = {**os.environ, "OMP_NUM_THREADS": str(smk.threads)}  # torch's intra-op threads = the job's
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(smk.threads),
+    }  # torch's intra-op threads = the job's
     sys.exit(subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode)

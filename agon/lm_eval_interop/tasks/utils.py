@@ -30,7 +30,15 @@ def _dataset(task_name: str, split: str, **kwargs: Any):
     task = cls(**{k: v for k, v in kwargs.items() if k in accepted and k != "self"})
     try:
         # the prompt is the task's own solve prompt (one user turn), so both harnesses ask alike
-        rows = [{"id": p.id, "prompt": task.solve_prompt(p)[-1]["content"], "answer": p.answer, "difficulty": p.difficulty} for p in task.problems(split)]
+        rows = [
+            {
+                "id": p.id,
+                "prompt": task.solve_prompt(p)[-1]["content"],
+                "answer": p.answer,
+                "difficulty": p.difficulty,
+            }
+            for p in task.problems(split)
+        ]
     finally:
         task.close()
     return datasets.DatasetDict({"test": datasets.Dataset.from_list(rows)})
