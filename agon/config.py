@@ -7,7 +7,6 @@ the row, the field and what was expected.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import hashlib
 import json
@@ -60,8 +59,10 @@ def _describe(error, config: dict) -> str:
         rest = path[2:]
     # a missing property is reported on the parent; name the field itself
     if error.validator == "required":
+        # jsonschema reports each missing property as an error of its own; name that one
         missing = [p for p in error.validator_value if p not in (error.instance or {})]
-        rest = rest + missing[:1]
+        named = [p for p in missing if error.message.startswith(repr(p))]
+        rest = rest + (named or missing)[:1]
         expected = "a value (required field is missing)"
     elif error.validator == "additionalProperties":
         extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
@@ -90,8 +91,9 @@ def validate_config(config: dict) -> dict:
     validator = _validator_with_defaults(_schema())
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
-        lines = "\n  ".join(_describe(e, config) for e in errors)
-        raise ConfigError(f"invalid config ({len(errors)} problem(s)):\n  {lines}")
+        problems = list(dict.fromkeys(_describe(e, config) for e in errors))  # each once
+        lines = "\n  ".join(problems)
+        raise ConfigError(f"invalid config ({len(problems)} problem(s)):\n  {lines}")
     _check_semantics(config)
     return config
 
@@ -172,21 +174,3 @@ def get_task_row(config: dict, name: str) -> dict:
         if row["name"] == name:
             return row
     raise ConfigError(f"no task {name!r} in config; known: {[r['name'] for r in config['tasks']]}")
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    """`agon config check FILE`: validate a config and print it with defaults filled in."""
-    p = sub.add_parser("config", help="validate a config file")
-    p.add_argument("action", choices=["check"])
-    p.add_argument("path", help="YAML config, e.g. config/config.yaml")
-    p.set_defaults(func=_cli)
-
-
-def _cli(args: argparse.Namespace) -> int:
-    try:
-        config = load_config(args.path)
-    except ConfigError as err:
-        print(err)
-        return 2
-    print(yaml.safe_dump(config, sort_keys=False))
-    return 0

@@ -1,6 +1,6 @@
 """`agon report`: table 1 and the paper figures, from the evaluation and training results.
 
-Table 1 (DESIGN.md §2) has one row per (family, task). For every evaluated system it gives
+Table 1 (``docs/method.md``) has one row per (family, task). For every evaluated system it gives
 pass@1 with its standard error and 95% bootstrap interval, the headline ratios
 ``agon / grpo`` and ``(agon - base) / (moa - base)`` (each with a paired bootstrap interval:
 the same problems resampled for both systems), and per method the compute it used: tokens
@@ -30,7 +30,6 @@ and figures carry the same config hash.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
@@ -40,19 +39,17 @@ from pathlib import Path
 from typing import Any
 
 from agon.figures import plot_duel_dynamics, plot_pass1, plot_training_curves
+from agon.methods import COLUMNS, columns_for_methods, trained_methods_for
 from agon.results import (
-    SYSTEMS,
     TOKEN_KEYS,
-    TRAIN_METHODS,
     WALL_KEYS,
     Layout,
-    summary_number,
     benchmark_seconds,
-    cumulative_tokens,
     problem_counts,
     read_jsonl,
-    systems_for_methods,
+    summary_number,
 )
+from agon.training.metrics import cumulative_tokens
 
 # ----------------------------------------------------------------------------- table 1
 
@@ -191,10 +188,10 @@ def train_compute(
 
 def build_table(config: dict, layout: Layout) -> list[dict]:
     """Table 1: one dict per (family, task) with every column (see the module docstring)."""
-    systems = systems_for_methods(config["methods"])
+    systems = columns_for_methods(config["methods"])
     seeds = [int(s) for s in config["seeds"]]
     n_boot = int(config["eval"]["bootstrap"])
-    trained = [m for m in TRAIN_METHODS if any(SYSTEMS[s].train == m for s in systems)]
+    trained = trained_methods_for(systems)
     rows = []
     for fam in config["families"]:
         for task in config["tasks"]:
@@ -343,7 +340,7 @@ def table_markdown(rows: list[dict], systems: Sequence[str], config_hash_: str) 
     ]
     for r in rows:
         for s in systems:
-            m = SYSTEMS[s].train
+            m = COLUMNS[s].train
             tt, tw = (r.get(f"{m}_train_tokens"), r.get(f"{m}_train_wall_h")) if m else (0, 0)
             cells = [
                 r["family"],
@@ -374,8 +371,8 @@ def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, lis
     from agon.config import config_hash
     from agon.provenance import atomic_write_text, write_results
 
-    systems = systems_for_methods(config["methods"])
-    trained = [m for m in TRAIN_METHODS if any(SYSTEMS[s].train == m for s in systems)]
+    systems = columns_for_methods(config["methods"])
+    trained = trained_methods_for(systems)
     rows = build_table(config, layout)
     chash = config_hash(config)
     meta = {"config_hash": chash, "source": "agon report"}
@@ -411,28 +408,3 @@ def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, lis
         )
     ]
     return written
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Register `agon report`."""
-    p = sub.add_parser("report", help="table 1 (CSV + Markdown) and the paper figures")
-    p.add_argument(
-        "--config", required=True, help="agon config YAML (the one the results were made with)"
-    )
-    p.add_argument("--figures", default="figures", help="folder for the PNG and PDF figures")
-    p.add_argument(
-        "--smooth", type=int, default=5, help="steps in the moving average of duel win rates"
-    )
-    p.set_defaults(func=_cli)
-
-
-def _cli(args: argparse.Namespace) -> int:
-    from agon.config import load_config
-
-    config = load_config(args.config)
-    config.pop("resources", None)  # resources never change results (same as the workflow)
-    written = build_report(config, Layout(config["out_dir"], args.figures), smooth=args.smooth)
-    for kind, paths in written.items():
-        for p in paths:
-            print(f"wrote {kind}: {p}")
-    return 0

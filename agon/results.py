@@ -1,80 +1,19 @@
-"""What the pipeline evaluates and where every result lives, and how results are read back.
+"""Where every result lives, and how results are read back.
 
-- :data:`SYSTEMS`: the evaluated systems (table-1 columns) and the models each runs;
-  :func:`systems_for_methods` picks them for a config's ``methods``.
 - :class:`Layout`: every path under ``out_dir`` and ``figures/``; the Snakefile and ``agon
   report`` both build their paths here, so they cannot disagree.
-- Readers: ``samples.jsonl`` recounts (:func:`problem_counts`), ``metrics.jsonl`` keys
-  (:data:`METRIC_KEYS`), compute numbers from summaries and Snakemake benchmark files.
+- Readers: ``samples.jsonl`` recounts (:func:`problem_counts`), compute numbers from
+  summaries and Snakemake benchmark files. The keys of ``metrics.jsonl`` are
+  :mod:`agon.training.metrics`; table 1's columns are :mod:`agon.methods`.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-# ----------------------------------------------------------------------------- systems
-
-
-@dataclass(frozen=True)
-class System:
-    """One evaluated system: a table-1 column (or half of one) and the models it runs.
-
-    ``train`` names the training run its models come from (None: the untrained bases);
-    ``model`` is set for a single-model system, ``drafter``/``reader`` for a cascade
-    ("A" or "B": which of the run's two models plays the part).
-    """
-
-    name: str
-    method: str
-    train: str | None = None
-    model: str | None = None
-    drafter: str | None = None
-    reader: str | None = None
-    cli_system: str | None = None
-
-    @property
-    def eval_system(self) -> str:
-        """The `agon eval --system` value."""
-        return self.cli_system or self.name
-
-
-# Ordered as the table's columns. Single-model columns show model A under the method's name
-# and model B as `<name>_b` (the same `agon eval` system run on the other model), so each
-# trainer's effect on each model reads against that model's own base (the gains section).
-SYSTEMS: dict[str, System] = {
-    s.name: s
-    for s in (
-        System("base", "base", model=None),
-        System("base_b", "base", model="B", cli_system="base"),
-        System("base_cascade", "base_cascade"),
-        System("moa", "moa"),
-        System("grpo", "grpo", train="grpo", model="A"),
-        System("grpo_b", "grpo", train="grpo", model="B", cli_system="grpo"),
-        System("grpo_cascade", "grpo_cascade", train="grpo", drafter="A", reader="B"),
-        System("agon", "agon", train="agon", drafter="A", reader="B"),
-        System("agon_rev", "agon_rev", train="agon", drafter="B", reader="A"),
-        System("agon_single", "agon_single", train="agon", model="A"),
-        System("agon_single_b", "agon_single", train="agon", model="B", cli_system="agon_single"),
-    )
-}
-
-TRAIN_METHODS = ("grpo", "agon")
-
-
-def systems_for_methods(methods: Iterable[str]) -> list[str]:
-    """The systems evaluated for the config's ``methods`` (table-1 columns), in table order."""
-    wanted = set(methods)
-    unknown = wanted - {s.method for s in SYSTEMS.values()}
-    if unknown:
-        raise ValueError(
-            f"methods: unknown {sorted(unknown)}; known: {sorted({s.method for s in SYSTEMS.values()})}"
-        )
-    return [name for name, s in SYSTEMS.items() if s.method in wanted]
-
 
 # ----------------------------------------------------------------------------- layout
 
@@ -163,21 +102,6 @@ class Layout:
 
 # ----------------------------------------------------------------------------- reading results
 
-# metrics.jsonl keys the figures read (one JSON object per training step). `{model}` is
-# "A" or "B". Hard-split pass@1 appears only on the steps where the trainer evaluated; on row
-# `step` it scores the model after `step` updates, before that step's rollout (agon.train_eval).
-METRIC_KEYS = {
-    "step": "step",
-    "tokens": "tokens_generated",  # generated this step (summed over both models)
-    "tokens_total": "tokens_generated_total",  # cumulative; preferred when present
-    "hard_pass1": ("eval/hard_pass@1/{model}", "hard_pass@1/{model}"),
-    # fallback when a trainer logs no hard-split evaluations: the model's correctness on its
-    # own training drafts (both trainers log it every step); the figure labels it as such
-    "train_correct": "{model}/drafter/correct",
-    "win_rate": "duel/win_rate/{model}",
-    # else per duel direction, fractions of (draft, read) pairs: "A->B/duel/drafter_wins" etc.
-    "direction": r"^(?P<drafter>[^/]+)->(?P<reader>[^/]+)/duel/(?P<outcome>drafter_wins|reader_wins|ties)$",
-}
 # summary.json keys for compute, looked up at the top level and under "compute"
 TOKEN_KEYS = ("tokens_generated", "total_generated_tokens")
 WALL_KEYS = ("wall_s", "session_wall_s")
@@ -245,14 +169,3 @@ def problem_counts(sample_files: Sequence[str | Path]) -> dict[str, tuple[int, i
             c[0] += 1
             c[1] += int(ok)
     return {pid: (n, c) for pid, (n, c) in counts.items()} if counts else None
-
-
-def cumulative_tokens(rows: list[dict]) -> list[float]:
-    """Tokens generated up to each metrics row (the trainer's running total when it logs one)."""
-    if rows and all(METRIC_KEYS["tokens_total"] in r for r in rows):
-        return [float(r[METRIC_KEYS["tokens_total"]]) for r in rows]
-    total, out = 0.0, []
-    for r in rows:
-        total += float(r.get(METRIC_KEYS["tokens"], 0) or 0)
-        out.append(total)
-    return out

@@ -8,8 +8,11 @@ Grading is the evaluator's job (:mod:`agon.evaluate`), so a system never sees th
 - :func:`single`: the ordinary solve prompt to one engine.
 - :func:`cascade`: the drafter answers the solve prompt; the reader then gets the task's reader
   prompt with the draft as the family's ``draft_view`` shows it, and the cascade's answer is
-  the reader's (DESIGN.md §1). Each of the ``n`` samples is an independent draft -> read chain.
+  the reader's (``docs/method.md``). Each of the ``n`` samples is an independent draft -> read chain.
 - Mixture-of-Agents lives in :mod:`baselines.moa` and follows the same protocol.
+
+Each kind is built from a :class:`SystemContext` by a function registered under its name in
+:data:`agon.registry.SYSTEM_KINDS` (:func:`build_single`, :func:`build_cascade` here).
 
 Seeds: each stage draws with its own seed (``seed + stage * STAGE_SEED_STRIDE``), so the
 drafter's and the reader's samples are not correlated through the RNG stream.
@@ -17,7 +20,7 @@ drafter's and the reader's samples are not correlated through the RNG stream.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -166,3 +169,48 @@ def cascade(drafter_engine: Engine, reader_engine: Engine, draft_view: str = "fu
     """The system ``cascade(drafter, reader)``: the reader sees the draft through ``draft_view``."""
     apply_draft_view("", draft_view)  # fail now on a bad view, not after the drafts are made
     return Cascade(drafter_engine, reader_engine, draft_view)
+
+
+# ----------------------------------------------------------------------------- from a config
+
+
+@dataclass
+class SystemContext:
+    """What a system kind is built from: the config, the family row, an engine for a row of
+    the family (``engine("a", path)``: the row's persona and template, ``path`` or the row's
+    own model), the model paths given (``model``, ``drafter``, ``reader``; None: the row's
+    base model) and which row plays each part (``rows``)."""
+
+    config: dict
+    family: dict
+    engine: Callable[[str, str | None], Engine]
+    model: str | None = None
+    drafter: str | None = None
+    reader: str | None = None
+    rows: dict[str, str] = field(default_factory=dict)
+
+    def model_name(self, row: str, path: str | None) -> str:
+        """The model a part runs: the path given, else the row's base model."""
+        return path or self.family[f"model_{row}"]["model"]
+
+
+def build_single(ctx: SystemContext) -> tuple[Single, dict]:
+    """``single``: the model of row ``rows["model"]`` (or ``model``) alone."""
+    row = ctx.rows["model"]
+    identity = {"model": ctx.model_name(row, ctx.model), "row": row}
+    return single(ctx.engine(row, ctx.model)), identity
+
+
+def build_cascade(ctx: SystemContext) -> tuple[Cascade, dict]:
+    """``cascade``: ``rows["drafter"]`` drafts, ``rows["reader"]`` reads through the family's
+    ``draft_view``."""
+    d, r = ctx.rows["drafter"], ctx.rows["reader"]
+    view = ctx.family["draft_view"]
+    system = cascade(ctx.engine(d, ctx.drafter), ctx.engine(r, ctx.reader), view)
+    identity = {
+        "drafter": ctx.model_name(d, ctx.drafter),
+        "reader": ctx.model_name(r, ctx.reader),
+        "rows": [d, r],
+        "draft_view": view,
+    }
+    return system, identity

@@ -148,10 +148,10 @@ def run() -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         duel_s = duel.DuelSettings(
-            problems_per_step=P, num_drafts=G, num_reads=1, max_new_tokens=MAX_NEW, learning_rate=LR
+            problems_per_step=P, num_generations=G, num_reads=1, max_new_tokens=MAX_NEW, learning_rate=LR
         )
         solo_s = duel.DuelSettings(
-            mode="solo", problems_per_step=P, num_drafts=G, max_new_tokens=MAX_NEW, learning_rate=LR
+            mode="solo", problems_per_step=P, num_generations=G, max_new_tokens=MAX_NEW, learning_rate=LR
         )
         pair = _policies(root, ["A", "B"], [0, 1], duel_s)
         solo_a = _policies(root, ["A"], [0], solo_s)

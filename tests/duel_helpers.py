@@ -53,8 +53,8 @@ def tiny_policies(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from agon import duel
     from agon.engines.hf import HFEngine
+    from agon.training.policy import make_policy
     from tests.tiny_models import build_tiny_model
 
     policies = {}
@@ -63,7 +63,7 @@ def tiny_policies(
         tok = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
         engine = HFEngine(model, tok, batch_size=64)
-        policies[name] = duel.make_policy(name, model, engine, settings, pad_token_id=engine.pad_id)
+        policies[name] = make_policy(name, model, engine, settings, pad_token_id=engine.pad_id)
     return policies
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from agon import checkpoint as ckpt
+from agon.training import checkpoint as ckpt
 from agon import duel
 from tests.duel_helpers import tiny_config, tiny_policies
 
@@ -47,7 +47,7 @@ def test_roundtrip_restores_model_optimizer_scheduler_rng(tmp_path):
     s = duel.DuelSettings(
         mode="solo",
         problems_per_step=2,
-        num_drafts=4,
+        num_generations=4,
         max_new_tokens=4,
         learning_rate=1e-2,
         warmup_steps=3,
@@ -198,7 +198,7 @@ def test_accelerate_path_steps_and_roundtrips(tmp_path):
     from tests.duel_helpers import ParityTask
 
     s = duel.DuelSettings(
-        problems_per_step=2, num_drafts=4, num_reads=1, max_new_tokens=4, learning_rate=1e-2
+        problems_per_step=2, num_generations=4, num_reads=1, max_new_tokens=4, learning_rate=1e-2
     )
     pols = tiny_policies("qwen3", tmp_path / "m", s)
     acc = Accelerator(cpu=True, step_scheduler_with_optimizer=False)

@@ -57,6 +57,18 @@ def test_bad_row_names_row_field_and_expectation(tmp_path):
     assert "families[0]" not in msg  # the good row is not blamed
 
 
+def test_each_problem_is_reported_once(tmp_path):
+    """Several missing fields at one level are each named once, and counted once."""
+    config = {"families": [{"name": "x", "model_b": {"model": "y"}, "model_c": 1}]}
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, config))
+    lines = str(err.value).splitlines()[1:]
+    assert len(lines) == len(set(lines)) == 4, lines
+    assert str(err.value).startswith(f"{tmp_path / 'c.yaml'}: invalid config (4 problem(s))")
+    for field in ("'tasks'", "'methods'", "'model_a'", "'model_c'"):
+        assert sum(f"field {field}" in line for line in lines) == 1, field
+
+
 def test_unknown_field_is_named(tmp_path):
     config = _minimal()
     config["families"][0]["model_a"]["modle"] = "typo"

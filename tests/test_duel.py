@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from agon import duel
+from agon.training.loop import ProblemStream
+from agon.training.metrics import duel_outcomes
 from agon.engines.base import Completion
 from tests.duel_helpers import ParityTask, tiny_policies
 
@@ -46,9 +48,9 @@ def test_reward_rejects_unknown_scheme_and_shape():
 
 
 def test_duel_outcomes():
-    o = duel.duel_outcomes(np.array([1, 1, 0, 0, np.nan]), np.array([0, 1, 1, 0, 1]))
-    assert o == {"drafter_wins": 0.25, "reader_wins": 0.25, "ties": 0.5}
-    assert math.isnan(duel.duel_outcomes(np.array([np.nan]), np.array([1.0]))["ties"])
+    o = duel_outcomes(np.array([1, 1, 0, 0, np.nan]), np.array([0, 1, 1, 0, 1]))
+    assert o == {"duel/drafter_wins": 0.25, "duel/reader_wins": 0.25, "duel/ties": 0.5}
+    assert math.isnan(duel_outcomes(np.array([np.nan]), np.array([1.0]))["duel/ties"])
 
 
 # ------------------------------------------------------------------------------- advantages
@@ -78,35 +80,51 @@ def test_group_advantages_edge_cases():
     assert a.tolist() == [0.5, -0.5, -0.5, 0.5]
 
 
-def _rollout(P=2, G=2, K=2):
-    mk = lambda n: Completion(
-        text="x", token_ids=[5] * n, logprobs=None, prompt_token_ids=[1, 2, 3], finish_reason="stop"
-    )
-    problems = ParityTask().problems("train")[:P]
-    drafts = [[mk(2 + g) for g in range(G)] for _ in range(P)]
-    reads = [[[mk(1 + k) for k in range(K)] for _ in range(G)] for _ in range(P)]
+def _grades():
+    """Correctness of 2 problems x 2 drafts, and of 2 reads of each draft."""
     c_draft = np.array([[1.0, 0.0], [0.0, 0.0]])
     c_read = np.array([[[1.0, 1.0], [1.0, 0.0]], [[0.0, 0.0], [1.0, np.nan]]])
-    return duel.Rollout(problems, drafts, reads, c_draft, c_read)
+    return c_draft, c_read
 
 
-def test_score_per_role_groups():
-    s = duel.DuelSettings(num_drafts=2, num_reads=2, scale="none")
-    drafter, reader, m = duel.score(_rollout(), s)
+def test_rewards_and_advantages_per_role():
+    s = duel.DuelSettings(num_generations=2, num_reads=2, scale_rewards="none")
+    c_draft, c_read = _grades()
+    adv_d, adv_r = duel.role_advantages(*duel.role_rewards(c_draft, c_read, s), s)
     # drafter: rewards c + (c - mean read) = [1, -0.5 | -0, -1]; group mean per problem
     r_draft = np.array([1.0, -0.5, 0.0, -1.0])
-    assert np.allclose(drafter.advantages, r_draft - np.repeat([0.25, -0.5], 2))
+    assert np.allclose(adv_d.values, r_draft - np.repeat([0.25, -0.5], 2))
     # reader (group = the K reads of one draft): rewards [1,1 | 2,0 | 0,0 | 2,nan]
-    assert np.allclose(reader.advantages, [0, 0, 1, -1, 0, 0, 0, 0])
-    assert m["drafter/frac_zero_spread"] == 0.0 and m["reader/frac_zero_spread"] == 0.75
-    assert (m["duel/drafter_wins"], m["duel/reader_wins"], m["duel/ties"]) == pytest.approx(
+    assert np.allclose(adv_r.values, [0, 0, 1, -1, 0, 0, 0, 0])
+    assert adv_d.zero_spread.mean() == 0.0 and adv_r.zero_spread.mean() == 0.75
+    o = duel_outcomes(np.repeat(c_draft[:, :, None], 2, axis=2).ravel(), c_read.ravel())
+    assert (o["duel/drafter_wins"], o["duel/reader_wins"], o["duel/ties"]) == pytest.approx(
         (0, 2 / 7, 5 / 7)
     )
-    # the reader's trained tokens are its own completions; the draft is only in its prompt ids
+    s_problem = duel.DuelSettings(
+        num_generations=2, num_reads=2, scale_rewards="none", reader_group="problem"
+    )
+    _, adv_p = duel.role_advantages(*duel.role_rewards(c_draft, c_read, s_problem), s_problem)
+    assert np.allclose(adv_p.values[:4], np.array([1, 1, 2, 0]) - 1.0)
+
+
+def test_reader_trains_on_its_own_tokens_only():
+    """The draft is in the reader's prompt ids, never in the completion it is trained on."""
+    read = Completion(
+        text="x", token_ids=[5], logprobs=None, prompt_token_ids=[1, 2, 3], finish_reason="stop"
+    )
+    adv = duel.Advantages(np.zeros(1), np.zeros(1, dtype=bool))
+    reader = duel.samples_of("reader", [read], adv)
     assert reader.completion_ids[0] == [5] and reader.prompt_ids[0] == [1, 2, 3]
-    s_problem = duel.DuelSettings(num_drafts=2, num_reads=2, scale="none", reader_group="problem")
-    _, reader_p, _ = duel.score(_rollout(), s_problem)
-    assert np.allclose(reader_p.advantages[:4], np.array([1, 1, 2, 0]) - 1.0)
+
+
+def test_solo_rewards_are_correctness():
+    s = duel.DuelSettings(mode="solo", num_generations=2)
+    c_draft = np.array([[1.0, 0.0], [np.nan, 1.0]])
+    r_draft, r_read = duel.role_rewards(c_draft, np.zeros((2, 2, 0)), s)
+    assert np.array_equal(r_draft, c_draft, equal_nan=True) and r_read.size == 0
+    adv_d, adv_r = duel.role_advantages(r_draft, r_read, s)
+    assert adv_r is None and adv_d.values[2] == 0.0
 
 
 # ------------------------------------------------------------------------------- loss
@@ -161,11 +179,11 @@ def test_directions():
 
 def test_problem_stream_resumes_in_place():
     problems = ParityTask().problems("train")
-    a = duel.ProblemStream(problems, seed=3)
+    a = ProblemStream(problems, seed=3)
     first = [p.id for p in a.take(4)]
     state = a.state_dict()
     rest = [p.id for p in a.take(9)]
-    b = duel.ProblemStream(problems, seed=3)
+    b = ProblemStream(problems, seed=3)
     b.load_state_dict(state)
     assert [p.id for p in b.take(9)] == rest
     assert sorted(first + rest[:2]) == sorted(p.id for p in problems)  # an epoch is a permutation
@@ -179,7 +197,7 @@ def test_duel_and_solo_step_every_architecture(arch, tmp_path):
     """One duel step (both directions) and one solo (GRPO) step run and change the weights."""
     s = duel.DuelSettings(
         problems_per_step=2,
-        num_drafts=4,
+        num_generations=4,
         num_reads=2,
         role_schedule="both",
         max_new_tokens=6,
@@ -212,7 +230,7 @@ def test_duel_and_solo_step_every_architecture(arch, tmp_path):
     assert m["duel/drafter_wins"] + m["duel/reader_wins"] + m["duel/ties"] == pytest.approx(1.0)
 
     solo = duel.DuelSettings(
-        mode="solo", problems_per_step=2, num_drafts=4, max_new_tokens=6, learning_rate=1e-2
+        mode="solo", problems_per_step=2, num_generations=4, max_new_tokens=6, learning_rate=1e-2
     )
     m = duel.duel_step(
         ParityTask(), {"A": policies["A"]}, ParityTask().problems("train")[:2], solo, step=0
@@ -221,7 +239,7 @@ def test_duel_and_solo_step_every_architecture(arch, tmp_path):
 
 
 def test_nan_loss_skips_update(tmp_path, caplog):
-    s = duel.DuelSettings(mode="solo", problems_per_step=2, num_drafts=4, max_new_tokens=4)
+    s = duel.DuelSettings(mode="solo", problems_per_step=2, num_generations=4, max_new_tokens=4)
     policies = tiny_policies("qwen3", tmp_path, s, names=["A"], seeds=[0])
     pol = policies["A"]
     with torch.no_grad():

@@ -1,7 +1,7 @@
 """Parity: the duel trainer's loss is TRL GRPOTrainer's loss.
 
 Same tiny model, same prompts/completions (ragged, left-padded prompts), same advantages: our
-:func:`agon.duel.policy_loss` over :func:`agon.scoring.token_logprobs` must equal
+:func:`agon.duel.policy_loss` over :func:`agon.logprobs.token_logprobs` must equal
 ``GRPOTrainer._compute_loss`` to 1e-5, and so must the gradients, for every loss_type both
 support, with and without the KL term. Solo mode scores and normalizes exactly like this, so
 solo == GRPO and Agon differs from GRPO only by the duel.
@@ -14,7 +14,8 @@ import copy
 import pytest
 import torch
 
-from agon import duel, scoring
+from agon import duel
+from agon import logprobs as scoring
 from tests.tiny_models import build_tiny_model
 
 MAX_COMPLETION = 8

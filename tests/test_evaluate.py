@@ -19,7 +19,8 @@ from tiny_models import ScriptedEngine, build_tiny_model, tiny_sum_task
 import agon.tasks
 from agon.cli import main
 from agon.engines import SamplingParams
-from agon.evaluate import evaluate, resolve_kind
+from agon.evaluation import evaluate
+from agon.evaluation.from_config import resolve_kind
 from agon.systems import cascade, single
 
 TESTS = Path(__file__).parent
@@ -312,7 +313,7 @@ def test_system_names_resolve():
 
 def test_each_policy_keeps_its_rows_persona(tmp_path, monkeypatch):
     """agon_rev: B's checkpoint drafts with B's persona, A's reads with A's."""
-    from agon.evaluate import build_system, minimal_config
+    from agon.evaluation.from_config import build_system, minimal_config
 
     model = str(build_tiny_model("qwen3", tmp_path / "qwen3"))
     monkeypatch.setitem(agon.tasks._FACTORIES, "tinysum", lambda **params: tiny_sum_task(2))

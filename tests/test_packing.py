@@ -78,7 +78,7 @@ def test_duel_scoring_packed_equals_padded(arch, tmp_path):
     for ragged prompts and completions, an empty completion among them."""
     from transformers import AutoModelForCausalLM
 
-    from agon import scoring
+    from agon import logprobs as scoring
 
     model = AutoModelForCausalLM.from_pretrained(
         build_tiny_model(arch, tmp_path / arch), dtype=torch.float32

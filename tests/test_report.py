@@ -17,7 +17,8 @@ import yaml
 from agon.config import config_hash, validate_config
 from agon.figures import hard_curve, win_rates
 from agon.report import build_report
-from agon.results import SYSTEMS, Layout, problem_counts, systems_for_methods
+from agon.methods import COLUMNS, columns_for_methods
+from agon.results import Layout, problem_counts
 
 ALL_METHODS = [
     "base",
@@ -70,7 +71,7 @@ def write_synthetic(
     rng = random.Random(rng_seed)
     truth: dict = {}
     n = cfg["eval"]["n_samples"]
-    systems = systems_for_methods(cfg["methods"])
+    systems = columns_for_methods(cfg["methods"])
     for fam in cfg["families"]:
         for task in cfg["tasks"]:
             f, t = fam["name"], task["name"]
@@ -105,7 +106,7 @@ def write_synthetic(
                     }
                     (d / "summary.json").write_text(json.dumps(summary))
             for m in ("grpo", "agon"):
-                if not any(SYSTEMS[s].train == m for s in systems):
+                if not any(COLUMNS[s].train == m for s in systems):
                     continue
                 for seed in cfg["seeds"]:
                     d = Path(layout.train_dir(f, t, m, seed))
@@ -147,7 +148,7 @@ def test_table_pass1_ratios_and_compute_recounted_from_samples(tmp_path):
     ]
     for r in rows:
         expected = {}
-        for s in systems_for_methods(cfg["methods"]):
+        for s in columns_for_methods(cfg["methods"]):
             per_problem = truth[(r["family"], r["task"], s)]
             # pooled over both seeds: mean over problems of each problem's success fraction
             expected[s] = sum(sum(v) / len(v) for v in per_problem.values()) / len(per_problem)
@@ -193,7 +194,7 @@ def test_table_pass1_ratios_and_compute_recounted_from_samples(tmp_path):
     assert gains.count("| fam1 | arith | A |") == 1 and gains.count("| fam1 | arith | B |") == 1
     b = rows[0]
     assert f"{100 * float(b['grpo_b_pass@1']):.1f}; {100 * float(b['grpo_b_gain']):+.1f} [" in gains
-    assert compute.count("| fam1 | arith |") == len(systems_for_methods(cfg["methods"]))
+    assert compute.count("| fam1 | arith |") == len(columns_for_methods(cfg["methods"]))
     first = rows[0]
     assert f"{100 * float(first['agon_pass@1']):.1f}" in md
 
@@ -293,15 +294,14 @@ def test_win_rates_from_direction_outcomes():
             "B->A/duel/drafter_wins": 0.3,
             "B->A/duel/reader_wins": 0.6,
         },
-        {"step": 4, "duel/win_rate/A": 0.9, "duel/win_rate/B": 0.05},
     ]
     assert win_rates(rows, "A") == (
-        [0.0, 1.0, 3.0, 4.0],
-        [0.25, 0.6, pytest.approx((0.2 + 0.6) / 2), 0.9],
+        [0.0, 1.0, 3.0],
+        [0.25, 0.6, pytest.approx((0.2 + 0.6) / 2)],
     )
     assert win_rates(rows, "B") == (
-        [0.0, 1.0, 3.0, 4.0],
-        [0.5, 0.1, pytest.approx((0.4 + 0.3) / 2), 0.05],
+        [0.0, 1.0, 3.0],
+        [0.5, 0.1, pytest.approx((0.4 + 0.3) / 2)],
     )
     assert win_rates(rows, "ties") == ([0.0, 1.0], [0.25, 0.3])
 
@@ -309,7 +309,7 @@ def test_win_rates_from_direction_outcomes():
 def test_hard_curve_uses_cumulative_tokens_at_eval_steps():
     rows = [{"step": i, "tokens_generated": 10 * (i + 1)} for i in range(5)]
     rows[0]["eval/hard_pass@1/A"] = 0.2
-    rows[3]["hard_pass@1/A"] = 0.4
+    rows[3]["eval/hard_pass@1/A"] = 0.4
     steps, toks, ys = hard_curve(rows, "A")
     assert steps == [0.0, 3.0] and ys == [0.2, 0.4]
     # an evaluation on row s scores the model after s updates: the tokens of the rows before it
@@ -318,7 +318,7 @@ def test_hard_curve_uses_cumulative_tokens_at_eval_steps():
 
 
 def trainer_rows(steps: int, every: int, tokens: int, rate: float) -> list[dict]:
-    """metrics.jsonl rows as the trainers write them with train.eval_every (agon.train_eval):
+    """metrics.jsonl rows as the trainers write them with train.eval_every (agon.training.probe):
     evaluations before the updates of steps 0, every, ... and a last row after the final update."""
     rows = []
     for s in range(steps):
@@ -405,15 +405,15 @@ def test_problem_counts_skips_torn_tail_and_rejects_unparseable(tmp_path):
 
 
 def test_systems_follow_methods():
-    assert systems_for_methods(["agon_single", "base"]) == [
+    assert columns_for_methods(["agon_single", "base"]) == [
         "base",
         "base_b",
         "agon_single",
         "agon_single_b",
     ]
-    assert systems_for_methods(ALL_METHODS) == list(SYSTEMS)
+    assert columns_for_methods(ALL_METHODS) == list(COLUMNS)
     with pytest.raises(ValueError, match="unknown"):
-        systems_for_methods(["base", "nope"])
+        columns_for_methods(["base", "nope"])
 
 
 def test_training_curves_fall_back_to_training_correctness(tmp_path):

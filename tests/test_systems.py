@@ -10,7 +10,7 @@ from tiny_models import ARCHS, ScriptedEngine, build_tiny_model, tiny_sum_task
 
 from agon.engines import SamplingParams
 from agon.engines.hf import HFEngine
-from agon.evaluate import evaluate
+from agon.evaluation import evaluate
 from agon.systems import cascade, single
 from baselines.moa import AGGREGATE_AND_SYNTHESIZE, moa
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from agon.results import SYSTEMS, systems_for_methods
+from agon.methods import COLUMNS, columns_for_methods
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -67,11 +67,11 @@ def load(path: Path) -> dict:
 
 
 def expected_counts(cfg: dict) -> Counter:
-    """Jobs the DAG must hold for a config, from its rows (DESIGN.md §2-§3)."""
+    """Jobs the DAG must hold for a config, from its rows (docs/method.md, docs/architecture.md)."""
     n_ft = len(cfg["families"]) * len(cfg["tasks"])
     seeds = len(cfg.get("seeds", [0]))
-    systems = systems_for_methods(cfg["methods"])
-    trained = {SYSTEMS[s].train for s in systems} - {None}
+    systems = columns_for_methods(cfg["methods"])
+    trained = {COLUMNS[s].train for s in systems} - {None}
     toy = any(f.get("toy") for f in cfg["families"])
     return (
         Counter(
@@ -108,7 +108,7 @@ def test_paper_dag_lists_every_job_without_a_gpu(tmp_path):
                         f"results/{fam['name']}/{task['name']}/train/{method}/seed{seed}/summary.json"
                         in outputs
                     )
-                for system in systems_for_methods(cfg["methods"]):
+                for system in columns_for_methods(cfg["methods"]):
                     assert (
                         f"results/{fam['name']}/{task['name']}/eval/{system}/seed{seed}/summary.json"
                         in outputs

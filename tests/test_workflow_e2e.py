@@ -19,7 +19,7 @@ import pytest
 import yaml
 from test_workflow import dry_run_jobs, snakemake, workdir_with
 
-from agon.results import SYSTEMS, systems_for_methods
+from agon.methods import COLUMNS, columns_for_methods
 
 REDUCED = yaml.safe_load((Path(__file__).parent / "fixtures" / "workflow_smoke.yaml").read_text())
 
@@ -40,7 +40,7 @@ def test_reduced_toy_dag_end_to_end(tmp_path):
     with open(out / "table1.csv") as f:
         rows = list(csv.DictReader(f))
     assert [(r["family"], r["task"]) for r in rows] == [("toy", "arith")]
-    systems = systems_for_methods(REDUCED["methods"])
+    systems = columns_for_methods(REDUCED["methods"])
     for s in systems:
         p = float(rows[0][f"{s}_pass@1"])
         assert (
@@ -97,4 +97,4 @@ def test_reduced_toy_dag_end_to_end(tmp_path):
         "report",
         "all",
     }
-    assert sum(SYSTEMS[s].train is not None for s in systems) > 0
+    assert sum(COLUMNS[s].train is not None for s in systems) > 0

@@ -28,9 +28,20 @@ __all__ = [
     "Messages",
     "PromptTooLongError",
     "SamplingParams",
+    "engine_options",
     "load_engine",
     "render_prompt",
 ]
+
+
+def engine_options(model_row: dict, family_row: dict) -> dict[str, Any]:
+    """What every engine of one policy shares, whatever the backend or the caller: the row's
+    persona and chat-template kwargs, and the family's prompt limit."""
+    return {
+        "system_prompt": model_row.get("system_prompt"),
+        "chat_template_kwargs": model_row.get("chat_template_kwargs") or {},
+        "max_prompt_tokens": family_row.get("max_prompt_tokens"),
+    }
 
 
 def load_engine(
@@ -49,10 +60,8 @@ def load_engine(
     template kwargs). Extra ``kwargs`` go to the backend (e.g. ``batch_size``, ``device``).
     """
     common = dict(
-        system_prompt=model_row.get("system_prompt"),
-        chat_template_kwargs=model_row.get("chat_template_kwargs") or {},
+        **engine_options(model_row, family_row),
         dtype=family_row.get("dtype", "auto"),
-        max_prompt_tokens=family_row.get("max_prompt_tokens"),
         # a trained checkpoint is a local folder: the hub revision applies to the row's model only
         revision=None if path else model_row.get("revision"),
     )

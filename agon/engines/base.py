@@ -15,7 +15,7 @@ engine serves it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,6 +138,37 @@ def render_prompt(
             "raise the family's max_prompt_tokens or shorten the prompt (e.g. a draft_view of last_tokens:N)"
         )
     return list(ids)
+
+
+def fit_tail(build: Callable[[str], Messages], text: str, engine: Any) -> tuple[Messages, bool]:
+    """``build(text)``, or ``build`` of the longest tail of ``text`` whose prompt fits ``engine``.
+
+    For a prompt that quotes a long text (a reader prompt quoting a draft): the tail is kept,
+    since that is where an answer is. The bool says the text was cut. Engines without an
+    ``encode`` or without a prompt limit are trusted to fit it; a prompt that does not fit
+    even with no text raises :class:`PromptTooLongError`.
+    """
+    messages = build(text)
+    encode = getattr(engine, "encode", None)
+    if encode is None or getattr(engine, "max_prompt_tokens", 0) is None:  # no limit
+        return messages, False
+
+    def fits(n_chars: int) -> bool:
+        try:
+            encode(build(text[len(text) - n_chars :] if n_chars else ""))
+            return True
+        except PromptTooLongError:
+            return False
+
+    if fits(len(text)):
+        return messages, False
+    if not fits(0):
+        raise PromptTooLongError("the prompt is too long even without the quoted text")
+    lo, hi = 0, len(text)  # binary search for the longest tail that fits: fits(lo), not fits(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return build(text[len(text) - lo :] if lo else ""), True
 
 
 class Engine(ABC):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -27,3 +30,11 @@ class Verdict:
     def score(self) -> float:
         """1.0 if correct else 0.0; callers that must score undecided items do so explicitly."""
         return 1.0 if self.correct else 0.0
+
+
+def correctness(verdicts: Iterable[Verdict]) -> np.ndarray:
+    """Verdicts as a float array: 1.0 correct, 0.0 wrong, NaN where the grader could not decide
+    (so an undecided item stays visible, e.g. out of a group's baseline, not a silent 0)."""
+    return np.array(
+        [np.nan if v.correct is None else float(v.correct) for v in verdicts], dtype=np.float64
+    )

@@ -39,6 +39,13 @@ def _add_agon_tasks() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Register agon's models and tasks, then run lm-eval's CLI on ``argv``."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        import lm_eval  # noqa: F401
+    except ModuleNotFoundError:
+        sys.exit(
+            "agon-lm-eval needs lm-evaluation-harness, an optional extra of agon: "
+            "pip install -e '.[lm-eval]' (from the repository root)"
+        )
     register()
     _add_agon_tasks()
     from lm_eval.__main__ import cli_evaluate

@@ -205,7 +205,10 @@ class AgonCascadeLM(_AgonLM):
 
 
 class AgonMoALM(_AgonLM):
-    """``agon-moa``: ``model_a=PATH,model_b=PATH`` (``layers``, ``proposers``, ``aggregator=a|b``)."""
+    """``agon-moa``: ``model_a=PATH,model_b=PATH`` (``layers``, ``proposers``, ``aggregator=a|b``).
+
+    Built by the system kind ``moa`` (:data:`agon.registry.SYSTEM_KINDS`), with the paper's
+    synthesis prompt."""
 
     def __init__(
         self,
@@ -217,12 +220,14 @@ class AgonMoALM(_AgonLM):
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
-        from baselines.moa import moa
+        from agon.registry import SYSTEM_KINDS
+        from agon.systems import SystemContext
 
-        self.system = moa(
-            self._engine(model_a),
-            self._engine(model_b),
-            layers=int(layers),
-            proposers=int(proposers),
-            aggregator=aggregator,
+        moa = {"layers": int(layers), "proposers": int(proposers), "aggregator": aggregator}
+        family = {"model_a": {"model": model_a}, "model_b": {"model": model_b}}
+        ctx = SystemContext(
+            config={"moa": {**moa, "prompt": "synthesize"}},
+            family=family,
+            engine=lambda row, path: self._engine(path or family[f"model_{row}"]["model"]),
         )
+        self.system, _ = SYSTEM_KINDS.get("moa")(ctx)

@@ -1,20 +1,23 @@
-"""GRPO through TRL's GRPOTrainer, with the project's grader as the reward (table 1's ``grpo``)."""
+"""GRPO through TRL's GRPOTrainer, with the project's grader as the reward (table 1's ``grpo``).
+
+Registered as the trainer ``grpo`` in :data:`agon.registry.TRAINERS`.
+"""
 
 from baselines.grpo.trainer import (
+    TRAINER,
     GRPOSettings,
     completion_text,
     make_reward_fn,
-    merge_metrics,
     prompt_dataset,
     train_grpo,
     train_pair,
 )
 
 __all__ = [
+    "TRAINER",
     "GRPOSettings",
     "completion_text",
     "make_reward_fn",
-    "merge_metrics",
     "prompt_dataset",
     "train_grpo",
     "train_pair",

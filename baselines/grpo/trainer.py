@@ -10,80 +10,54 @@ Metrics: TRL's logs of every step go to ``metrics.jsonl`` (and to TensorBoard / 
 ``train.report_to``), with the duel trainer's names added (``A/drafter/correct``,
 ``A/entropy``, ...) so the report plots both methods from one schema. With
 ``train.eval_every`` > 0, the model is also evaluated on the hard split at the duel trainer's
-steps and into the same keys (``eval/hard_pass@1/A``; :mod:`agon.train_eval`).
+steps and into the same keys (``eval/hard_pass@1/A``; :mod:`agon.training.probe`).
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from agon.engines.base import with_system_prompt
+from agon.registry import Trainer
+from agon.tasks import task_from_config
 from agon.tasks.base import Problem, Task
+from agon.training import metrics as mk
+from agon.training.checkpoint import save_model, truncate_jsonl
+from agon.training.settings import TrainSettings
 
 REWARD_NAME = "correctness"
 
 
 @dataclass
-class GRPOSettings:
-    """What the baseline needs from the config; each field maps to one GRPOConfig field."""
+class GRPOSettings(TrainSettings):
+    """The shared training settings plus the config's ``grpo`` section (and ``train.report_to``);
+    each field maps to one ``GRPOConfig`` field in :meth:`grpo_config`."""
 
-    steps: int = 50
-    problems_per_step: int = 8
-    split: str = "train"  # train | train_hard
-    num_generations: int = 8
-    learning_rate: float = 1e-5
-    weight_decay: float = 0.0
-    lr_scheduler: str = "constant_with_warmup"
-    warmup_steps: int = 0
-    max_grad_norm: float = 1.0
-    loss_type: str = "dapo"
-    beta: float = 0.0
-    kl_ratio_correction: bool = True
-    epsilon: float = 0.2
-    epsilon_high: float | None = None
-    num_iterations: int = 1
-    scale_rewards: str = "group"
-    temperature: float = 1.0
-    top_p: float = 1.0
-    micro_batch_size: int = 64
-    max_new_tokens: int = 256
-    checkpoint_every: int = 10
-    keep_checkpoints: int = 2
-    eval_every: int = 0  # steps between greedy hard-split evaluations (agon.train_eval); 0: none
-    eval_problems: int | None = None  # the first N hard problems in them (None: all)
-    report_to: list[str] = field(default_factory=list)
+    report_to: list[str] = field(default_factory=list)  # train.report_to: tensorboard, wandb
     gradient_checkpointing: bool = False
     use_vllm: bool = False
     vllm_mode: str = "colocate"
     vllm_server_base_url: str | None = None
-    extra: dict = field(default_factory=dict)
-    seed: int = 0
+    extra: dict = field(default_factory=dict)  # any further GRPOConfig fields, as given
+
+    SECTIONS: ClassVar[tuple[str, ...]] = ("grpo",)
 
     def __post_init__(self) -> None:
-        if self.loss_type not in ("dapo", "dr_grpo", "grpo"):
-            raise ValueError(f"train.loss_type {self.loss_type!r}: expected dapo, dr_grpo or grpo")
+        super().__post_init__()
         if self.num_generations < 2:
             raise ValueError("train.num_generations must be >= 2: GRPO's advantage needs a group")
-        from agon.train_eval import check_settings
-
-        check_settings(self.eval_every, self.eval_problems)
 
     @classmethod
-    def from_config(cls, config: dict, family: dict, seed: int = 0) -> GRPOSettings:
-        """From a validated config (``train`` + ``grpo`` sections) and a family row."""
-        tr, gr = config["train"], config["grpo"]
-        names = {f.name for f in cls.__dataclass_fields__.values()}
-        kw = {k: v for k, v in tr.items() if k in names}
-        kw.update({k: v for k, v in gr.items() if k in names})
-        bad = sorted(set(gr.get("extra", {})) - _grpo_config_fields())
+    def from_config(cls, config: dict, family: dict | None = None, seed: int = 0, **fixed: Any):
+        """From a validated config; ``grpo.extra`` keys must be ``GRPOConfig`` fields."""
+        bad = sorted(set((config.get("grpo") or {}).get("extra") or {}) - _grpo_config_fields())
         if bad:
             raise ValueError(f"grpo.extra: {bad} are not GRPOConfig fields")
-        return cls(**kw, max_new_tokens=family["max_new_tokens"], seed=seed)
+        return super().from_config(config, family, seed=seed, **fixed)
 
     def batch_shape(self) -> tuple[int, int]:
         """(per-device batch, gradient accumulation) so one optimizer step sees P x G completions."""
@@ -195,14 +169,19 @@ def make_reward_fn(task: Task, problems: Sequence[Problem]):
 
 
 def _aliases(name: str, logs: dict, completions_per_step: int) -> dict:
-    """The duel trainer's metric names for TRL's logs (one schema for the report)."""
+    """TRL's logs of one step under the duel trainer's metric keys (one schema for the report:
+    a GRPO sample is a draft)."""
     get = logs.get
+
+    def role(template: str) -> str:
+        return mk.key(template, model=name, role="drafter")
+
     out = {
-        f"{name}/drafter/correct": get(f"rewards/{REWARD_NAME}/mean"),
-        f"{name}/drafter/reward": get("reward"),
-        f"{name}/drafter/frac_zero_spread": get("frac_reward_zero_std"),
-        f"{name}/drafter/mean_length": get("completions/mean_length"),
-        f"{name}/drafter/truncated": get("completions/clipped_ratio"),
+        role(mk.ROLE_CORRECT): get(f"rewards/{REWARD_NAME}/mean"),
+        role(mk.ROLE_REWARD): get("reward"),
+        role(mk.ROLE_ZERO_SPREAD): get("frac_reward_zero_std"),
+        role(mk.ROLE_LENGTH): get("completions/mean_length"),
+        role(mk.ROLE_TRUNCATED): get("completions/clipped_ratio"),
         f"{name}/entropy": get("entropy"),
         f"{name}/kl": get("kl"),
         f"{name}/grad_norm": get("grad_norm"),
@@ -210,7 +189,7 @@ def _aliases(name: str, logs: dict, completions_per_step: int) -> dict:
         f"{name}/lr": get("learning_rate"),
     }
     if get("completions/mean_length") is not None:
-        out[f"{name}/drafter/tokens"] = float(get("completions/mean_length")) * completions_per_step
+        out[role(mk.ROLE_TOKENS)] = float(get("completions/mean_length")) * completions_per_step
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -222,21 +201,22 @@ def _metrics_callback(
     eval_every: int = 0,
 ):
     """The callback that writes ``metrics.jsonl``; with ``evaluate`` (model -> metrics) and
-    ``eval_every`` > 0 it also evaluates the model at the duel trainer's steps (:mod:`agon.train_eval`)."""
+    ``eval_every`` > 0 it also probes the model at the duel trainer's steps
+    (:mod:`agon.training.probe`)."""
     from transformers import TrainerCallback
 
-    from agon.train_eval import final_row, is_eval_step
+    from agon.training.probe import final_row, is_eval_step
 
     class JsonlMetrics(TrainerCallback):
         """Append each logged step to ``path`` as JSON (TRL's keys under NAME/trl/, plus aliases).
 
         Row ``s`` is the log of the update that takes the model from ``s`` to ``s + 1`` updates
-        (``global_step - 1`` when TRL logs it); its evaluation, of the model after ``s``
-        updates, is taken when that step begins, before its rollout, and written with its log.
+        (``global_step - 1`` when TRL logs it); its probe, of the model after ``s`` updates, is
+        taken when that step begins, before its rollout, and written with its log.
         """
 
         def __init__(self) -> None:
-            self.pending: dict[int, dict] = {}  # step -> its evaluation, until the step's log
+            self.pending: dict[int, dict] = {}  # step -> its probe, until the step's log
 
         def on_step_begin(self, args, state, control, model=None, **kwargs):
             if evaluate is not None and is_eval_step(state.global_step, eval_every):
@@ -245,11 +225,9 @@ def _metrics_callback(
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "train_runtime" in logs:  # the end-of-training summary is not a step
                 return
-            row = {"step": state.global_step - 1, **_aliases(name, logs, completions_per_step)}
-            row.update(
-                {f"{name}/trl/{k}": v for k, v in logs.items() if isinstance(v, (int, float))}
-            )
-            row.update(self.pending.pop(row["step"], {}))
+            row = {mk.STEP: state.global_step - 1, **_aliases(name, logs, completions_per_step)}
+            row.update({f"{name}/trl/{k}": v for k, v in logs.items() if isinstance(v, (int, float))})
+            row.update(self.pending.pop(row[mk.STEP], {}))
             self._write(row)
 
         def on_train_end(self, args, state, control, model=None, **kwargs):
@@ -272,17 +250,16 @@ def train_grpo(
     row: str,
     out_model: Path,
     work_dir: Path,
-) -> dict:
+) -> Path:
     """Train the family's model ``row`` ("a" or "b") alone with GRPO; save it to ``out_model``.
 
-    Checkpoints go to ``work_dir`` (TRL's own); a rerun resumes from the last one. Returns
-    {steps, tokens_generated, metrics path}.
+    Checkpoints go to ``work_dir`` (TRL's own); a rerun resumes from the last one. Returns the
+    model's own ``metrics.jsonl``.
     """
     import torch
     from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOTrainer
 
-    from agon.checkpoint import truncate_jsonl
     from agon.engines.hf import load_model, load_tokenizer
 
     name = row.upper()
@@ -298,7 +275,7 @@ def train_grpo(
     metrics = work_dir / "metrics.jsonl"
     last = get_last_checkpoint(str(work_dir)) if work_dir.is_dir() else None
     resumed_step = int(last.rsplit("-", 1)[1]) if last else 0
-    truncate_jsonl(metrics, keep=lambda r: r.get("step", -1) < resumed_step)
+    truncate_jsonl(metrics, keep=lambda r: r.get(mk.STEP, -1) < resumed_step)
     per_step = settings.problems_per_step * settings.num_generations
     evaluate = _hard_eval(config, fam, task, settings, row, tok) if settings.eval_every else None
     trainer = GRPOTrainer(
@@ -310,41 +287,26 @@ def train_grpo(
         callbacks=[_metrics_callback(metrics, name, per_step, evaluate, settings.eval_every)],
     )
     trainer.train(resume_from_checkpoint=last)
-    from agon.train_cli import _save_model
-    from agon.train_eval import is_eval_only
-
-    _save_model(trainer.model, tok, out_model)
-    rows = [json.loads(x) for x in metrics.read_text().splitlines() if x.strip()]
-    return {
-        "steps": sum(not is_eval_only(r) for r in rows),
-        "tokens_generated": sum(r.get(f"{name}/drafter/tokens", 0.0) for r in rows),
-        "metrics": str(metrics),
-    }
+    save_model(trainer.model, tok, out_model)
+    return metrics
 
 
 def _hard_eval(
     config: dict, fam: dict, task: Task, settings: GRPOSettings, row: str, tokenizer: Any
 ) -> Callable[[Any], dict]:
-    """model -> its greedy hard-split pass@1 (``eval/hard_pass@1/NAME``), as the duel trainer measures it.
-
-    Generation goes through the same engine as the duel trainer's rollouts (the live model,
-    the row's persona and chat-template kwargs), so both methods are scored alike.
-    """
+    """model -> its greedy hard-split pass@1 (``eval/hard_pass@1/NAME``), as the duel trainer
+    probes it: the same engine as the duel's rollouts (the live model, the row's persona and
+    chat-template kwargs), so both methods are scored alike."""
+    from agon.engines import engine_options
     from agon.engines.hf import HFEngine
-    from agon.train_eval import describe, hard_pass1, hard_problems
+    from agon.training.probe import describe, hard_pass1, hard_problems
 
-    mrow = fam[f"model_{row}"]
+    options = engine_options(fam[f"model_{row}"], fam)
     problems = hard_problems(task, settings.eval_problems)
 
     def evaluate(model: Any) -> dict:
-        engine = HFEngine(
-            model,
-            tokenizer,
-            system_prompt=mrow.get("system_prompt"),
-            chat_template_kwargs=mrow.get("chat_template_kwargs"),
-            batch_size=config["train"]["rollout_batch_size"],
-            max_prompt_tokens=fam["max_prompt_tokens"],
-        )
+        batch = config["train"]["rollout_batch_size"]
+        engine = HFEngine(model, tokenizer, batch_size=batch, **options)
         m = hard_pass1(
             {row.upper(): engine}, task, problems, settings.max_new_tokens, models=[model]
         )
@@ -354,65 +316,34 @@ def _hard_eval(
     return evaluate
 
 
-def merge_metrics(paths: Sequence[Path], out: Path) -> None:
-    """Merge per-model metrics files into one row per step (A/... and B/... side by side; the
-    evaluation after the last update is a step too; evaluation seconds add up)."""
+def train_pair(
+    config: dict, fam: dict, task_name: str, settings: GRPOSettings, out: Path
+) -> dict:
+    """`agon train --method grpo`: A and B each trained alone with GRPO (for the ``grpo`` and
+    ``grpo_cascade`` columns); one merged ``metrics.jsonl``; the summary payload."""
     from agon.provenance import atomic_write_text
-    from agon.train_eval import SECONDS_KEY
-
-    by_step: dict[int, dict] = {}
-    for p in paths:
-        for line in Path(p).read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                row = by_step.setdefault(r["step"], {"step": r["step"]})
-                seconds = row.get(SECONDS_KEY, 0.0) + r.get(SECONDS_KEY, 0.0)
-                row.update(r)
-                if seconds:
-                    row[SECONDS_KEY] = seconds
-    for r in by_step.values():
-        r["tokens_generated"] = sum(
-            v
-            for k, v in r.items()
-            if k.endswith("/drafter/tokens") and isinstance(v, (int, float)) and math.isfinite(v)
-        )
-    atomic_write_text(out, "".join(json.dumps(by_step[s]) + "\n" for s in sorted(by_step)))
-
-
-def train_pair(config: dict, fam: dict, task_name: str, settings: GRPOSettings, out: Path) -> dict:
-    """`agon train --method grpo`: A and B each trained alone with GRPO (for grpo and grpo_cascade)."""
-    from agon.evaluate import task_from_config
 
     task = task_from_config(config, task_name)
-    results = {}
+    paths = []
     try:
         for row in ("a", "b"):
-            results[row.upper()] = train_grpo(
-                config,
-                fam,
-                task,
-                settings,
-                row,
-                out / row.upper(),
-                out / "checkpoints" / f"grpo_{row.upper()}",
-            )
+            name = row.upper()
+            work = out / "checkpoints" / f"grpo_{name}"
+            paths.append(train_grpo(config, fam, task, settings, row, out / name, work))
     finally:
         task.close()
-    merge_metrics([Path(r["metrics"]) for r in results.values()], out / "metrics.jsonl")
-    return {
-        "steps": max(r["steps"] for r in results.values()),
-        "A/tokens_generated": results["A"]["tokens_generated"],
-        "B/tokens_generated": results["B"]["tokens_generated"],
-        "tokens_generated": sum(r["tokens_generated"] for r in results.values()),
-        "grpo_settings": asdict(settings),
-    }
+    rows = mk.merge_metrics(paths)
+    atomic_write_text(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    return mk.summarize_metrics(out / "metrics.jsonl")
 
+
+TRAINER = Trainer("grpo", GRPOSettings, train_pair)
 
 __all__ = [
+    "TRAINER",
     "GRPOSettings",
     "completion_text",
     "make_reward_fn",
-    "merge_metrics",
     "prompt_dataset",
     "train_grpo",
     "train_pair",

@@ -1,5 +1,14 @@
-"""Mixture-of-Agents inference baseline (the `moa` column of table 1); see :mod:`baselines.moa.moa`."""
+"""Mixture-of-Agents inference baseline (the `moa` column of table 1); see :mod:`baselines.moa.moa`.
 
-from baselines.moa.moa import AGGREGATE_AND_SYNTHESIZE, MixtureOfAgents, moa, synthesis_prompt
+Registered as the system kind ``moa`` in :data:`agon.registry.SYSTEM_KINDS`.
+"""
 
-__all__ = ["AGGREGATE_AND_SYNTHESIZE", "MixtureOfAgents", "moa", "synthesis_prompt"]
+from baselines.moa.moa import (
+    AGGREGATE_AND_SYNTHESIZE,
+    MixtureOfAgents,
+    build_moa,
+    moa,
+    synthesis_prompt,
+)
+
+__all__ = ["AGGREGATE_AND_SYNTHESIZE", "MixtureOfAgents", "build_moa", "moa", "synthesis_prompt"]

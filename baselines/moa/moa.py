@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agon.engines.base import Completion, Engine, Messages, SamplingParams
-from agon.systems import Sample, stage_sampling
+from agon.systems import Sample, SystemContext, stage_sampling
 from agon.tasks.base import Problem, Task
 
 AGGREGATE_AND_SYNTHESIZE = (
@@ -141,3 +141,19 @@ def moa(
     return MixtureOfAgents(
         model_a, model_b, layers=layers, proposers=proposers, aggregator=aggregator, prompt=prompt
     )
+
+
+def build_moa(ctx: SystemContext) -> tuple[MixtureOfAgents, dict]:
+    """The system kind ``moa`` from a config: model A (or ``drafter``) and model B (or
+    ``reader``) with the config's ``moa`` section."""
+    m = ctx.config["moa"]
+    system = moa(
+        ctx.engine("a", ctx.drafter),
+        ctx.engine("b", ctx.reader),
+        layers=m["layers"],
+        proposers=m["proposers"],
+        aggregator=m["aggregator"],
+        prompt=m["prompt"],
+    )
+    identity = {"a": ctx.model_name("a", ctx.drafter), "b": ctx.model_name("b", ctx.reader), "moa": m}
+    return system, identity

@@ -3,14 +3,16 @@
 # The config is validated here, when the DAG is built, with the same schema and semantic
 # checks as every `agon` CLI, so a bad family row fails before any job starts. Paths are
 # built from one place (agon.results.Layout), which `agon report` also reads, so the
-# workflow and the report cannot disagree about where a result lives.
+# workflow and the report cannot disagree about where a result lives. Table 1's columns and
+# the methods that train their models come from one list too (agon.methods).
 
 import json
 import os
 import re
 
 from agon.config import ConfigError, validate_config
-from agon.results import SYSTEMS, Layout, systems_for_methods
+from agon.methods import COLUMNS, METHODS, TRAINED_METHODS, columns_for_methods, trained_methods_for
+from agon.results import Layout
 
 try:
     validate_config(config)
@@ -22,11 +24,11 @@ LAYOUT = Layout(OUT)
 FAMILIES = {row["name"]: row for row in config["families"]}
 TASKS = {row["name"]: row for row in config["tasks"]}
 SEEDS = [int(s) for s in config["seeds"]]
-EVAL_SYSTEMS = systems_for_methods(config["methods"])
-TRAIN_METHODS = sorted({SYSTEMS[s].train for s in EVAL_SYSTEMS if SYSTEMS[s].train})
+EVAL_SYSTEMS = columns_for_methods(config["methods"])
+TRAIN_METHODS = trained_methods_for(EVAL_SYSTEMS)
 TOY_FAMILIES = [name for name, row in FAMILIES.items() if row["toy"]]
 TOY_TASKS = ("arith", "toycode")  # the task rows `agon toy pretrain` reads
-ALL_METHODS = list(dict.fromkeys(s.method for s in SYSTEMS.values()))
+ALL_METHODS = list(METHODS)
 
 # Sections of the config each stage depends on. A job's config snapshot holds exactly these
 # (plus its own family and task row), so editing one family's row, or a section a stage
@@ -48,8 +50,8 @@ def _alternation(names):
 wildcard_constraints:
     family=_alternation(FAMILIES),
     task=_alternation(TASKS),
-    method=_alternation(["grpo", "agon"]),
-    system=_alternation(SYSTEMS),
+    method=_alternation(TRAINED_METHODS),
+    system=_alternation(COLUMNS),
     stage=_alternation(["data", "train", "eval"]),
     seed=r"\d+",
 
@@ -158,7 +160,7 @@ def train_inputs(wildcards):
 
 def eval_inputs(wildcards):
     """Inputs of one evaluation: the snapshot, the split, and the models the system runs."""
-    spec = SYSTEMS[wildcards.system]
+    spec = COLUMNS[wildcards.system]
     inputs = {
         "config": LAYOUT.snapshot(wildcards.family, wildcards.task, "eval"),
         "split": LAYOUT.split(wildcards.family, wildcards.task),
@@ -173,7 +175,7 @@ def eval_model_flags(wildcards):
     """`agon eval` model flags: trained systems name their model folders and the family row
     (persona, chat-template kwargs) each was trained as; untrained systems name only the row
     (base_b: row b), so the CLI takes that row's base model with its persona."""
-    spec = SYSTEMS[wildcards.system]
+    spec = COLUMNS[wildcards.system]
     if not spec.train:
         return ["--model-row", spec.model.lower()] if spec.model else []
     run = LAYOUT.train_dir(wildcards.family, wildcards.task, spec.train, wildcards.seed)
@@ -194,7 +196,7 @@ def train_command(wildcards, input):
 def eval_command(wildcards, input):
     """The `agon eval` arguments of one evaluation (`--system` as `agon eval` names it)."""
     return ["eval", "--config", input.config, "--family", wildcards.family, "--task", wildcards.task,
-            "--system", SYSTEMS[wildcards.system].eval_system, "--seed", wildcards.seed,
+            "--system", COLUMNS[wildcards.system].eval_system, "--seed", wildcards.seed,
             *eval_model_flags(wildcards), "--no-progress",
             "--out", LAYOUT.eval_dir(wildcards.family, wildcards.task, wildcards.system, wildcards.seed)]
 

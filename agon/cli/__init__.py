@@ -1,7 +1,8 @@
 """The `agon` command line.
 
-Each subcommand lives in its own module that exposes ``add_parser(subparsers)``; the modules
-are imported lazily so that `agon grade` does not pay for torch, and a new subcommand is one
+Each subcommand lives in its own module of this package (``agon/cli/<name>.py``), which
+exposes ``add_parser(subparsers)`` and only parses arguments: the work is done by the library.
+The modules are imported lazily so that `agon grade` does not pay for torch, and a new subcommand is one
 line in ``SUBCOMMANDS``.
 """
 
@@ -13,14 +14,14 @@ import sys
 
 # name -> module exposing add_parser(subparsers) that sets `func` on its parser
 SUBCOMMANDS: dict[str, str] = {
-    "config": "agon.config",
-    "grade": "agon.grading.cli",
-    "data": "agon.tasks.cli",
+    "config": "agon.cli.config",
+    "grade": "agon.cli.grade",
+    "data": "agon.cli.data",
     "sandbox": "agon.sandbox.cli",
     "toy": "agon.toy.cli",
-    "eval": "agon.evaluate",
-    "train": "agon.train_cli",
-    "report": "agon.report",
+    "eval": "agon.cli.eval",
+    "train": "agon.cli.train",
+    "report": "agon.cli.report",
 }
 
 

@@ -1,4 +1,4 @@
-"""Hard-split evaluations during training (agon.train_eval), in both trainers.
+"""Hard-split evaluations during training (agon.training.probe), in both trainers.
 
 Each trainer's ``eval/hard_pass@1/{A,B}`` is recounted here independently: the weights the
 evaluated model had at that step are loaded from the run's checkpoints, the hard problems are
@@ -18,7 +18,10 @@ import numpy as np
 import pytest
 import torch
 
-from agon import duel, train_eval
+from agon import duel
+from agon.training import loop
+from agon.training import probe
+from agon.training.metrics import is_eval_only
 from agon.engines.base import Completion, Engine, SamplingParams
 from agon.grading.verdict import Verdict
 from agon.tasks.base import Problem
@@ -60,7 +63,7 @@ def _recount(
     system_prompt: str | None = None,
     batch_size: int = 64,
 ) -> tuple[float, float]:
-    """Greedy pass@1 and generated tokens of ``model``, generated and graded here, not through agon.train_eval."""
+    """Greedy pass@1 and generated tokens of ``model``, generated and graded here, not through agon.training.probe."""
     from agon.engines.hf import HFEngine
 
     engine = HFEngine(model, tok, system_prompt=system_prompt, batch_size=batch_size)
@@ -82,21 +85,21 @@ def _recount(
 
 
 def test_eval_steps():
-    assert [s for s in range(11) if train_eval.is_eval_step(s, 5)] == [0, 5, 10]
-    assert [s for s in range(4) if train_eval.is_eval_step(s, 1)] == [0, 1, 2, 3]
-    assert not any(train_eval.is_eval_step(s, 0) for s in range(10))
+    assert [s for s in range(11) if probe.is_eval_step(s, 5)] == [0, 5, 10]
+    assert [s for s in range(4) if probe.is_eval_step(s, 1)] == [0, 1, 2, 3]
+    assert not any(probe.is_eval_step(s, 0) for s in range(10))
     with pytest.raises(ValueError, match="eval_every"):
-        train_eval.is_eval_step(0, -1)
+        probe.is_eval_step(0, -1)
     task = HardParityTask()
-    assert [p.id for p in train_eval.hard_problems(task, 3)] == ["hard-0", "hard-1", "hard-2"]
-    assert len(train_eval.hard_problems(task, None)) == 7
-    assert train_eval.is_eval_only(
+    assert [p.id for p in probe.hard_problems(task, 3)] == ["hard-0", "hard-1", "hard-2"]
+    assert len(probe.hard_problems(task, None)) == 7
+    assert is_eval_only(
         {"step": 9, "tokens_generated": 0, "eval/hard_pass@1/A": 0.5, "time/eval_s": 1.0}
     )
-    assert not train_eval.is_eval_only(
+    assert not is_eval_only(
         {"step": 8, "tokens_generated": 10, "A/loss": 0.1, "eval/hard_pass@1/A": 0.5}
     )
-    assert not train_eval.is_eval_only({"step": 8})
+    assert not is_eval_only({"step": 8})
 
 
 class _NoisyEngine(Engine):
@@ -114,8 +117,8 @@ def test_hard_pass1_counts_and_leaves_rng_and_modes_alone():
     model[0].eval()  # a module in its own mode must get it back
     torch.manual_seed(7), random.seed(7), np.random.seed(7)
     task = ParityTask()  # correct: an even number of characters
-    problems = train_eval.hard_problems(task, 5)
-    m = train_eval.hard_pass1(
+    problems = probe.hard_problems(task, 5)
+    m = probe.hard_pass1(
         {"A": _NoisyEngine(), "B": _NoisyEngine()}, task, problems, max_new_tokens=4, models=[model]
     )
     # completions "abc", "ab", "abc", "ab", "abc": "ab" (even length) is correct
@@ -141,7 +144,7 @@ def test_ungradable_answer_counts_as_wrong():
         def grade(self, problems, completions):
             return [Verdict(correct=None, status="timeout") for _ in completions]
 
-    m = train_eval.hard_pass1(
+    m = probe.hard_pass1(
         {"A": _NoisyEngine()}, Undecided(), Undecided().problems("hard")[:2], max_new_tokens=4
     )
     assert m["eval/hard_pass@1/A"] == 0.0
@@ -170,7 +173,7 @@ def test_settings_read_the_train_section(tmp_path):
 def _duel_settings(**kw) -> duel.DuelSettings:
     base = dict(
         problems_per_step=2,
-        num_drafts=2,
+        num_generations=2,
         num_reads=1,
         max_new_tokens=6,
         learning_rate=1e-2,
@@ -186,7 +189,7 @@ def test_duel_logs_hard_pass1_at_0_every_n_and_last_equal_to_a_recount(tmp_path)
     s = _duel_settings(steps=5, eval_every=2, eval_problems=4)
     policies = tiny_policies("qwen3", tmp_path / "m", s)
     task = HardParityTask()
-    duel.train(task, policies, s, tmp_path / "run")
+    loop.train(task, policies, s, tmp_path / "run")
     rows = _rows(tmp_path / "run" / "metrics.jsonl")
     assert [r["step"] for r in rows] == [
         0,
@@ -198,8 +201,8 @@ def test_duel_logs_hard_pass1_at_0_every_n_and_last_equal_to_a_recount(tmp_path)
     ]  # 5 training steps, then the trained models
     evaluated = [r["step"] for r in rows if "eval/hard_pass@1/A" in r]
     assert evaluated == [0, 2, 4, 5] == [r["step"] for r in rows if "eval/hard_pass@1/B" in r]
-    assert train_eval.is_eval_only(rows[-1]) and rows[-1]["tokens_generated"] == 0
-    assert not any(train_eval.is_eval_only(r) for r in rows[:-1]) and all(
+    assert is_eval_only(rows[-1]) and rows[-1]["tokens_generated"] == 0
+    assert not any(is_eval_only(r) for r in rows[:-1]) and all(
         r["tokens_generated"] > 0 for r in rows[:-1]
     )
 
@@ -237,7 +240,7 @@ def test_duel_evaluations_do_not_change_training(tmp_path):
     for every in (0, 1):
         s = _duel_settings(steps=3, eval_every=every, eval_problems=3)
         policies = tiny_policies("qwen3", tmp_path / "m", s)
-        duel.train(HardParityTask(), policies, s, tmp_path / f"run{every}")
+        loop.train(HardParityTask(), policies, s, tmp_path / f"run{every}")
         runs[every] = (policies, _rows(tmp_path / f"run{every}" / "metrics.jsonl"))
     (pol_off, rows_off), (pol_on, rows_on) = runs[0], runs[1]
     for name in ("A", "B"):
@@ -256,10 +259,10 @@ def test_duel_evaluations_do_not_change_training(tmp_path):
 def test_duel_resume_rewrites_the_final_evaluation_once(tmp_path):
     s = _duel_settings(steps=2, eval_every=1, eval_problems=2)
     task = HardParityTask()
-    duel.train(task, tiny_policies("qwen3", tmp_path / "m", s), s, tmp_path / "run")
+    loop.train(task, tiny_policies("qwen3", tmp_path / "m", s), s, tmp_path / "run")
     before = _rows(tmp_path / "run" / "metrics.jsonl")
     # a rerun of a finished run resumes at its last checkpoint: only the final row is redone
-    duel.train(task, tiny_policies("qwen3", tmp_path / "m", s), s, tmp_path / "run")
+    loop.train(task, tiny_policies("qwen3", tmp_path / "m", s), s, tmp_path / "run")
     after = _rows(tmp_path / "run" / "metrics.jsonl")
     assert [r["step"] for r in after] == [0, 1, 2]
     strip = lambda r: {k: v for k, v in r.items() if not k.startswith("time/")}  # noqa: E731
@@ -280,7 +283,7 @@ def test_grpo_logs_hard_pass1_per_model_and_merges_them(tmp_path):
 
     import yaml
 
-    from agon import train_cli
+    from agon.training import run as train_run
     from agon.tasks import register_task
 
     register_task("hard_parity_test", HardParityTask)
@@ -300,7 +303,7 @@ def test_grpo_logs_hard_pass1_per_model_and_merges_them(tmp_path):
     cfg["tasks"] = [{"name": "hard_parity_test", "params": {}}]
     path.write_text(yaml.safe_dump(cfg))
     out = tmp_path / "out"
-    payload = train_cli.run(path, "tiny", "hard_parity_test", "grpo", 0, out)
+    payload = train_run.run(path, "tiny", "hard_parity_test", "grpo", 0, out)
     assert payload["steps"] == 3  # the evaluation-only row is not a step
 
     task = HardParityTask()
@@ -349,7 +352,7 @@ def test_grpo_logs_hard_pass1_per_model_and_merges_them(tmp_path):
 
     # evaluations do not change GRPO's training: the same run without them ends in the same weights
     path.write_text(yaml.safe_dump({**cfg, "train": {**cfg["train"], "eval_every": 0}}))
-    train_cli.run(path, "tiny", "hard_parity_test", "grpo", 0, tmp_path / "off")
+    train_run.run(path, "tiny", "hard_parity_test", "grpo", 0, tmp_path / "off")
     for name in ("A", "B"):
         on, off = _grpo_weights(out / name), _grpo_weights(tmp_path / "off" / name)
         assert on.keys() == off.keys() and all(torch.equal(on[k], off[k]) for k in on), name

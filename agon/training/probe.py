@@ -1,9 +1,9 @@
-"""Hard-split pass@1 during training: the points of the report's training curves.
+"""The hard-split probe during training: the points of the report's training curves.
 
-Both trainers, the duel trainer (:func:`agon.duel.train`) and the GRPO baseline
+Both trainers, the duel's loop (:func:`agon.training.loop.train`) and the GRPO baseline
 (:mod:`baselines.grpo`), call :func:`hard_pass1` at the steps :func:`is_eval_step` picks and
-write what it returns into their ``metrics.jsonl`` row: ``eval/hard_pass@1/A`` (and ``/B``), the
-key :data:`agon.results.METRIC_KEYS` reads for the training-curves figure.
+write what it returns into their ``metrics.jsonl`` row: ``eval/hard_pass@1/A`` (and ``/B``;
+keys in :mod:`agon.training.metrics`), which the training-curves figure plots.
 
 *When.* The row of step ``s`` holds the evaluation of the models **after s updates**, taken
 before that step's rollout: ``s = 0`` (the base models), every ``train.eval_every`` steps, and
@@ -21,7 +21,7 @@ in the report's pass@1). This is a cheap progress probe, not table 1's pass@1, w
 *Training is untouched.* The evaluation runs without gradients, with the models in eval mode
 (their mode restored after) and inside a saved-and-restored RNG state (python, numpy, torch,
 CUDA), so a run with evaluations draws the same random numbers as one without, and resumes
-bit for bit (``tests/test_train_eval.py`` checks both).
+bit for bit (``tests/test_probe.py`` checks both).
 """
 
 from __future__ import annotations
@@ -37,27 +37,10 @@ import torch
 
 from agon.engines.base import Engine, SamplingParams
 from agon.tasks.base import Problem, Task
+from agon.training.metrics import EVAL_S, HARD_PASS1, HARD_PROBLEMS, HARD_TOKENS, STEP, TOKENS
+from agon.training.settings import check_eval_settings
 
 HARD_SPLIT = "hard"
-KEY = "eval/hard_pass@1/{model}"  # what agon.results.METRIC_KEYS["hard_pass1"] reads
-TOKENS_KEY = "eval/hard_tokens/{model}"  # tokens the evaluation generated (not training tokens)
-PROBLEMS_KEY = "eval/hard_problems"  # how many hard problems were evaluated
-SECONDS_KEY = (
-    "time/eval_s"  # wall time of the evaluation (time/ keys are not part of a resume's check)
-)
-ROW_KEYS = (
-    "step",
-    "tokens_generated",
-    SECONDS_KEY,
-)  # the keys an evaluation-only row has besides eval/*
-
-
-def check_settings(every: int, limit: int | None = None) -> None:
-    """Refuse a bad ``train.eval_every`` / ``train.eval_problems`` (both trainers' settings call this)."""
-    if every < 0:
-        raise ValueError(f"train.eval_every must be >= 0 (0 = no evaluations), got {every}")
-    if limit is not None and limit < 1:
-        raise ValueError(f"train.eval_problems must be >= 1 or null (all), got {limit}")
 
 
 def is_eval_step(step: int, every: int) -> bool:
@@ -66,13 +49,13 @@ def is_eval_step(step: int, every: int) -> bool:
     ``every == 0`` turns the evaluations off. The evaluation after the last update is
     :func:`final_row`'s, whatever ``every`` is (as long as it is not 0).
     """
-    check_settings(every)
+    check_eval_settings(every)
     return every > 0 and step % every == 0
 
 
 def hard_problems(task: Task, limit: int | None) -> list[Problem]:
     """The first ``limit`` problems of ``task``'s hard split (all when ``limit`` is None)."""
-    check_settings(0, limit)
+    check_eval_settings(0, limit)
     problems = task.problems(HARD_SPLIT)
     if limit is not None:
         problems = problems[:limit]
@@ -133,23 +116,16 @@ def hard_pass1(
         for name, engine in engines.items():
             completions = [row[0] for row in engine.generate(prompts, n=1, sampling=sampling)]
             verdicts = task.grade(list(problems), [c.text for c in completions])
-            out[KEY.format(model=name)] = sum(v.correct is True for v in verdicts) / len(problems)
-            out[TOKENS_KEY.format(model=name)] = float(sum(len(c.token_ids) for c in completions))
-    out[PROBLEMS_KEY] = len(problems)
-    out[SECONDS_KEY] = time.perf_counter() - t0
+            out[HARD_PASS1.format(model=name)] = sum(v.correct is True for v in verdicts) / len(problems)
+            out[HARD_TOKENS.format(model=name)] = float(sum(len(c.token_ids) for c in completions))
+    out[HARD_PROBLEMS] = len(problems)
+    out[EVAL_S] = time.perf_counter() - t0
     return out
 
 
 def final_row(steps_done: int, evaluation: Mapping[str, Any]) -> dict[str, Any]:
     """The row after the last update: ``step`` = updates done, no training, no tokens."""
-    return {"step": steps_done, "tokens_generated": 0, **evaluation}
-
-
-def is_eval_only(row: Mapping[str, Any]) -> bool:
-    """True for a :func:`final_row` (a row with no training step in it)."""
-    return any(k.startswith("eval/") for k in row) and all(
-        k in ROW_KEYS or k.startswith("eval/") for k in row
-    )
+    return {STEP: steps_done, TOKENS: 0, **evaluation}
 
 
 def describe(evaluation: Mapping[str, Any]) -> str:
@@ -159,4 +135,4 @@ def describe(evaluation: Mapping[str, Any]) -> str:
         for k, v in evaluation.items()
         if k.startswith("eval/hard_pass@1/")
     )
-    return f"{scores} ({evaluation.get(PROBLEMS_KEY)} problems, {evaluation.get(SECONDS_KEY, float('nan')):.1f}s)"
+    return f"{scores} ({evaluation.get(HARD_PROBLEMS)} problems, {evaluation.get(EVAL_S, float('nan')):.1f}s)"

@@ -1,7 +1,8 @@
-"""The duel trainer's scale path: vLLM rollouts with weight sync, one server (or engine) per policy.
+"""Rollout engines of the duel trainer: the live model, or vLLM with weight sync per policy.
 
 The algorithm in :mod:`agon.duel` only ever calls ``engine.generate`` and, after a policy's
-update, ``engine.sync_weights(model)`` when the engine has it. On CPU and in the tests the
+update, ``engine.sync_weights(model)`` when the engine has it (:meth:`Policy.sync_engine
+<agon.training.policy.Policy.sync_engine>`). On CPU and in the tests the
 engine is :class:`agon.engines.hf.HFEngine` around the live model, so there is nothing to
 sync. On GPUs, two ways (config ``train.backend: vllm``; see ``config/accelerate/README.md``):
 
@@ -171,12 +172,10 @@ class ColocatedRollouts(Engine):
 
 def rollout_engine(config: dict, fam: dict, row: str, model: Any, tokenizer: Any) -> Engine:
     """The engine one policy samples with: the live HF model, a vLLM server, or a colocated vLLM."""
+    from agon.engines import engine_options
+
     mrow = fam[f"model_{row}"]
-    common = dict(
-        system_prompt=mrow.get("system_prompt"),
-        chat_template_kwargs=mrow.get("chat_template_kwargs"),
-        max_prompt_tokens=fam["max_prompt_tokens"],
-    )
+    common = engine_options(mrow, fam)
     tr = config["train"]
     if tr["backend"] == "hf":
         from agon.engines.hf import HFEngine

@@ -7,7 +7,7 @@ renamed into place, so a run killed at any moment leaves either a whole checkpoi
 :func:`latest_checkpoint` only ever returns folders with the marker.
 
 On CPU with the same seed, a resumed run reproduces the uninterrupted run bit for bit
-(``tests/test_checkpoint_resume.py`` kills a real run with SIGKILL to show it): sampling
+(``tests/test_checkpoint.py`` kills a real run with SIGKILL to show it): sampling
 seeds are derived from (seed, step), and every other source of randomness is restored here.
 """
 
@@ -201,3 +201,16 @@ def truncate_jsonl(path: str | Path, keep: Callable[[dict], bool]) -> None:
         if keep(row):
             rows.append(line)
     atomic_write_text(path, "".join(r + "\n" for r in rows))
+
+
+def save_model(model: Any, tokenizer: Any, path: str | Path, state_dict: dict | None = None) -> None:
+    """Save a final model folder (weights + tokenizer) atomically: temp folder, then rename, so a
+    half-written model folder never exists."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp, state_dict=state_dict)
+    tokenizer.save_pretrained(tmp)
+    if path.exists():
+        shutil.rmtree(path)
+    os.replace(tmp, path)

@@ -1,0 +1,33 @@
+"""`agon report --config C`: table 1 (CSV + Markdown, with provenance) and the figures."""
+
+from __future__ import annotations
+
+import argparse
+
+from agon.report import build_report
+from agon.results import Layout
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register `agon report`."""
+    p = sub.add_parser("report", help="table 1 (CSV + Markdown) and the paper figures")
+    p.add_argument(
+        "--config", required=True, help="agon config YAML (the one the results were made with)"
+    )
+    p.add_argument("--figures", default="figures", help="folder for the PNG and PDF figures")
+    p.add_argument(
+        "--smooth", type=int, default=5, help="steps in the moving average of duel win rates"
+    )
+    p.set_defaults(func=_cli)
+
+
+def _cli(args: argparse.Namespace) -> int:
+    from agon.config import load_config
+
+    config = load_config(args.config)
+    config.pop("resources", None)  # resources never change results (same as the workflow)
+    written = build_report(config, Layout(config["out_dir"], args.figures), smooth=args.smooth)
+    for kind, paths in written.items():
+        for p in paths:
+            print(f"wrote {kind}: {p}")
+    return 0

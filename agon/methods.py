@@ -1,0 +1,81 @@
+"""Table 1's columns and the methods behind them: the one list the CLI, the workflow and the
+report read.
+
+A config's ``methods`` names column groups (``agon_single`` is A's and B's column); each
+:class:`Column` says which system kind runs it (:data:`agon.registry.SYSTEM_KINDS`), which
+training run its models come from (a name in :data:`agon.registry.TRAINERS`; None for the
+untrained bases) and which of that run's two models plays each part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Column:
+    """One evaluated system of table 1 and the models it runs.
+
+    ``model`` is set for a single-model column, ``drafter``/``reader`` for a cascade ("A" or
+    "B": which of the run's two models plays the part).
+    """
+
+    name: str
+    method: str  # the config's `methods` entry that asks for this column
+    kind: str  # single | cascade | moa (a system kind)
+    train: str | None = None  # the trainer whose run the models come from; None: the bases
+    model: str | None = None
+    drafter: str | None = None
+    reader: str | None = None
+    cli_system: str | None = None  # the `agon eval --system` value when not the name
+
+    @property
+    def eval_system(self) -> str:
+        """The `agon eval --system` value."""
+        return self.cli_system or self.name
+
+
+# Ordered as the table's columns. Single-model columns show model A under the method's name
+# and model B as `<name>_b` (the same `agon eval` system run on the other model), so each
+# trainer's effect on each model reads against that model's own base.
+COLUMNS: dict[str, Column] = {
+    c.name: c
+    for c in (
+        Column("base", "base", "single"),
+        Column("base_b", "base", "single", model="B", cli_system="base"),
+        Column("base_cascade", "base_cascade", "cascade"),
+        Column("moa", "moa", "moa"),
+        Column("grpo", "grpo", "single", train="grpo", model="A"),
+        Column("grpo_b", "grpo", "single", train="grpo", model="B", cli_system="grpo"),
+        Column("grpo_cascade", "grpo_cascade", "cascade", train="grpo", drafter="A", reader="B"),
+        Column("agon", "agon", "cascade", train="agon", drafter="A", reader="B"),
+        Column("agon_rev", "agon_rev", "cascade", train="agon", drafter="B", reader="A"),
+        Column("agon_single", "agon_single", "single", train="agon", model="A"),
+        Column(
+            "agon_single_b", "agon_single", "single", train="agon", model="B", cli_system="agon_single"
+        ),
+    )
+}
+
+# the trained methods, in the order of their first column (the report's order)
+TRAINED_METHODS: tuple[str, ...] = tuple(dict.fromkeys(c.train for c in COLUMNS.values() if c.train))
+# every `methods` entry, in column order
+METHODS: tuple[str, ...] = tuple(dict.fromkeys(c.method for c in COLUMNS.values()))
+# untrained columns resolve from the family row alone: `agon eval --system base` etc.
+UNTRAINED: dict[str, str] = {c.eval_system: c.kind for c in COLUMNS.values() if not c.train}
+
+
+def columns_for_methods(methods: Iterable[str]) -> list[str]:
+    """The columns evaluated for the config's ``methods``, in table order."""
+    wanted = set(methods)
+    unknown = wanted - set(METHODS)
+    if unknown:
+        raise ValueError(f"methods: unknown {sorted(unknown)}; known: {sorted(METHODS)}")
+    return [name for name, c in COLUMNS.items() if c.method in wanted]
+
+
+def trained_methods_for(columns: Iterable[str]) -> list[str]:
+    """The trained methods some of ``columns`` need, in report order."""
+    needed = {COLUMNS[c].train for c in columns}
+    return [m for m in TRAINED_METHODS if m in needed]

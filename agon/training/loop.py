@@ -1,0 +1,147 @@
+"""The duel's training loop: problem stream, resume, checkpoint cadence, metrics rows, probes.
+
+:func:`train` runs :func:`agon.duel.duel_step` for ``settings.steps`` steps and does the
+plumbing around it: problems in a seeded order that is part of a checkpoint, a complete
+checkpoint every ``checkpoint_every`` steps (:mod:`agon.training.checkpoint`), one JSON row
+per step in ``metrics.jsonl`` (keys: :mod:`agon.training.metrics`), and the hard-split probe
+of each model alone (:mod:`agon.training.probe`) on its steps. A run killed at any point
+restarts from its last complete checkpoint and reproduces the uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from agon import duel
+from agon.tasks.base import Problem, Task
+from agon.training import checkpoint as ckpt
+from agon.training import probe
+from agon.training.metrics import STEP
+from agon.training.policy import Policy
+from agon.training.settings import DuelSettings
+
+log = logging.getLogger("agon.duel")
+
+
+class ProblemStream:
+    """Problems in a seeded order, reshuffled each epoch; its position is part of a checkpoint."""
+
+    def __init__(self, problems: Sequence[Problem], seed: int):
+        if not problems:
+            raise ValueError("no training problems: the task's train split is empty")
+        self.problems, self.seed = list(problems), seed
+        self.epoch, self.pos = 0, 0
+
+    def _order(self) -> np.ndarray:
+        return np.random.default_rng([self.seed, self.epoch]).permutation(len(self.problems))
+
+    def take(self, n: int) -> list[Problem]:
+        """The next ``n`` problems (crossing into the next epoch's order when needed)."""
+        out = []
+        order = self._order()
+        while len(out) < n:
+            if self.pos >= len(order):
+                self.epoch, self.pos = self.epoch + 1, 0
+                order = self._order()
+            out.append(self.problems[order[self.pos]])
+            self.pos += 1
+        return out
+
+    def state_dict(self) -> dict:
+        """The stream's position, for a checkpoint."""
+        return {"epoch": self.epoch, "pos": self.pos, "seed": self.seed, "n": len(self.problems)}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resume at a checkpoint's position (refused for other problems or another seed)."""
+        if state["n"] != len(self.problems) or state["seed"] != self.seed:
+            raise ValueError(
+                f"checkpoint data position is for {state['n']} problems / seed {state['seed']}, "
+                f"this run has {len(self.problems)} / {self.seed}"
+            )
+        self.epoch, self.pos = state["epoch"], state["pos"]
+
+
+def train(
+    task: Task,
+    policies: dict[str, Policy],
+    s: DuelSettings,
+    out_dir: str | Path,
+    on_step: Callable[[dict], None] | None = None,
+) -> list[dict]:
+    """Train ``policies`` for ``s.steps`` steps on ``task``'s train split, resuming if possible.
+
+    Writes ``out_dir/metrics.jsonl`` (one JSON row per step) and ``out_dir/checkpoints/``.
+    A run killed at any point restarts from its last complete checkpoint; the metrics of steps
+    after it are dropped and recomputed, so the file never has a step twice.
+
+    With ``s.eval_every`` > 0, each policy is also probed alone on the hard split before the
+    update of step 0, every ``eval_every`` steps and after the last update; the scores go into
+    the rows (the last one into a row ``step = s.steps`` of its own, not in the returned
+    list). The probes do not touch the training RNG.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    metrics_path = out_dir / "metrics.jsonl"
+    stream = ProblemStream(task.problems(s.split), s.seed)
+    torch.manual_seed(s.seed)
+    acc = next(iter(policies.values())).accelerator
+    start = 0
+    last = ckpt.latest_checkpoint(out_dir / "checkpoints")
+    if last is not None:
+        state = ckpt.load_checkpoint(last, policies, accelerator=acc)
+        stream.load_state_dict(state["data"])
+        start = state["step"]
+        log.info("resumed from %s at step %d", last, start)
+    if acc is None or acc.is_main_process:
+        ckpt.truncate_jsonl(metrics_path, keep=lambda row: row.get(STEP, -1) < start)
+    rank, world = (acc.process_index, acc.num_processes) if acc is not None else (0, 1)
+    eval_set = probe.hard_problems(task, s.eval_problems) if s.eval_every else []
+
+    def evaluate(updates: int) -> dict[str, float]:
+        # every rank probes the whole set: sharded (FSDP) models need every rank in each forward
+        m = probe.hard_pass1(
+            {n: p.engine for n, p in policies.items()},
+            task,
+            eval_set,
+            s.max_new_tokens,
+            models=[p.model for p in policies.values()],
+        )
+        log.info("hard-split pass@1 after %d updates: %s", updates, probe.describe(m))
+        return m
+
+    def write(row: dict) -> None:
+        if rank == 0:  # metrics of rank 0's share of the batch
+            with open(metrics_path, "a") as f:
+                f.write(json.dumps(row, allow_nan=True) + "\n")
+
+    rows = []
+    for step in range(start, s.steps):
+        # every rank draws the same P problems and rolls out its share; groups live inside a
+        # problem, so advantages need no communication (the loss normalizers are per rank)
+        problems = stream.take(s.problems_per_step)[rank::world]
+        # the probe scores the models before this step's update
+        evaluation = evaluate(step) if probe.is_eval_step(step, s.eval_every) else {}
+        row = duel.duel_step(task, policies, problems, s, step) | evaluation
+        rows.append(row)
+        write(row)
+        if on_step:
+            on_step(row)
+        done = step + 1
+        if (s.checkpoint_every and done % s.checkpoint_every == 0) or done == s.steps:
+            ckpt.save_checkpoint(
+                out_dir / "checkpoints",
+                done,
+                policies,
+                data=stream.state_dict(),
+                keep=s.keep_checkpoints,
+                accelerator=acc,
+            )
+    if s.eval_every:  # the trained models; a resume drops this row with the others, writes it again
+        write(probe.final_row(s.steps, evaluate(s.steps)))
+    return rows

@@ -1,0 +1,185 @@
+"""Every key of a training run's ``metrics.jsonl`` and ``summary.json``, in one place.
+
+Both trainers write one JSON row per optimizer step into ``metrics.jsonl`` with these keys
+(the GRPO baseline translates TRL's logs into them, :mod:`baselines.grpo`), and both
+summarize a finished run with :func:`summarize_metrics`, so the report and the figures read
+one schema. ``{model}`` is a policy's name ("A" or "B"), ``{role}`` is ``drafter`` or
+``reader`` (a GRPO sample counts as a draft), ``{drafter}->{reader}`` one duel direction.
+
+Per step (``{model}/{role}/...`` from the rollout, ``{model}/...`` from the update):
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+STEP = "step"
+TOKENS = "tokens_generated"  # completion tokens generated this step, both models together
+ROLLOUT_S = "time/rollout_s"
+UPDATE_S = "time/update_s"
+
+# rollout, per model and role
+ROLE_REWARD = "{model}/{role}/reward"
+ROLE_CORRECT = "{model}/{role}/correct"  # mean correctness of the role's own completions
+ROLE_UNGRADED = "{model}/{role}/ungraded"  # share the verifier could not score
+ROLE_ZERO_SPREAD = "{model}/{role}/frac_zero_spread"  # groups whose rewards were all equal
+ROLE_LENGTH = "{model}/{role}/mean_length"
+ROLE_TRUNCATED = "{model}/{role}/truncated"  # share stopped by max_new_tokens
+ROLE_TOKENS = "{model}/{role}/tokens"  # completion tokens the role generated this step
+DRAFTS_CUT = "{model}/reader/drafts_cut"  # drafts shortened to fit the reader prompt
+
+# duel outcomes, per direction and pooled: fractions of graded (draft, read) pairs
+OUTCOMES = ("drafter_wins", "reader_wins", "ties")
+DIRECTION_OUTCOME = "{drafter}->{reader}/duel/{outcome}"
+POOLED_OUTCOME = "duel/{outcome}"
+DIRECTION_PATTERN = (
+    r"^(?P<drafter>[^/]+)->(?P<reader>[^/]+)/duel/(?P<outcome>drafter_wins|reader_wins|ties)$"
+)
+
+# update, per model
+UPDATE_KEYS = ("loss", "grad_norm", "entropy", "kl", "clip_ratio", "lr", "trained_tokens")
+SKIPPED = "{model}/skipped"  # 1 when the update was dropped (non-finite loss or gradient)
+
+# hard-split probe (agon.training.probe), on the steps it runs
+HARD_PASS1 = "eval/hard_pass@1/{model}"
+HARD_TOKENS = "eval/hard_tokens/{model}"  # tokens the probe generated (not training tokens)
+HARD_PROBLEMS = "eval/hard_problems"
+EVAL_S = "time/eval_s"
+EVAL_ROW_KEYS = (STEP, TOKENS, EVAL_S)  # an evaluation-only row's keys besides eval/*
+
+MODELS = ("A", "B")
+
+
+def key(template: str, **names: str) -> str:
+    """A metrics key from its template: ``key(ROLE_CORRECT, model="A", role="drafter")``."""
+    return template.format(**names)
+
+
+# ----------------------------------------------------------------------------- one step
+
+
+def _nanmean(x: Any) -> float:
+    x = np.asarray(x, dtype=np.float64)
+    x = x[~np.isnan(x)]
+    return float(x.mean()) if x.size else float("nan")
+
+
+def role_metrics(
+    role: str,
+    rewards: np.ndarray,
+    correct: np.ndarray,
+    zero_spread: np.ndarray,
+    lengths: Sequence[int],
+    truncated: Sequence[bool],
+) -> dict[str, float]:
+    """The rollout metrics of one role's completions, keyed ``{role}/...`` (the caller adds
+    the model's name in front)."""
+
+    def k(template: str) -> str:
+        return template.format(model="", role=role).lstrip("/")
+
+    return {
+        k(ROLE_REWARD): _nanmean(rewards),
+        k(ROLE_CORRECT): _nanmean(correct),
+        k(ROLE_UNGRADED): float(np.isnan(correct).mean()) if correct.size else 0.0,
+        k(ROLE_ZERO_SPREAD): float(zero_spread.mean()) if zero_spread.size else float("nan"),
+        k(ROLE_LENGTH): float(np.mean(lengths)) if lengths else 0.0,
+        k(ROLE_TRUNCATED): float(np.mean(truncated)) if truncated else 0.0,
+        k(ROLE_TOKENS): float(sum(lengths)),
+    }
+
+
+def duel_outcomes(c_draft_per_read: np.ndarray, c_read: np.ndarray) -> dict[str, float]:
+    """Fractions of (draft, read) pairs the drafter wins, the reader wins, or tie (graded
+    pairs only), keyed ``duel/{outcome}``."""
+    ok = ~(np.isnan(c_draft_per_read) | np.isnan(c_read))
+    n = int(ok.sum())
+    if n == 0:
+        return {POOLED_OUTCOME.format(outcome=o): float("nan") for o in OUTCOMES}
+    d, r = c_draft_per_read[ok], c_read[ok]
+    fractions = {"drafter_wins": (d > r).mean(), "reader_wins": (r > d).mean(), "ties": (d == r).mean()}
+    return {POOLED_OUTCOME.format(outcome=o): float(fractions[o]) for o in OUTCOMES}
+
+
+def pool_duel_outcomes(metrics: dict[str, float]) -> None:
+    """Pool the per-direction outcomes of a step into ``duel/{outcome}`` (in place)."""
+    for outcome in OUTCOMES:
+        suffix = "/" + POOLED_OUTCOME.format(outcome=outcome)
+        vals = [v for k, v in metrics.items() if k.endswith(suffix) and not math.isnan(v)]
+        if vals:
+            metrics[POOLED_OUTCOME.format(outcome=outcome)] = float(np.mean(vals))
+
+
+# ----------------------------------------------------------------------------- a run
+
+
+def read_rows(path: str | Path) -> list[dict]:
+    """The rows of a ``metrics.jsonl`` (none if it does not exist)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def is_eval_only(row: Mapping[str, Any]) -> bool:
+    """True for a row with no training step in it (the probe after the last update)."""
+    return any(k.startswith("eval/") for k in row) and all(
+        k in EVAL_ROW_KEYS or k.startswith("eval/") for k in row
+    )
+
+
+def summarize_metrics(path: str | Path, models: Iterable[str] = MODELS) -> dict[str, Any]:
+    """Totals and last values of a run: steps, tokens generated per model and in all, skipped
+    updates, each model's last hard-split probe, training and probing seconds."""
+    rows = read_rows(path)
+    out: dict[str, Any] = {"steps": sum(not is_eval_only(r) for r in rows)}
+    for name in models:
+        drafter, reader = (key(ROLE_TOKENS, model=name, role=r) for r in ("drafter", "reader"))
+        out[f"{name}/tokens_generated"] = sum(r.get(drafter, 0) + r.get(reader, 0) for r in rows)
+        out[f"{name}/skipped_updates"] = sum(r.get(key(SKIPPED, model=name), 0) for r in rows)
+        probes = [r[key(HARD_PASS1, model=name)] for r in rows if key(HARD_PASS1, model=name) in r]
+        if probes:
+            out[f"{name}/last_hard_pass@1"] = probes[-1]
+    out[TOKENS] = sum(r.get(TOKENS, 0) for r in rows)
+    if any(ROLLOUT_S in r for r in rows):  # a trainer that times its own phases (the duel)
+        out["train_time_s"] = sum(r.get(ROLLOUT_S, 0) + r.get(UPDATE_S, 0) for r in rows)
+    out["eval_time_s"] = sum(r.get(EVAL_S, 0) for r in rows)
+    return out
+
+
+def merge_metrics(paths: Sequence[str | Path]) -> list[dict]:
+    """Per-model metrics files (one model each) as one row per step, side by side.
+
+    The evaluation after the last update is a step too; evaluation seconds add up, and each
+    row's ``tokens_generated`` is the sum of the models' finite ``drafter/tokens``.
+    """
+    by_step: dict[int, dict] = {}
+    for p in paths:
+        for r in read_rows(p):
+            row = by_step.setdefault(r[STEP], {STEP: r[STEP]})
+            seconds = row.get(EVAL_S, 0.0) + r.get(EVAL_S, 0.0)
+            row.update(r)
+            if seconds:
+                row[EVAL_S] = seconds
+    for r in by_step.values():
+        r[TOKENS] = sum(
+            v
+            for k, v in r.items()
+            if k.endswith("/drafter/tokens") and isinstance(v, (int, float)) and math.isfinite(v)
+        )
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def cumulative_tokens(rows: list[dict]) -> list[float]:
+    """Tokens generated up to and including each row."""
+    total, out = 0.0, []
+    for r in rows:
+        total += float(r.get(TOKENS, 0) or 0)
+        out.append(total)
+    return out

@@ -1,0 +1,132 @@
+"""A policy: one trained model with its own optimizer, scheduler, rollout engine and devices.
+
+The duel trains two of them (A and B), each on its own tokens with its own optimizer; the
+algorithm (:mod:`agon.duel`) only calls the few methods here (``backward``,
+``clip_grad_norm``, ``all_agree``, ``scheduler_step``), so whether the model sits on one
+device or is sharded over several processes by accelerate (DDP / FSDP2) is decided here and
+nowhere else.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from agon.engines.base import Engine
+from agon.logprobs import enable_token_logprobs
+from agon.training.settings import DuelSettings
+
+
+@dataclass
+class Policy:
+    """One trained model with its own optimizer, scheduler, engine and optional frozen reference."""
+
+    name: str  # "A" or "B"
+    model: torch.nn.Module
+    engine: Engine  # generates with the live model (shares its weights)
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    ref_model: torch.nn.Module | None = None
+    pad_token_id: int = 0
+    accelerator: Any = None  # set under `accelerate launch` (DDP / FSDP2); None on one device
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """Backpropagate ``loss`` (through accelerate when the model is wrapped by it)."""
+        if self.accelerator is not None:
+            self.accelerator.backward(loss)
+        else:
+            loss.backward()
+
+    def clip_grad_norm(self, max_norm: float) -> float:
+        """Clip the gradient to ``max_norm``; return the norm before clipping."""
+        acc = self.accelerator
+        clip = acc.clip_grad_norm_ if acc is not None else torch.nn.utils.clip_grad_norm_
+        return float(clip(self.model.parameters(), max_norm))
+
+    def any_rank(self, flag: bool) -> bool:
+        """``flag`` of this process, or'ed over every process (each rank must decide alike)."""
+        acc = self.accelerator
+        if acc is None or acc.num_processes <= 1:
+            return flag
+        return bool(acc.reduce(torch.tensor(float(flag), device=acc.device), reduction="sum") > 0)
+
+    def scheduler_step(self) -> None:
+        """Advance the schedule, even when the update was skipped (torch warns; the skip is
+        deliberate)."""
+        with warnings.catch_warnings():
+            warnings.filterwarnings(
+                "ignore", message="Detected call of `lr_scheduler.step\\(\\)` before"
+            )
+            self.scheduler.step()
+
+    def sync_engine(self) -> None:
+        """Give a rollout engine that holds its own copy of the weights (vLLM) the new ones."""
+        sync = getattr(self.engine, "sync_weights", None)
+        if sync is not None:
+            sync(self.model)
+
+
+def make_policy(
+    name: str, model: torch.nn.Module, engine: Engine, settings: DuelSettings, pad_token_id: int
+) -> Policy:
+    """A policy with AdamW, a warmup scheduler, dropout off (as TRL) and, if ``beta``, a frozen
+    copy of the model as the KL reference."""
+    from transformers import get_scheduler
+
+    for module in model.modules():  # TRL's disable_dropout: sampling and scoring see one net
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    enable_token_logprobs(model, settings.temperature)
+    optimizer = torch.optim.AdamW(
+        model.parameters(),
+        lr=settings.learning_rate,
+        betas=settings.adam_betas,
+        weight_decay=settings.weight_decay,
+    )
+    scheduler = get_scheduler(
+        settings.lr_scheduler,
+        optimizer,
+        num_warmup_steps=settings.warmup_steps,
+        num_training_steps=settings.steps * settings.num_iterations,
+    )
+    ref = None
+    if settings.beta != 0.0:
+        ref = copy.deepcopy(model).eval().requires_grad_(False)
+        enable_token_logprobs(ref, settings.temperature)
+    return Policy(
+        name=name,
+        model=model,
+        engine=engine,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        ref_model=ref,
+        pad_token_id=pad_token_id,
+    )
+
+
+def make_accelerator() -> Any:
+    """An ``accelerate.Accelerator`` when launched with several processes, else None.
+
+    One Accelerator prepares both policies (``config/accelerate/fsdp2.yaml`` shards each with
+    FSDP2). Schedulers step once per optimizer step, not once per process.
+    """
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    from accelerate import Accelerator
+
+    return Accelerator(step_scheduler_with_optimizer=False)
+
+
+def distribute(policy: Policy, accelerator: Any) -> None:
+    """Wrap ``policy``'s model, optimizer and scheduler for ``accelerator`` (DDP or FSDP2)."""
+    if accelerator is None:
+        return
+    policy.model, policy.optimizer, policy.scheduler = accelerator.prepare(
+        policy.model, policy.optimizer, policy.scheduler
+    )
+    policy.accelerator = accelerator

@@ -1,0 +1,155 @@
+"""One training run of table 1: a (family, task, method, seed) cell, from config to summary.
+
+:func:`run` checks everything that can be checked before a model loads (config schema, then
+the trainer's settings), trains through the trainer registered under the method's name
+(:data:`agon.registry.TRAINERS`: the duel here, GRPO in ``baselines/grpo``), and writes
+``summary.json`` with provenance. Every trainer writes ``OUT/A`` and ``OUT/B`` (final model
+folders), ``OUT/metrics.jsonl`` (keys: :mod:`agon.training.metrics`) and its resumable state
+under ``OUT/checkpoints/``; a rerun of a killed job resumes from the last complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from agon.config import ConfigError, get_family, get_task_row, load_config
+from agon.registry import TRAINERS, Trainer
+from agon.training.settings import DuelSettings
+
+log = logging.getLogger("agon.train")
+
+
+def prepare(
+    config_path: str | Path,
+    family: str,
+    task: str,
+    method: str,
+    seed: int,
+    steps: int | None = None,
+) -> tuple[dict, dict, Any]:
+    """Load and check everything that can be checked before a model loads.
+
+    Returns (config, family row, the trainer's settings). Raises ConfigError naming the bad
+    field.
+    """
+    overrides = {"train": {"steps": steps}} if steps else None
+    config = load_config(config_path, overrides)
+    fam = get_family(config, family)
+    get_task_row(config, task)
+    if method not in TRAINERS.names():
+        raise ConfigError(f"--method {method!r}: expected one of {TRAINERS.names()}")
+    try:
+        settings = TRAINERS.get(method).settings_from_config(config, fam, seed)
+    except ValueError as err:
+        raise ConfigError(f"{config_path}: {err}") from None
+    if config["train"]["backend"] == "vllm" and method == "agon":
+        _check_vllm()
+    return config, fam, settings
+
+
+def _check_vllm() -> None:
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "train.backend is vllm but vLLM is not installed; `pip install agon[gpu]` on a GPU "
+            "machine, or use backend: hf"
+        ) from None
+
+
+def train_duel(config: dict, fam: dict, task_name: str, settings: DuelSettings, out: Path) -> dict:
+    """The duel: policies A and B from the family row, trained together; the summary payload."""
+    import torch
+
+    from agon.engines.hf import load_model, load_tokenizer
+    from agon.engines.rollouts import rollout_engine
+    from agon.tasks import task_from_config
+    from agon.training.checkpoint import save_model
+    from agon.training.loop import train
+    from agon.training.metrics import summarize_metrics
+    from agon.training.policy import distribute, make_accelerator, make_policy
+
+    torch.manual_seed(settings.seed)
+    task = task_from_config(config, task_name)
+    accelerator = make_accelerator()
+    policies, tokenizers = {}, {}
+    for name in ("A", "B"):
+        row = fam[f"model_{name.lower()}"]
+        tok = load_tokenizer(row["model"], revision=row.get("revision"))
+        model = load_model(row["model"], dtype=fam["dtype"], revision=row.get("revision"))
+        engine = rollout_engine(config, fam, name.lower(), model, tok)
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        policy = make_policy(name, model, engine, settings, pad_token_id=pad)
+        distribute(policy, accelerator)  # shard / replicate each model with its own optimizer
+        policies[name] = policy
+        tokenizers[name] = tok
+    t0 = time.time()
+    try:
+        rows = train(task, policies, settings, out, on_step=_print_step)
+    finally:
+        task.close()
+    for name, pol in policies.items():
+        if accelerator is None:
+            save_model(pol.model, tokenizers[name], out / name)
+        else:  # gather the full weights (FSDP2 shards them), save once
+            state = accelerator.get_state_dict(pol.model)
+            if accelerator.is_main_process:
+                model = accelerator.unwrap_model(pol.model)
+                save_model(model, tokenizers[name], out / name, state_dict=state)
+            accelerator.wait_for_everyone()
+    return summarize_metrics(out / "metrics.jsonl") | {
+        "wall_s_this_run": time.time() - t0,
+        "steps_this_run": len(rows),
+    }
+
+
+DUEL = Trainer("agon", DuelSettings, train_duel, settings_overrides=(("mode", "duel"),))
+
+
+def _print_step(row: dict) -> None:
+    keys = [
+        "A/drafter/correct",
+        "A/reader/correct",
+        "B/drafter/correct",
+        "B/reader/correct",
+        "duel/reader_wins",
+        "tokens_generated",
+        "eval/hard_pass@1/A",
+        "eval/hard_pass@1/B",
+    ]
+    shown = " ".join(f"{k}={row[k]:.3g}" for k in keys if k in row)
+    print(f"[agon train] step {row['step']}: {shown}", flush=True)
+
+
+def run(
+    config_path: str | Path,
+    family: str,
+    task: str,
+    method: str,
+    seed: int,
+    out: str | Path,
+    steps: int | None = None,
+) -> dict:
+    """Prepare (fails fast), train, write OUT/A, OUT/B, metrics.jsonl and summary.json."""
+    from agon.provenance import write_results
+
+    config, fam, settings = prepare(config_path, family, task, method, seed, steps)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    trainer: Trainer = TRAINERS.get(method)
+    payload = trainer.train(config, fam, task, settings, out)
+    payload = {
+        "method": method,
+        "family": family,
+        "task": task,
+        "seed": seed,
+        "wall_s": time.time() - t0,
+        "settings": settings.to_dict(),
+        **payload,
+    }
+    write_results(out / "summary.json", payload, config=config, seed=seed)
+    return payload
