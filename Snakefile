@@ -1,4 +1,4 @@
-# The Agon replication workflow (DESIGN.md §2-§3, §6).
+# The Agon replication workflow (docs/method.md, docs/architecture.md).
 #
 #   snakemake --cores all results/table1.csv                      # the offline toy world
 #   snakemake -n --configfile config/paper.yaml results/table1.csv  # the paper's DAG

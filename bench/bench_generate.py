@@ -3,7 +3,7 @@
 The model is the toy world's base model A when it has been built (``agon toy pretrain``, the
 path in ``config/config.yaml``), or any model folder given as ``AGON_BENCH_MODEL=DIR``; both
 are measured on 64 solve prompts of the arith task's hard split and stop at their own eos.
-Without one, a stand-in is built: a toy-shaped Qwen3 (DESIGN.md §5: hidden 96, 3 layers, 4
+Without one, a stand-in is built: a toy-shaped Qwen3 (docs/method.md, the toy world: hidden 96, 3 layers, 4
 heads, 2 kv heads) with random weights and the tiny test tokenizer, on synthetic prompts; it
 rarely emits eos, so every row decodes the full 48 tokens.
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 TARGETS = {"generate.batch64_over_batch1": (">=", 20.0)}
 
-# the toy world's model shape (DESIGN.md §5)
+# the toy world's model shape (docs/method.md, the toy world)
 TOY_SHAPE = dict(
     hidden_size=96,
     intermediate_size=192,

@@ -291,3 +291,55 @@ def test_long_draft_is_cut_to_fit_reader_prompt(tmp_path):
     tight = HFEngine(probe.model, probe.tokenizer, max_prompt_tokens=bare - 1)
     with pytest.raises(PromptTooLongError, match="even without the draft"):
         duel.fit_reader_prompt(task, problem, long_draft, tight)
+
+
+def _random_grades(P=4, G=4, K=3, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 2, (P, G)).astype(float), rng.integers(0, 2, (P, G, K)).astype(float)
+
+
+@pytest.mark.parametrize("scale", ["group", "none", "batch"])
+def test_reader_advantages_per_reader_group(scale):
+    """docs/method.md: under reader_group draft the rival term cancels for the reader (agon and
+    zero_sum give independent's advantages, up to a batch-wide factor under batch scaling and
+    the std's eps under agon); under reader_group problem it does not."""
+    c_draft, c_read = _random_grades()
+
+    def reader_adv(scheme, group):
+        s = duel.DuelSettings(
+            num_generations=4,
+            num_reads=3,
+            scale_rewards=scale,
+            reward_scheme=scheme,
+            reader_group=group,
+        )
+        return duel.role_advantages(*duel.role_rewards(c_draft, c_read, s), s)[1].values
+
+    indep = reader_adv("independent", "draft")
+    for scheme in ("agon", "zero_sum"):
+        adv = reader_adv(scheme, "draft")
+        if scale == "batch":  # one positive factor for the whole batch
+            nz = indep != 0
+            ratio = adv[nz] / indep[nz]
+            assert np.allclose(ratio, ratio[0]) and ratio[0] > 0
+        elif scheme == "zero_sum" or scale == "none":
+            factor = 2.0 if (scheme == "agon" and scale == "none") else 1.0  # 1 + lam
+            assert np.allclose(adv, factor * indep)
+        else:
+            assert np.allclose(adv, indep, atol=1e-3)
+    # reading wrong drafts right is paid more when the group is the problem's reads
+    assert not np.allclose(reader_adv("agon", "problem"), reader_adv("independent", "problem"))
+
+
+def test_drafter_feels_the_contest():
+    """The drafter's rival (mean of its reads) varies inside its group: agon != independent."""
+    c_draft, c_read = _random_grades()
+    s_agon = duel.DuelSettings(num_generations=4, num_reads=3, scale_rewards="none")
+    s_ind = duel.DuelSettings(
+        num_generations=4, num_reads=3, scale_rewards="none", reward_scheme="independent"
+    )
+    a = duel.role_advantages(*duel.role_rewards(c_draft, c_read, s_agon), s_agon)[0].values
+    i = duel.role_advantages(*duel.role_rewards(c_draft, c_read, s_ind), s_ind)[0].values
+    mean_read = c_read.mean(axis=2)
+    centred = mean_read - mean_read.mean(axis=1, keepdims=True)
+    assert np.allclose(a, 2 * i - centred.ravel())  # (1 + lam) A_ind - lam (m - mean m)

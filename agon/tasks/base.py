@@ -3,7 +3,7 @@
 Prompts are chat messages (``[{"role": ..., "content": ...}]``); the engine applies each
 family's chat template and persona. The reader prompt holds the problem, the rival's draft,
 marked as a possibly wrong attempt by a rival, and the instruction to solve the problem itself
-(DESIGN.md §1 step 2). What of the draft is shown is the family's ``draft_view``.
+(``docs/method.md``, the duel). What of the draft is shown is the family's ``draft_view``.
 """
 
 from __future__ import annotations

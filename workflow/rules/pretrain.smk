@@ -1,4 +1,4 @@
-# The offline toy world's two base models, trained from scratch (DESIGN.md §5). Built only
+# The offline toy world's two base models, trained from scratch (docs/method.md, the toy world). Built only
 # when some family has `toy: true`; those rows point at the folders written here.
 
 
