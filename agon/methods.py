@@ -53,13 +53,23 @@ COLUMNS: dict[str, Column] = {
         Column("agon_rev", "agon_rev", "cascade", train="agon", drafter="B", reader="A"),
         Column("agon_single", "agon_single", "single", train="agon", model="A"),
         Column(
-            "agon_single_b", "agon_single", "single", train="agon", model="B", cli_system="agon_single"
+            "agon_single_b",
+            "agon_single",
+            "single",
+            train="agon",
+            model="B",
+            cli_system="agon_single",
         ),
     )
 }
 
+# each model alone against that model's own base: (model, its base column, its trained columns)
+GAINS = (("A", "base", ("grpo", "agon_single")), ("B", "base_b", ("grpo_b", "agon_single_b")))
+
 # the trained methods, in the order of their first column (the report's order)
-TRAINED_METHODS: tuple[str, ...] = tuple(dict.fromkeys(c.train for c in COLUMNS.values() if c.train))
+TRAINED_METHODS: tuple[str, ...] = tuple(
+    dict.fromkeys(c.train for c in COLUMNS.values() if c.train)
+)
 # every `methods` entry, in column order
 METHODS: tuple[str, ...] = tuple(dict.fromkeys(c.method for c in COLUMNS.values()))
 # untrained columns resolve from the family row alone: `agon eval --system base` etc.
