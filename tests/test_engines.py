@@ -7,7 +7,7 @@ import types
 
 import pytest
 import torch
-from tiny_models import ARCHS, build_tiny_model
+from tiny_models import ARCHS
 
 from agon.engines import SamplingParams, load_engine
 from agon.engines.base import PromptTooLongError
@@ -18,12 +18,6 @@ PROMPTS = [
     [{"role": "user", "content": "Solve the problem. Put your final answer in \\boxed{}. " * 4}],
     [{"role": "user", "content": "abc"}],
 ]
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny")
-    return {arch: build_tiny_model(arch, root / arch) for arch in ARCHS}
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from tiny_models import ARCHS, ScriptedEngine, build_tiny_model, tiny_sum_task
+from tiny_models import ARCHS, ScriptedEngine, tiny_sum_task
 
 from agon.engines import SamplingParams
 from agon.engines.hf import HFEngine
@@ -95,12 +95,6 @@ def test_moa_reader_prompt_shows_proposals_as_the_rival_attempt(task):
     assert final == task.reader_prompt(problems[1], "A says \\boxed{1}\n\nB says \\boxed{2}")
     with pytest.raises(ValueError, match="moa.prompt"):
         moa(a, b, prompt="vote")
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny")
-    return {arch: build_tiny_model(arch, root / arch) for arch in ARCHS}
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -29,10 +29,10 @@ _REGISTRY: dict[str, str] = {
     "deepmath": "agon.tasks.deepmath:DeepMathTask",
     "arith": "agon.toy.tasks:ArithTask",
     "toycode": "agon.toy.tasks:ToyCodeTask",
-    "taco": "agon.tasks.code:TacoTask",
-    "codecontests": "agon.tasks.code:CodeContestsTask",
-    "livecodebench": "agon.tasks.code:LiveCodeBenchTask",
-    "humaneval": "agon.tasks.code:HumanEvalTask",
+    "taco": "agon.tasks.code.taco:TacoTask",
+    "codecontests": "agon.tasks.code.codecontests:CodeContestsTask",
+    "livecodebench": "agon.tasks.code.livecodebench:LiveCodeBenchTask",
+    "humaneval": "agon.tasks.code.humaneval:HumanEvalTask",
 }
 _FACTORIES: dict[str, Callable[..., Task]] = {}
 

@@ -1,0 +1,29 @@
+"""Fixtures shared by the test modules.
+
+- ``tiny``: one tiny random-weight model (with tokenizer) per paper architecture, built once per
+  session, keyed by ``model_type`` (``qwen3``, ``qwen3_5_text``, ``gemma4_text``). Tests read
+  them; a test that trains copies a model first.
+- ``repo_root``: the repository's root folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tiny_models import ARCHS, build_tiny_model
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory) -> dict[str, Path]:
+    """Folders of tiny models, one per architecture, shared by the whole session."""
+    root = tmp_path_factory.mktemp("tiny")
+    return {arch: build_tiny_model(arch, root / arch) for arch in ARCHS}
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    """The repository's root folder."""
+    return ROOT
