@@ -16,11 +16,14 @@ from agon.sandbox import (
     SandboxPool,
     call_program,
     check_program,
-    core,
     detect_isolation,
     grade_program,
+    isolation,
     outputs_match,
+    reaper,
+    run,
     run_program,
+    uids,
 )
 
 ECHO_SUM = "import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))\n"
@@ -34,7 +37,10 @@ def test_runs_a_program_on_stdin():
 
 
 def test_standard_library_is_importable():
-    code = "import math, heapq, bisect, itertools, functools, collections, re, json, fractions, decimal, random, string, array, socket\nprint('ok')\n"
+    code = (
+        "import math, heapq, bisect, itertools, functools, collections, re, json, fractions,"
+        " decimal, random, string, array, socket\nprint('ok')\n"
+    )
     for level in sorted({detect_isolation(), "none"}):
         res = run_program(code, isolation=level, timeout_s=10)
         assert res.stdout == "ok\n", (level, res.stderr)
@@ -52,13 +58,16 @@ def test_works_when_the_grader_holds_many_fds():
 
 
 def test_program_has_a_session_of_its_own_and_no_terminal():
-    code = "import os\nprint(os.getsid(0) == os.getpid())\ntry:\n    open('/dev/tty')\n    print('tty')\nexcept OSError:\n    print('no tty')\n"
+    code = (
+        "import os\nprint(os.getsid(0) == os.getpid())\n"
+        "try:\n    open('/dev/tty')\n    print('tty')\nexcept OSError:\n    print('no tty')\n"
+    )
     for level in sorted({detect_isolation(), "none"}):
         assert run_program(code, isolation=level).stdout == "True\nno tty\n", level
 
 
 @pytest.mark.skipif(
-    core.sandbox_python() != sys.executable,
+    isolation.sandbox_python() != sys.executable,
     reason="the sandbox's interpreter has its own site-packages",
 )
 def test_site_packages_only_when_asked():
@@ -81,7 +90,7 @@ def test_stdin_not_read_does_not_block():
 def test_stderr_is_capped_and_kept():
     res = run_program("import sys\nsys.stderr.write('e' * 10**6)\nprint('fine')\n", timeout_s=10)
     assert res.status == "ok" and res.stdout == "fine\n"
-    assert res.stderr_truncated and len(res.stderr) == core.STDERR_CAP
+    assert res.stderr_truncated and len(res.stderr) == run.STDERR_CAP
 
 
 def test_runtime_error_and_exit_codes():
@@ -109,7 +118,11 @@ def test_memory_limit_is_a_parameter():
 
 
 def test_environment_is_scrubbed_and_dir_is_fresh_and_removed():
-    code = "import os, json\nprint(json.dumps({'env': dict(os.environ), 'cwd': os.getcwd(), 'files': os.listdir('.')}))\n"
+    code = (
+        "import os, json\n"
+        "print(json.dumps({'env': dict(os.environ), 'cwd': os.getcwd(),"
+        " 'files': os.listdir('.')}))\n"
+    )
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "agon-sbx-*")))
     a = json.loads(run_program(code).stdout)
     b = json.loads(run_program(code).stdout)
@@ -119,7 +132,7 @@ def test_environment_is_scrubbed_and_dir_is_fresh_and_removed():
         "TMPDIR",
         "LANG",
         "PYTHONIOENCODING",
-        core._MARKER_VAR,
+        reaper._MARKER_VAR,
         "LC_CTYPE",
         "PWD",
     }  # PWD: the init shell's
@@ -131,7 +144,7 @@ def test_environment_is_scrubbed_and_dir_is_fresh_and_removed():
 def test_program_can_write_in_its_own_dir_only_up_to_the_file_size_limit():
     code = "open('scratch.txt', 'w').write('x' * 1000)\nprint(len(open('scratch.txt').read()))\n"
     assert run_program(code).stdout == "1000\n"
-    big = f"open('big', 'wb').write(b'x' * {(core.FSIZE_MB + 1) * 1024 * 1024})\n"
+    big = f"open('big', 'wb').write(b'x' * {(run.FSIZE_MB + 1) * 1024 * 1024})\n"
     assert run_program(big, memory_mb=512, timeout_s=10).status == "runtime_error"
 
 
@@ -141,13 +154,14 @@ def test_program_can_write_in_its_own_dir_only_up_to_the_file_size_limit():
 def test_root_runs_have_their_own_uid_no_capabilities_and_no_network():
     code = (
         "import os, socket\n"
-        "caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith(('CapEff', 'CapPrm'))]\n"
+        "caps = [l.split()[1] for l in open('/proc/self/status')"
+        " if l.startswith(('CapEff', 'CapPrm'))]\n"
         "print(os.getuid(), os.getpid(), *caps)\n"
         "print(socket.if_nameindex())\n"
     )
     res = run_program(code)
     uid, pid, eff, prm = res.stdout.split("\n")[0].split()
-    assert int(uid) >= core.UID_BASE and pid == "2"  # the child of its PID namespace's init
+    assert int(uid) >= uids.UID_BASE and pid == "2"  # the child of its PID namespace's init
     assert int(eff, 16) == 0 and int(prm, 16) == 0
     assert "'lo'" in res.stdout and "eth" not in res.stdout  # only the (down) loopback
 
@@ -163,18 +177,18 @@ def test_a_program_cannot_forge_a_sandbox_error():
 
 
 def test_forced_isolation_env(monkeypatch):
-    monkeypatch.setenv(core.ISOLATION_ENV, "none")
-    core.detect_isolation.cache_clear()
+    monkeypatch.setenv(isolation.ISOLATION_ENV, "none")
+    run.detect_isolation.cache_clear()
     try:
         assert detect_isolation() == "none"
         assert run_program("print(2)").isolation == "none"
-        monkeypatch.setenv(core.ISOLATION_ENV, "bogus")
-        core.detect_isolation.cache_clear()
+        monkeypatch.setenv(isolation.ISOLATION_ENV, "bogus")
+        run.detect_isolation.cache_clear()
         with pytest.raises(ValueError, match="AGON_SANDBOX_ISOLATION"):
             detect_isolation()
     finally:
-        monkeypatch.delenv(core.ISOLATION_ENV)
-        core.detect_isolation.cache_clear()
+        monkeypatch.delenv(isolation.ISOLATION_ENV)
+        run.detect_isolation.cache_clear()
 
 
 def test_fallback_guard_refuses_sockets_and_subprocesses():
@@ -225,7 +239,7 @@ def test_pool_grades_in_order_with_none_code():
 
 def test_sandbox_error_is_none_not_zero():
     with SandboxPool(workers=1, isolation="none") as pool:
-        core_run = core.run_program
+        core_run = run.run_program
 
         def broken(*a, **k):
             k["python"] = "/nonexistent/python"
@@ -252,7 +266,10 @@ def test_check_program_pass_fail_and_early_exit_hack():
     good = "def add(a, b):\n    print('debug output is ignored')\n    return a + b\n"
     bad = "def add(a, b):\n    return a - b\n"
     hack = "import os\nprint('passed')\nos._exit(0)\n"
-    hack2 = "import sys\ndef add(a, b):\n    return 0\nsys.stdout = sys.__stdout__\nprint('agon-ok-0')\n"
+    hack2 = (
+        "import sys\ndef add(a, b):\n    return 0\n"
+        "sys.stdout = sys.__stdout__\nprint('agon-ok-0')\n"
+    )
     results = {}
     for name, sol in [("good", good), ("bad", bad), ("hack", hack), ("hack2", hack2)]:
         prog, tests = check_program(sol, test, "add")

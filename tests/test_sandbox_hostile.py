@@ -12,7 +12,8 @@ import time
 import psutil
 import pytest
 
-from agon.sandbox import core, detect_isolation, grade_program, run_program
+from agon.sandbox import detect_isolation, grade_program, reaper, run_program
+from agon.sandbox import uids as sandbox_uids
 
 LIMIT_S = 1.0
 SLACK_S = 2.0  # a verdict may come this late on a busy 2-core machine, not later
@@ -36,12 +37,12 @@ def _ours() -> list[psutil.Process]:
     """Live processes a sandbox run of this test process could have left."""
     left = []
     if os.geteuid() == 0:  # every run has a uid of its own from this process's range
-        base = core._uid_slots()._base
+        base = sandbox_uids._uid_slots()._base
         for p in psutil.process_iter(["uids"]):
             try:
                 uids = p.info["uids"]
                 if (
-                    uids and base <= uids.real < base + core.UID_SLOTS
+                    uids and base <= uids.real < base + sandbox_uids.UID_SLOTS
                 ):  # zombies too: nothing may linger
                     left.append(p)
             except psutil.Error:
@@ -128,7 +129,7 @@ def test_reading_stdin_forever(level):
 
 
 # Without root the program runs as the grader's user (userns maps it to that user; `none`
-# keeps it): it can write what that user can write. Documented in agon.sandbox.core.
+# keeps it): it can write what that user can write. Documented in agon.sandbox.
 needs_own_uid = pytest.mark.skipif(
     os.geteuid() != 0, reason="file protection needs a uid of its own (root)"
 )
@@ -255,10 +256,10 @@ def test_marker_scan_kills_escapees():
     """The fallback's last line: a process that carries a run's marker is found and killed,
     wherever it was reparented (here: a new session, not our child's group)."""
     marker = "test" + os.urandom(4).hex()
-    env = {**os.environ, core._MARKER_VAR: marker}
+    env = {**os.environ, reaper._MARKER_VAR: marker}
     p = psutil.Popen(["sleep", "1000"], env=env, start_new_session=True)
     time.sleep(0.2)  # until exec: before it, /proc shows the environment of this process
-    killed = core._kill_marked(marker)
+    killed = reaper._kill_marked(marker)
     p.wait(timeout=5)
     assert [k.pid for k in killed] == [p.pid]
 
@@ -266,7 +267,7 @@ def test_marker_scan_kills_escapees():
 @pytest.mark.skipif(os.geteuid() != 0, reason="the uid-range check applies to root runs")
 def test_leftover_check_can_fail():
     """The suite's 'nothing left' check sees a process in a run's uid range."""
-    uid = core._uid_slots()._base + core.UID_SLOTS - 1
+    uid = sandbox_uids._uid_slots()._base + sandbox_uids.UID_SLOTS - 1
     p = psutil.Popen(
         ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "30"],
         start_new_session=True,
@@ -282,13 +283,13 @@ def test_leftover_check_can_fail():
 @pytest.mark.skipif(os.geteuid() != 0, reason="the uid sweep is the root fallback")
 def test_uid_sweep_kills_escapees_without_the_marker():
     """The root fallback's other last line: every process of the run's uid is killed."""
-    uid = core._uid_slots()._base + core.UID_SLOTS - 2
+    uid = sandbox_uids._uid_slots()._base + sandbox_uids.UID_SLOTS - 2
     p = psutil.Popen(
         ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "1000"],
         start_new_session=True,
         env={},
     )
     time.sleep(0.2)
-    killed = core._kill_uid(uid)
+    killed = reaper._kill_uid(uid)
     p.wait(timeout=5)
     assert [k.pid for k in killed] == [p.pid]

@@ -25,8 +25,8 @@ def _read(path: str, what: str) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run PROG.py once and print its verdict as JSON."""
-    from agon.sandbox.core import run_program
     from agon.sandbox.grade import outputs_match
+    from agon.sandbox.run import run_program
 
     code = _read(args.program, "program")
     stdin = _read(args.stdin, "--stdin") if args.stdin else ""
@@ -61,7 +61,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_info(args: argparse.Namespace) -> int:
     """Print the isolation level the sandbox uses here."""
-    from agon.sandbox.core import detect_isolation
+    from agon.sandbox.run import detect_isolation
 
     print(json.dumps({"isolation": detect_isolation()}))
     return 0

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from agon.grading.verdict import Verdict
-from agon.sandbox.core import STDOUT_CAP, RunResult, run_program
+from agon.sandbox.result import RunResult
+from agon.sandbox.run import STDOUT_CAP, run_program
 
 VERDICTS = ("pass", "wrong_answer", "timeout", "memory", "runtime_error", "sandbox_error")
 Test = tuple[str, str]  # (stdin, expected stdout)

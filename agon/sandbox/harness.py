@@ -100,7 +100,8 @@ def call_program(
         "        raise _AgonWrong('no function ' + name + ' defined')\n"
         "    for i, (args, want) in enumerate(calls):\n"
         "        got = fn(*args)\n"
-        f"        ok = _agon_same(got, want) or ({unwrap_single!r} and isinstance(want, list) and len(want) == 1 and _agon_same(got, want[0]))\n"
+        f"        ok = _agon_same(got, want) or ({unwrap_single!r} and isinstance(want, list)"
+        " and len(want) == 1 and _agon_same(got, want[0]))\n"
         "        if not ok:\n"
         "            raise _AgonWrong('call %d: got %r, expected %r' % (i + 1, got, want))\n"
     )
