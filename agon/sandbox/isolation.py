@@ -5,9 +5,10 @@ A run gets the strongest of :data:`ISOLATION` that works (what each level guaran
 installed, so it is not guessed: :func:`agon.sandbox.run.detect_isolation` probes it once per
 process with a real sandboxed run whose program must find the network gone (hence it lives
 beside the run), and ``AGON_SANDBOX_ISOLATION`` can force a level. :func:`_prefix` builds the
-command that wraps the interpreter at a level: ``unshare`` for the namespaces, the init shell of :mod:`agon.sandbox.bootstrap`, and, as root,
-the drop to the run's own uid (:mod:`agon.sandbox.uids`) through ``unshare`` or ``setpriv``,
-whichever of the two can start the interpreter here.
+command that wraps the interpreter at a level: ``unshare`` for the namespaces, the init shell
+of :mod:`agon.sandbox.bootstrap`, and, as root, the drop to the run's own uid
+(:mod:`agon.sandbox.uids`) through ``unshare`` or ``setpriv``, whichever of the two can start
+the interpreter here.
 """
 
 from __future__ import annotations
