@@ -17,7 +17,7 @@ SUBCOMMANDS: dict[str, str] = {
     "config": "agon.cli.config",
     "grade": "agon.cli.grade",
     "data": "agon.cli.data",
-    "sandbox": "agon.sandbox.cli",
+    "sandbox": "agon.cli.sandbox",
     "toy": "agon.toy.cli",
     "eval": "agon.cli.eval",
     "train": "agon.cli.train",
