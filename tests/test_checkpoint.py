@@ -114,6 +114,7 @@ def _final_weights(out: Path) -> dict:
     return {name: load_file(out / name / "model.safetensors") for name in ("A", "B")}
 
 
+@pytest.mark.slow  # ~30 s: three training runs in subprocesses, one killed with SIGKILL
 def test_sigkill_then_resume_is_bit_exact(tmp_path):
     # hard-split evaluations every step: they must not disturb what resumes bit for bit
     config = tiny_config(

@@ -66,6 +66,7 @@ def _offline_env() -> dict:
     return {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
 
+@pytest.mark.slow  # ~30 s: a subprocess that imports lm-eval, torch and transformers
 def test_agon_cascade_runs_through_the_lm_eval_command(setup):
     root, models, tasks = setup
     out = root / "out"

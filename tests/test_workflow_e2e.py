@@ -30,6 +30,8 @@ def run(wd: Path, *args: str, timeout: int = 900):
     return res, time.perf_counter() - t0
 
 
+# Over the ~20 s that makes a test `slow`, and kept in the default suite on purpose: it is the
+# end-to-end path (pretrain, split, both trainers, every system, the report) that CI must run.
 def test_reduced_toy_dag_end_to_end(tmp_path):
     wd = workdir_with(tmp_path, REDUCED)
     res, wall = run(wd)
