@@ -1,3 +1,4 @@
+# long: one duel step, rollout to update, reads top to bottom in one file on purpose.
 """The Agon duel: two policies that grade each other, one training step read top to bottom.
 
 For a batch of P problems (``docs/method.md`` has the full reading and every option's key):
