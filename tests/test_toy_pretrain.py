@@ -9,7 +9,8 @@ import random
 import pytest
 
 from agon.config import load_config
-from agon.toy.pretrain import build_model, make_tasks, tokenizer_corpus, train_one
+from agon.toy.pretrain import make_tasks, tokenizer_corpus
+from agon.toy.sft import build_model, train_one
 from agon.toy.sft_data import (
     Mistake,
     SFTStream,
@@ -146,7 +147,7 @@ def test_sft_loss_is_the_same_packed_or_padded(config, tasks, tokenizer):
     """Packing (the default) only removes padding: same examples, same loss, fewer rows."""
     import torch
 
-    from agon.toy.pretrain import _sft_batch, encode_example
+    from agon.toy.sft import _sft_batch, encode_example
 
     cfg = config["toy"]
     a, b = (
@@ -173,7 +174,7 @@ def test_sft_loss_is_the_same_packed_or_padded(config, tasks, tokenizer):
 
 def test_the_guard_retries_then_fails_loudly(config, tasks, tokenizer, tmp_path):
     from agon.config import deep_merge
-    from agon.toy.pretrain import train_with_guard
+    from agon.toy.sft import train_with_guard
 
     cfg = deep_merge(config["toy"], {"guard": {"checks": [[0.5, 0.01]], "retries": 1}})
     logs = []
@@ -185,7 +186,7 @@ def test_the_guard_retries_then_fails_loudly(config, tasks, tokenizer, tmp_path)
 
 def test_each_guard_check_stops_the_run_at_its_share_of_the_steps(config, tasks, tokenizer):
     from agon.config import deep_merge
-    from agon.toy.pretrain import NotClickedError
+    from agon.toy.sft import NotClickedError
 
     steps = config["toy"]["train"]["steps"]
     cfg = deep_merge(

@@ -199,7 +199,8 @@ class SFTStream:
             )
 
     def max_level(self, task, progress: float) -> int:
-        """The curriculum: the top level rises linearly to ``task.levels`` over ``curriculum_frac``."""
+        """The curriculum: the top level rises linearly to ``task.levels`` over
+        ``curriculum_frac``."""
         c = self.cfg["train"]
         start = min(c["curriculum_start_level"], task.levels)
         if c["curriculum_frac"] <= 0 or progress >= c["curriculum_frac"]:

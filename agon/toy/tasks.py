@@ -184,7 +184,8 @@ class _ToySplits:
                 tries += 1
                 if tries > 50 * self.n_train + 1000:
                     raise RuntimeError(
-                        f"{self.name}: cannot draw {self.n_train} train problems disjoint from the test set; lower n_train or raise levels"
+                        f"{self.name}: cannot draw {self.n_train} train problems disjoint from "
+                        "the test set; lower n_train or raise levels"
                     )
                 p = self.sample(
                     train_rng,
@@ -323,7 +324,8 @@ class ToyCodeTask(_ToySplits, Task):
         _ToySplits.__init__(self, n_train, n_test, levels, hard_min_level, seed, hard_fraction)
         if n_tests < 1 or not 1 <= input_len[0] <= input_len[1] or input_max < 1:
             raise ValueError(
-                f"toycode: bad test settings n_tests={n_tests}, input_len={input_len}, input_max={input_max}"
+                f"toycode: bad test settings n_tests={n_tests}, input_len={input_len}, "
+                f"input_max={input_max}"
             )
         self.n_tests, self.input_len, self.input_max = (
             int(n_tests),

@@ -43,7 +43,8 @@ def build_tokenizer(corpus: Iterable[str], vocab_size: int = 384):
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     if vocab_size < len(alphabet) + len(SPECIAL_TOKENS):
         raise ValueError(
-            f"toy tokenizer: vocab_size must be >= {len(alphabet) + len(SPECIAL_TOKENS)} (bytes + specials), got {vocab_size}"
+            f"toy tokenizer: vocab_size must be >= {len(alphabet) + len(SPECIAL_TOKENS)} "
+            f"(bytes + specials), got {vocab_size}"
         )
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(

@@ -1,0 +1,97 @@
+"""The quality gates of the toy base models: what makes A and B a usable pair, measured.
+
+After training, each model answers the hard split of both tasks greedily (:func:`greedy`), and
+each reads the other's drafts (the untrained cascade). :func:`op_error_rates` measures each
+model's errors per operation, so the difference between the two characteristic mistakes is
+measured rather than assumed, and :func:`check_gates` turns the numbers into pass / fail
+checks: comparably strong (each pass@1 in ``toy.gates.pass_range``), behaviourally different
+(each errs more than its rival on its own habit's operation), and complementary (the cascade
+A drafts -> B reads beats both models alone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agon.toy.sft import ROLES
+from agon.toy.tasks import OPS, parse_arith_steps, parse_code_lines
+
+
+def greedy(model_path: Path, prompts: list[list[dict]], cfg: dict) -> list[str]:
+    """Greedy completions through the project's HF engine (batched, KV cache, left padding)."""
+    from agon.engines.base import SamplingParams
+    from agon.engines.hf import HFEngine
+
+    g = cfg["gates"]
+    engine = HFEngine(str(model_path), dtype="float32", device="cpu", batch_size=g["batch_size"])
+    try:
+        out = engine.generate(
+            prompts,
+            n=1,
+            sampling=SamplingParams(max_new_tokens=g["max_new_tokens"], temperature=0.0),
+        )
+    finally:
+        engine.close()
+    return [c[0].text for c in out]
+
+
+def op_error_rates(
+    name: str, problems: Sequence[Any], completions: Sequence[str]
+) -> dict[str, dict[str, float]]:
+    """Per-operation error rates of written steps (arith) or program lines (toycode).
+
+    arith: step ``i`` is an error when it does not apply the problem's ``i``-th operation and
+    operand, or its result is not ``lhs op rhs`` mod 7 (a miscopied operand counts, not only a
+    wrong table entry; counted on the problem's operation). toycode: line ``i`` is an error
+    when it is not the ``i``-th operation of the problem (a missing or unparseable line too).
+    """
+    wrong = {op: 0 for op in OPS}
+    total = {op: 0 for op in OPS}
+    for p, text in zip(problems, completions):
+        if name == "arith":
+            steps = parse_arith_steps(text)
+            for i, (op, k) in enumerate(p.meta["ops"]):
+                total[op] += 1
+                ok = i < len(steps) and (steps[i].op, steps[i].rhs) == (op, k) and steps[i].correct
+                wrong[op] += 0 if ok else 1
+        else:
+            lines = parse_code_lines(text)
+            for i, (op, k) in enumerate(p.meta["ops"]):
+                total[op] += 1
+                wrong[op] += 0 if i < len(lines) and lines[i] == (op, k) else 1
+    return {
+        op: {"error_rate": wrong[op] / total[op] if total[op] else None, "n": total[op]}
+        for op in OPS
+    }
+
+
+def check_gates(gates: dict, cfg: dict) -> dict[str, dict]:
+    """The quality gates, each with the measured numbers and pass / fail."""
+    lo, hi = cfg["gates"]["pass_range"]
+    checks = {}
+    for n, row in gates["tasks"].items():
+        for r in ROLES:
+            v = row[r]["pass@1"]
+            checks[f"{n}.{r}.hard_pass@1_in_range"] = {
+                "value": v,
+                "range": [lo, hi],
+                "pass": lo <= v <= hi,
+            }
+        # behaviourally different: each model errs more than its rival on its own habit's op
+        for r in ROLES:
+            op = cfg["models"][r]["mistake"]["op"]
+            other = "B" if r == "A" else "A"
+            mine, theirs = (
+                row["op_error_rates"][r][op]["error_rate"],
+                row["op_error_rates"][other][op]["error_rate"],
+            )
+            checks[f"{n}.{r}.more_errors_on_{op}"] = {
+                "value": [mine, theirs],
+                "pass": mine is not None and theirs is not None and mine > theirs,
+            }
+        best = max(row["A"]["pass@1"], row["B"]["pass@1"])
+        casc = row["cascade_A_drafts_B_reads"]["pass@1"]
+        checks[f"{n}.cascade_beats_both"] = {"value": [casc, best], "pass": casc > best}
+    return checks
