@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from agon.training import checkpoint as ckpt
 from agon import duel
+from agon.training import checkpoint as ckpt
 from tests.duel_helpers import tiny_config, tiny_policies
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from agon import duel
+from agon.engines.base import Completion
 from agon.training.loop import ProblemStream
 from agon.training.metrics import duel_outcomes
-from agon.engines.base import Completion
 from tests.duel_helpers import ParityTask, tiny_policies
 
 # ------------------------------------------------------------------------------- rewards

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from agon.training import run as train_run
 from agon.config import ConfigError
+from agon.training import run as train_run
 from tests.duel_helpers import tiny_config
 
 

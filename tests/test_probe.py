@@ -19,12 +19,11 @@ import pytest
 import torch
 
 from agon import duel
-from agon.training import loop
-from agon.training import probe
-from agon.training.metrics import is_eval_only
 from agon.engines.base import Completion, Engine, SamplingParams
 from agon.grading.verdict import Verdict
 from agon.tasks.base import Problem
+from agon.training import loop, probe
+from agon.training.metrics import is_eval_only
 from tests.duel_helpers import ParityTask, tiny_config, tiny_policies
 
 
@@ -279,12 +278,11 @@ def _grpo_weights(path: Path) -> dict:
 
 
 def test_grpo_logs_hard_pass1_per_model_and_merges_them(tmp_path):
+    import yaml
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    import yaml
-
-    from agon.training import run as train_run
     from agon.tasks import register_task
+    from agon.training import run as train_run
 
     register_task("hard_parity_test", HardParityTask)
     path = tiny_config(

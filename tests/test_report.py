@@ -16,8 +16,8 @@ import yaml
 
 from agon.config import config_hash, validate_config
 from agon.figures import hard_curve, win_rates
-from agon.report import build_report
 from agon.methods import COLUMNS, columns_for_methods
+from agon.report import build_report
 from agon.results import Layout, problem_counts
 
 ALL_METHODS = [

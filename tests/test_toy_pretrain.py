@@ -19,8 +19,9 @@ from agon.toy.sft_data import (
     written_arith_steps,
     written_code_lines,
 )
-from agon.toy.tasks import ArithStep, ArithTask, ToyCodeTask, parse_code_lines
+from agon.toy.tasks import ArithStep, ArithTask
 from agon.toy.tokenizer import build_tokenizer
+from agon.toy.toycode import ToyCodeTask, parse_code_lines
 
 TASK_ROWS = [
     {"name": "arith", "params": {"n_train": 50, "n_test": 60, "seed": 0}},

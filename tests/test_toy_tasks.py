@@ -10,14 +10,12 @@ import pytest
 from agon.tasks import get_task
 from agon.toy.tasks import (
     ArithTask,
-    ToyCodeTask,
     apply_op,
     gold_arith_steps,
     parse_arith_steps,
     parse_chain,
-    parse_code_lines,
-    reference_output,
 )
+from agon.toy.toycode import ToyCodeTask, parse_code_lines, reference_output
 
 
 def test_arith_splits_are_seeded_disjoint_and_hard_is_top_levels():

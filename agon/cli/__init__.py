@@ -18,7 +18,7 @@ SUBCOMMANDS: dict[str, str] = {
     "grade": "agon.cli.grade",
     "data": "agon.cli.data",
     "sandbox": "agon.cli.sandbox",
-    "toy": "agon.toy.cli",
+    "toy": "agon.cli.toy",
     "eval": "agon.cli.eval",
     "train": "agon.cli.train",
     "report": "agon.cli.report",

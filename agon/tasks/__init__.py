@@ -28,7 +28,7 @@ __all__ = [
 _REGISTRY: dict[str, str] = {
     "deepmath": "agon.tasks.deepmath:DeepMathTask",
     "arith": "agon.toy.tasks:ArithTask",
-    "toycode": "agon.toy.tasks:ToyCodeTask",
+    "toycode": "agon.toy.toycode:ToyCodeTask",
     "taco": "agon.tasks.code.taco:TacoTask",
     "codecontests": "agon.tasks.code.codecontests:CodeContestsTask",
     "livecodebench": "agon.tasks.code.livecodebench:LiveCodeBenchTask",

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from agon.toy.sft import ROLES
-from agon.toy.tasks import OPS, parse_arith_steps, parse_code_lines
+from agon.toy.tasks import OPS, parse_arith_steps
+from agon.toy.toycode import parse_code_lines
 
 
 def greedy(model_path: Path, prompts: list[list[dict]], cfg: dict) -> list[str]:

@@ -45,7 +45,8 @@ from typing import Any
 from agon.toy.gates import check_gates, greedy, op_error_rates
 from agon.toy.sft import ROLES, train_with_guard
 from agon.toy.sft_data import KINDS, Mistake, make_example
-from agon.toy.tasks import ArithTask, ToyCodeTask
+from agon.toy.tasks import ArithTask
+from agon.toy.toycode import ToyCodeTask
 
 
 def tokenizer_corpus(tasks: dict[str, Any], n: int, seed: int = 0) -> list[str]:

@@ -19,9 +19,8 @@ from agon.toy.tasks import (
     ArithStep,
     apply_op,
     arith_solution,
-    code_line,
-    code_program,
 )
+from agon.toy.toycode import code_line, code_program
 
 KINDS = ("arith_solve", "arith_read", "code_solve", "code_read")
 

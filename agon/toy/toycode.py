@@ -1,0 +1,183 @@
+"""The toy world's code task, ``toycode``: a program that maps each input through a chain mod 7.
+
+The prompt ``sum x*3+2-5`` asks for a program that reads a line of integers, maps each ``x``
+through the chain (mod 7 after every step), and prints the sum of the results mod 7. The gold
+program is one line per operation, answered as a fenced python block, graded on hidden test
+inputs in :mod:`agon.sandbox`; copying the prompt or printing a constant does not pass. The
+chain, levels and splits are those of :mod:`agon.toy.tasks`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Sequence
+
+from agon.grading.verdict import Verdict
+from agon.tasks.base import Messages, Problem, Task
+from agon.toy.tasks import (
+    CODE_READ,
+    CODE_SOLVE,
+    MOD,
+    OPERANDS,
+    OPS,
+    ToySplits,
+    apply_op,
+    chain_text,
+)
+
+CODE_HEAD = "s=0\nfor x in map(int,input().split()):\n"
+CODE_TAIL = " s=(s+x)%7\nprint(s)"
+_CODE_LINE = re.compile(r"^ x=\(x([-+*])(\d+)\)%7$")
+
+
+def code_line(op: str, k: int) -> str:
+    """The program line of one operation: `` x=(x*3)%7``."""
+    return f" x=(x{op}{k})%7"
+
+
+def code_program(lines: Sequence[str]) -> str:
+    """A whole answer: the fixed head, one line per operation, the fold, in a python fence."""
+    body = CODE_HEAD + "".join(line + "\n" for line in lines) + CODE_TAIL
+    return f"```python\n{body}\n```"
+
+
+def parse_code_lines(program: str) -> list[tuple[str, int] | None]:
+    """The operation of each line between the loop head and the fold (None: not an op line)."""
+    out = []
+    for line in program.splitlines():
+        if line.startswith(" x="):
+            m = _CODE_LINE.match(line)
+            out.append((m.group(1), int(m.group(2))) if m else None)
+    return out
+
+
+def reference_output(ops: Sequence[tuple[str, int]], stdin: str) -> str:
+    """What the gold program prints for ``stdin`` (computed here, never by running code)."""
+    total = 0
+    for tok in stdin.split():
+        x = int(tok)
+        for op, k in ops:
+            x = apply_op(x, op, k)
+        total = (total + x) % MOD
+    return str(total)
+
+
+class ToyCodeTask(ToySplits, Task):
+    """Write a Python program that maps each input integer through a chain mod 7 and sums."""
+
+    name = "toycode"
+    kind = "code"
+    version = "1"
+
+    def __init__(
+        self,
+        n_train: int = 5000,
+        n_test: int = 600,
+        levels: int = 6,
+        hard_min_level: int = 5,
+        seed: int = 0,
+        hard_fraction: float | None = None,
+        n_tests: int = 4,
+        input_len: tuple[int, int] = (3, 6),
+        input_max: int = 30,
+        grading_timeout_s: float = 5.0,
+        grading_workers: int = 0,
+        memory_mb: int = 512,
+    ):
+        """Split params as :class:`ArithTask`. ``n_tests``: hidden tests per problem.
+        ``input_len``: (min, max) integers per test input. ``input_max``: inputs are 0..this.
+        ``grading_timeout_s``: per-program wall-clock limit. ``grading_workers``: sandbox
+        workers (0 = one per core). ``memory_mb``: address-space cap of a graded program."""
+        ToySplits.__init__(self, n_train, n_test, levels, hard_min_level, seed, hard_fraction)
+        if n_tests < 1 or not 1 <= input_len[0] <= input_len[1] or input_max < 1:
+            raise ValueError(
+                f"toycode: bad test settings n_tests={n_tests}, input_len={input_len}, "
+                f"input_max={input_max}"
+            )
+        self.n_tests, self.input_len, self.input_max = (
+            int(n_tests),
+            tuple(input_len),
+            int(input_max),
+        )
+        self.grading_timeout_s, self.grading_workers, self.memory_mb = (
+            float(grading_timeout_s),
+            int(grading_workers),
+            int(memory_mb),
+        )
+        self._pool = None
+
+    def sample(self, rng: random.Random, level: int) -> Problem:
+        """A chain of ``level`` operations and ``n_tests`` hidden inputs with expected outputs."""
+        ops = [(rng.choice(OPS), rng.choice(OPERANDS)) for _ in range(level)]
+        question = "sum " + chain_text(ops, "x")
+        tests = []
+        for _ in range(self.n_tests):
+            stdin = (
+                " ".join(
+                    str(rng.randint(0, self.input_max)) for _ in range(rng.randint(*self.input_len))
+                )
+                + "\n"
+            )
+            tests.append((stdin, reference_output(ops, stdin)))
+        return Problem(
+            id=f"toycode-{question[4:]}",
+            question=question,
+            answer=json.dumps(tests),
+            difficulty=float(level),
+            meta={"ops": ops, "tests": tests},
+        )
+
+    def solve_prompt(self, problem: Problem) -> Messages:
+        """``code: sum x*3+2-5``."""
+        return [{"role": "user", "content": CODE_SOLVE.format(question=problem.question)}]
+
+    def reader_prompt(self, problem: Problem, draft: str) -> Messages:
+        """The problem, then the rival's draft program marked as possibly wrong."""
+        return [
+            {
+                "role": "user",
+                "content": CODE_READ.format(question=problem.question, draft=draft.strip()),
+            }
+        ]
+
+    @staticmethod
+    def solution(problem: Problem) -> str:
+        """The gold program."""
+        return code_program([code_line(op, k) for op, k in problem.meta["ops"]])
+
+    def grade(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
+        """All hidden tests must pass in :mod:`agon.sandbox`; no python block is ``no_answer``.
+
+        The program is extracted by :func:`agon.tasks.code.extract_code` (the last fenced
+        python block), as for every code task.
+        """
+        if len(problems) != len(completions):
+            raise ValueError(f"{len(problems)} problems for {len(completions)} completions")
+        from agon.sandbox import SandboxPool
+        from agon.tasks.code import extract_code
+
+        codes = [extract_code(str(c)) for c in completions]
+        tests = [[tuple(t) for t in json.loads(p.answer)] for p in problems]
+        todo = [i for i, c in enumerate(codes) if c is not None and c.strip()]
+        verdicts: list[Verdict] = [
+            Verdict(False, "no_answer", None, 0.0, "no fenced python block")
+        ] * len(codes)
+        if todo:
+            if self._pool is None:
+                self._pool = SandboxPool(self.grading_workers)
+            graded = self._pool.grade(
+                [codes[i] for i in todo],
+                [tests[i] for i in todo],
+                self.grading_timeout_s,
+                self.memory_mb,
+            )
+            for i, v in zip(todo, graded):
+                verdicts[i] = v
+        return verdicts
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+        self._pool = None
