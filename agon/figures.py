@@ -282,7 +282,8 @@ def plot_training_curves(
     what = (
         f"{split}-split pass@1 during training"
         if use_hard
-        else f"correctness of each model's own training drafts ({smooth}-step mean; no {split}-split evaluations were logged)"
+        else f"correctness of each model's own training drafts ({smooth}-step mean; "
+        f"no {split}-split evaluations were logged)"
     )
     if handles:
         fig.legend(

@@ -92,7 +92,8 @@ def completion_logprobs(
     out = model(
         input_ids=p.input_ids, position_ids=p.position_ids, labels=p.labels, fused_lm_head=True
     )
-    # out.* are shifted: column t scores token t + 1, so completion token j sits at len(prompt) - 1 + j
+    # out.* are shifted: column t scores token t + 1, so completion token j sits at
+    # len(prompt) - 1 + j
     first = [len(a) - 1 for a in prompt_ids]
     off = ~completion_mask(completion_ids, width)
     return p.gather(out.log_probs, first, width).masked_fill(off, 0.0), p.gather(

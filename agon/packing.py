@@ -59,7 +59,8 @@ def pack(
     labels: Sequence[Sequence[int]] | None = None,
     width: int | None = None,
 ) -> Packed:
-    """First-fit-decreasing packing of ``seqs`` into rows of ``width`` tokens (default: the longest).
+    """First-fit-decreasing packing of ``seqs`` into rows of ``width`` tokens (default: the
+    longest).
 
     Deterministic: ties keep input order. ``labels``, when given, must match ``seqs`` in shape.
     """

@@ -19,7 +19,7 @@ Where the numbers come from:
   Snakemake benchmark file of the job when there is one (the job's true elapsed time,
   process start-up included), else from the summary.
 - figures (:mod:`agon.figures`): training curves and duel dynamics are read from the trainers'
-  ``metrics.jsonl`` (keys in :data:`agon.results.METRIC_KEYS`).
+  ``metrics.jsonl`` (keys in :mod:`agon.training.metrics`).
 
 Which systems exist, where each result lives and how results are read back is
 :mod:`agon.results`.

@@ -3,12 +3,14 @@
 A system turns problems into answers: ``system.run(task, problems, n, sampling)`` returns, for
 each problem, ``n`` :class:`Sample` records holding the final prompt, any intermediate texts
 (the cascade's draft, Mixture-of-Agents' proposals), the final completion and token counts.
-Grading is the evaluator's job (:mod:`agon.evaluate`), so a system never sees the gold answer.
+Grading is the evaluator's job (:mod:`agon.evaluation`), so a system never sees the gold
+answer.
 
 - :func:`single`: the ordinary solve prompt to one engine.
 - :func:`cascade`: the drafter answers the solve prompt; the reader then gets the task's reader
   prompt with the draft as the family's ``draft_view`` shows it, and the cascade's answer is
-  the reader's (``docs/method.md``). Each of the ``n`` samples is an independent draft -> read chain.
+  the reader's (``docs/method.md``). Each of the ``n`` samples is an independent draft -> read
+  chain.
 - Mixture-of-Agents lives in :mod:`baselines.moa` and follows the same protocol.
 
 Each kind is built from a :class:`SystemContext` by a function registered under its name in

@@ -148,10 +148,18 @@ def run() -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         duel_s = duel.DuelSettings(
-            problems_per_step=P, num_generations=G, num_reads=1, max_new_tokens=MAX_NEW, learning_rate=LR
+            problems_per_step=P,
+            num_generations=G,
+            num_reads=1,
+            max_new_tokens=MAX_NEW,
+            learning_rate=LR,
         )
         solo_s = duel.DuelSettings(
-            mode="solo", problems_per_step=P, num_generations=G, max_new_tokens=MAX_NEW, learning_rate=LR
+            mode="solo",
+            problems_per_step=P,
+            num_generations=G,
+            max_new_tokens=MAX_NEW,
+            learning_rate=LR,
         )
         pair = _policies(root, ["A", "B"], [0, 1], duel_s)
         solo_a = _policies(root, ["A"], [0], solo_s)
@@ -188,7 +196,10 @@ def run() -> dict[str, float]:
             _time_steps(two_solo, STEPS),
             _time_steps(two_solo_raw, STEPS),
         )
-        per_tok = lambda rows: statistics.median(t / max(k, 1) for t, k in rows)
+
+        def per_tok(rows):
+            return statistics.median(t / max(k, 1) for t, k in rows)
+
         duel_ratio = per_tok(d1 + d2) / per_tok(s1 + s2)
         duel_raw = per_tok(d1 + d2) / per_tok(r1 + r2)
 

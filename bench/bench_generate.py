@@ -3,16 +3,17 @@
 The model is the toy world's base model A when it has been built (``agon toy pretrain``, the
 path in ``config/config.yaml``), or any model folder given as ``AGON_BENCH_MODEL=DIR``; both
 are measured on 64 solve prompts of the arith task's hard split and stop at their own eos.
-Without one, a stand-in is built: a toy-shaped Qwen3 (docs/method.md, the toy world: hidden 96, 3 layers, 4
-heads, 2 kv heads) with random weights and the tiny test tokenizer, on synthetic prompts; it
-rarely emits eos, so every row decodes the full 48 tokens.
+Without one, a stand-in is built: a toy-shaped Qwen3 (docs/method.md, the toy world: hidden
+96, 3 layers, 4 heads, 2 kv heads) with random weights and the tiny test tokenizer, on
+synthetic prompts; it rarely emits eos, so every row decodes the full 48 tokens.
 
 The 64 prompts are decoded greedily with ``batch_size=64`` (one call) and with ``batch_size=1``
 (64 sequential calls). Both must give identical outputs (left padding and the KV cache change
 nothing), else the benchmark fails; the metric is tokens/s at 64 over tokens/s at 1, each from
-the fastest of ``ROUNDS_64`` / ``ROUNDS_1`` repeats. One torch thread by default, as the workflow runs toy jobs
-(``OMP_NUM_THREADS={threads}``, 1): on a shared 2-core machine, multi-threaded kernels collapse
-under oversubscription and the ratio measures the neighbours; ``AGON_BENCH_THREADS`` overrides.
+the fastest of ``ROUNDS_64`` / ``ROUNDS_1`` repeats. One torch thread by default, as the
+workflow runs toy jobs (``OMP_NUM_THREADS={threads}``, 1): on a shared 2-core machine,
+multi-threaded kernels collapse under oversubscription and the ratio measures the neighbours;
+``AGON_BENCH_THREADS`` overrides.
 """
 
 from __future__ import annotations
@@ -101,7 +102,8 @@ def _prompts() -> list[list[dict]]:
             [
                 {
                     "role": "user",
-                    "content": f"Compute mod 7: {rng.randint(1, 6)} {steps}\n\nSolve the problem. Put your final answer in \\boxed{{}}.",
+                    "content": f"Compute mod 7: {rng.randint(1, 6)} {steps}\n\n"
+                    "Solve the problem. Put your final answer in \\boxed{}.",
                 }
             ]
         )
@@ -122,7 +124,8 @@ def run() -> dict[str, float]:
         path = trained or _build(Path(tmp) / "toy_qwen3")
         engine = HFEngine(path, dtype="float32", device="cpu", batch_size=N_PROMPTS)
         engine.generate(prompts[:2], sampling=greedy)  # warm-up: first-call allocations
-        # best of several repeats: on a shared machine the fastest repeat is the least disturbed one;
+        # best of several repeats: on a shared machine the fastest repeat is the least disturbed
+        # one;
         # batch 1 takes the fastest repeat of each prompt's own decode
         engine.batch_size = N_PROMPTS
         best64, out64 = float("inf"), None
@@ -148,7 +151,8 @@ def run() -> dict[str, float]:
     same = sum(a == b for a, b in zip(outputs[N_PROMPTS], outputs[1]))
     if same != N_PROMPTS:
         raise AssertionError(
-            f"greedy outputs differ between batch {N_PROMPTS} and batch 1 for {N_PROMPTS - same} of {N_PROMPTS} prompts"
+            f"greedy outputs differ between batch {N_PROMPTS} and batch 1 for {N_PROMPTS - same} "
+            f"of {N_PROMPTS} prompts"
         )
     return {
         "generate.batch64_tokens_per_s": timings[N_PROMPTS],

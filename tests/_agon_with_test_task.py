@@ -1,4 +1,5 @@
-"""`python tests/_agon_with_test_task.py train ...`: the `agon` CLI with the tests' ParityTask registered.
+"""`python tests/_agon_with_test_task.py train ...`: the `agon` CLI with the tests' ParityTask
+registered.
 
 Subprocess tests (a real SIGKILL needs a real process) run the real entry point through this.
 """

@@ -15,7 +15,7 @@ from agon.tasks.base import Problem, Task
 
 
 class ParityTask(Task):
-    """Six problems per split; a completion is "correct" when its whitespace-split length is even."""
+    """Six problems per split; a completion is "correct" when its whitespace-split count is even."""
 
     name = "parity_test"
     kind = "math"
@@ -68,7 +68,8 @@ def tiny_policies(
 
 
 def tiny_config(root: Path, arch: str = "qwen3", **sections) -> Path:
-    """A config file for `agon train` on tiny ``arch`` models and :class:`ParityTask` (registered here)."""
+    """A config file for `agon train` on tiny ``arch`` models and :class:`ParityTask` (registered
+    here)."""
     import yaml
 
     from agon.tasks import register_task

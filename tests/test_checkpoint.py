@@ -168,7 +168,8 @@ def test_sigkill_then_resume_is_bit_exact(tmp_path):
         timeout=300,
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    # it really resumed (a rerun from scratch would also match, being seeded): no step before the checkpoint ran
+    # it really resumed (a rerun from scratch would also match, being seeded): no step before the
+    # checkpoint ran
     ran = [
         int(line.split()[3].rstrip(":"))
         for line in r.stdout.splitlines()
@@ -183,17 +184,22 @@ def test_sigkill_then_resume_is_bit_exact(tmp_path):
             assert torch.equal(a[name][k], b[name][k]), f"{name}.{k} differs after resume"
     rows_full = [json.loads(x) for x in (full / "metrics.jsonl").read_text().splitlines()]
     rows_cut = [json.loads(x) for x in (cut / "metrics.jsonl").read_text().splitlines()]
-    # every step once, then the evaluation of the trained models; evaluated before each update and after the last
+    # every step once, then the evaluation of the trained models; evaluated before each update and
+    # after the last
     assert [r["step"] for r in rows_cut] == list(range(steps + 1))
     assert all("eval/hard_pass@1/A" in r and "eval/hard_pass@1/B" in r for r in rows_cut)
-    strip = lambda r: {k: v for k, v in r.items() if not k.startswith("time/")}
+
+    def strip(r):
+        return {k: v for k, v in r.items() if not k.startswith("time/")}
+
     assert [strip(r) for r in rows_cut] == [strip(r) for r in rows_full]
     summary = json.loads((cut / "summary.json").read_text())
     assert summary["steps"] == steps and summary["provenance"]["seed"] == 3
 
 
 def test_accelerate_path_steps_and_roundtrips(tmp_path):
-    """The accelerate path (used by `accelerate launch` with DDP / FSDP2), exercised on one CPU process."""
+    """The accelerate path (used by `accelerate launch` with DDP / FSDP2), exercised on one CPU
+    process."""
     from accelerate import Accelerator
 
     from tests.duel_helpers import ParityTask

@@ -195,7 +195,11 @@ def test_livecodebench_grading():
         "                return [seen[target - x], i]\n"
         "            seen[x] = i\n"
     )
-    primes = "n = int(input())\ns = bytearray([1]) * (n + 1)\ns[0:2] = b'\\x00\\x00'\nfor i in range(2, int(n ** 0.5) + 1):\n    if s[i]:\n        s[i*i::i] = bytearray(len(s[i*i::i]))\nprint(sum(s))\n"
+    primes = (
+        "n = int(input())\ns = bytearray([1]) * (n + 1)\ns[0:2] = b'\\x00\\x00'\n"
+        "for i in range(2, int(n ** 0.5) + 1):\n    if s[i]:\n"
+        "        s[i*i::i] = bytearray(len(s[i*i::i]))\nprint(sum(s))\n"
+    )
     try:
         ps = task.problems("test")
         vs = task.grade(

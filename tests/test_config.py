@@ -1,4 +1,4 @@
-"""Config loading: both shipped configs validate; bad rows fail naming row, field and expectation."""
+"""Config loading: the shipped configs validate; bad rows fail naming row, field and expectation."""
 
 from pathlib import Path
 

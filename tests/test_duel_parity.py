@@ -88,7 +88,8 @@ def test_loss_and_grads_match_trl(tiny, tmp_path, loss_type, beta):
         scoring.token_logprobs(ref_model, ids, attn, cmask.size(1))[0].detach() if beta else None
     )
     # "old" log-probs of an earlier iteration (num_iterations > 1): ratios away from 1, so the
-    # clipping bites and the loss value depends on the model (with old == logps it would be -mean(adv))
+    # clipping bites and the loss value depends on the model (with old == logps it would be
+    # -mean(adv))
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
         old_logps = scoring.token_logprobs(ours_model, ids, attn, cmask.size(1))[

@@ -82,7 +82,8 @@ def test_settings_from_config(tmp_path):
 
 @pytest.mark.parametrize("arch", ["qwen3", "qwen3_5_text", "gemma4_text"])
 def test_grpo_step_every_architecture(arch, tmp_path):
-    """One TRL GRPO step per paper architecture: the model moves, metrics and the model folder are written."""
+    """One TRL GRPO step per paper architecture: the model moves, metrics and the model folder are
+    written."""
     from transformers import AutoModelForCausalLM
 
     from agon.tasks import task_from_config

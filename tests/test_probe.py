@@ -62,7 +62,8 @@ def _recount(
     system_prompt: str | None = None,
     batch_size: int = 64,
 ) -> tuple[float, float]:
-    """Greedy pass@1 and generated tokens of ``model``, generated and graded here, not through agon.training.probe."""
+    """Greedy pass@1 and generated tokens of ``model``, generated and graded here, not through
+    agon.training.probe."""
     from agon.engines.hf import HFEngine
 
     engine = HFEngine(model, tok, system_prompt=system_prompt, batch_size=batch_size)
@@ -316,7 +317,8 @@ def test_grpo_logs_hard_pass1_per_model_and_merges_them(tmp_path):
         mrow = fam[f"model_{name.lower()}"]
         tok = AutoTokenizer.from_pretrained(mrow["model"])
         for step in evaluated:
-            # TRL's checkpoint-N holds the model after N updates; the end of training is the saved model
+            # TRL's checkpoint-N holds the model after N updates; the end of training is the saved
+            # model
             source = {0: mrow["model"], 3: out / name}.get(
                 step, out / "checkpoints" / f"grpo_{name}" / f"checkpoint-{step}"
             )

@@ -349,7 +349,8 @@ def trainer_rows(steps: int, every: int, tokens: int, rate: float) -> list[dict]
 
 
 def test_training_curves_plot_the_trainers_hard_split_evaluations(tmp_path, monkeypatch):
-    """The figure draws the logged hard-split points (not training correctness), against step and tokens."""
+    """The figure draws the logged hard-split points (not training correctness), against step and
+    tokens."""
     from agon import figures
 
     cfg = make_config(tmp_path / "results", seeds=(0,), methods=["base", "grpo", "agon"])
@@ -396,7 +397,8 @@ def test_training_curves_plot_the_trainers_hard_split_evaluations(tmp_path, monk
 def test_problem_counts_skips_torn_tail_and_rejects_unparseable(tmp_path):
     p = tmp_path / "samples.jsonl"
     p.write_text(
-        '{"problem_id": "x", "correct": true}\n{"problem_id": "x", "correct": null}\n{"problem_id": "y", "corr'
+        '{"problem_id": "x", "correct": true}\n{"problem_id": "x", "correct": null}\n'
+        '{"problem_id": "y", "corr'
     )
     assert problem_counts([p]) == {"x": (2, 1)}
     q = tmp_path / "noids.jsonl"

@@ -63,13 +63,15 @@ _CORPUS = [
     ),
     "<rival_attempt> </rival_attempt> user assistant model system You are a helpful assistant.",
     "What is 1 + 2 * 3 - 4 = 5 6 7 8 9 0 10 11 12 13 ? The answer is \\boxed{7}.",
-    "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789 .,;:!?()[]{}<>+-*/=_'\"\\|#%&^~`@$",
+    "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789 "
+    ".,;:!?()[]{}<>+-*/=_'\"\\|#%&^~`@$",
 ]
 TINY_VOCAB = 320  # BPE vocabulary size: byte alphabet (256) + a few merges + specials
 
 
 def build_tiny_tokenizer(family: str, path: str | Path):
-    """Train a tiny byte-level BPE and save it as a ``PreTrainedTokenizerFast`` with a chat template."""
+    """Train a tiny byte-level BPE and save it as a ``PreTrainedTokenizerFast`` with a chat
+    template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 

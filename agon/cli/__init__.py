@@ -2,8 +2,8 @@
 
 Each subcommand lives in its own module of this package (``agon/cli/<name>.py``), which
 exposes ``add_parser(subparsers)`` and only parses arguments: the work is done by the library.
-The modules are imported lazily so that `agon grade` does not pay for torch, and a new subcommand is one
-line in ``SUBCOMMANDS``.
+The modules are imported lazily so that `agon grade` does not pay for torch, and a new
+subcommand is one line in ``SUBCOMMANDS``.
 """
 
 from __future__ import annotations

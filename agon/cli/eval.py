@@ -35,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--system",
         required=True,
-        help="single | cascade | moa, or a table-1 column (base, base_cascade, moa, grpo, agon, ...)",
+        help="single | cascade | moa, or a table-1 column (base, base_cascade, grpo, agon, ...)",
     )
     p.add_argument("--model", help="model folder / hub id for a single-model system")
     p.add_argument("--drafter", help="drafter model for a cascade (model A for moa)")
@@ -114,11 +114,13 @@ def _cli(args: argparse.Namespace) -> int:
         return 2
     keys = [k for k in summary if k.startswith("pass@") and not k.endswith(("_se", "_lo", "_hi"))]
     line = ", ".join(
-        f"{k}={summary[k]:.4f} (se {summary[k + '_se']:.4f}, 95% CI [{summary[k + '_lo']:.4f}, {summary[k + '_hi']:.4f}])"
+        f"{k}={summary[k]:.4f} (se {summary[k + '_se']:.4f}, 95% CI [{summary[k + '_lo']:.4f}, "
+        f"{summary[k + '_hi']:.4f}])"
         for k in keys
     )
     print(
-        f"{summary['system']} on {summary['task']}: {line}; mean tokens {summary['mean_total_tokens']:.1f}; "
+        f"{summary['system']} on {summary['task']}: {line}; mean tokens "
+        f"{summary['mean_total_tokens']:.1f}; "
         f"{summary['n_problems']} problems; wrote {Path(args.out) / SUMMARY_FILE}"
     )
     return 0

@@ -47,7 +47,7 @@ def _read_jsonl(path: str) -> tuple[list[str], list[str]]:
             except (json.JSONDecodeError, KeyError, TypeError) as err:
                 raise SystemExit(
                     f"{path}:{lineno}: expected a JSON object with 'gold' and 'completion' ({err})"
-                )
+                ) from None
     return golds, comps
 
 

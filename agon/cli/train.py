@@ -1,6 +1,6 @@
 """`agon train`: train one (family, task, method, seed) cell of table 1.
 
-    agon train --config config/config.yaml --family toy --task arith --method agon --seed 0 --out DIR
+    agon train --config config/config.yaml --family toy --task arith --method agon --out DIR
 
 writes ``DIR/A`` and ``DIR/B`` (final model folders with tokenizer), ``DIR/metrics.jsonl`` (one
 row per step), ``DIR/summary.json`` (with provenance) and ``DIR/checkpoints/``. The method is a

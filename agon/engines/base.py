@@ -77,11 +77,12 @@ class Completion:
 
 
 class PromptTooLongError(ValueError):
-    """A rendered prompt is longer than the family's ``max_prompt_tokens`` (rejected, not truncated)."""
+    """A rendered prompt is longer than the family's ``max_prompt_tokens`` (rejected, not
+    truncated)."""
 
 
 def with_system_prompt(messages: Messages, system_prompt: str | None) -> Messages:
-    """``messages`` with the persona ``system_prompt`` first (merged into an existing system turn)."""
+    """``messages`` with the persona ``system_prompt`` first (merged into a system turn)."""
     messages = [dict(m) for m in messages]
     if not system_prompt:
         return messages
@@ -135,7 +136,8 @@ def render_prompt(
     if max_prompt_tokens is not None and len(ids) > max_prompt_tokens:
         raise PromptTooLongError(
             f"prompt has {len(ids)} tokens, over max_prompt_tokens={max_prompt_tokens}; "
-            "raise the family's max_prompt_tokens or shorten the prompt (e.g. a draft_view of last_tokens:N)"
+            "raise the family's max_prompt_tokens or shorten the prompt (e.g. a draft_view of "
+            "last_tokens:N)"
         )
     return list(ids)
 
@@ -182,7 +184,7 @@ class Engine(ABC):
     ) -> list[list[Completion]]:
         """For each prompt, ``n`` completions (outer list: prompts, inner: samples)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: an engine with nothing to release
         """Release the model and any worker resources."""
 
     def __enter__(self) -> Engine:

@@ -181,7 +181,8 @@ class HFEngine(Engine):
                 )
                 if not source:
                     raise ValueError(
-                        "HFEngine got a loaded model without a tokenizer and the model has no name_or_path; pass tokenizer="
+                        "HFEngine got a loaded model without a tokenizer and the model has no "
+                        "name_or_path; pass tokenizer="
                     )
                 tokenizer = load_tokenizer(source)
             self.tokenizer = tokenizer

@@ -72,7 +72,7 @@ class ServerRollouts(Engine):
     def generate(
         self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None
     ) -> list[list[Completion]]:
-        """``n`` completions per prompt from the server (token-id prompts, sampled-token logprobs)."""
+        """``n`` completions per prompt from the server (token-id prompts, sampled logprobs)."""
         sampling = sampling or SamplingParams()
         encoded = [self.encode(p) for p in prompts]
         extra = {"seed": sampling.seed} if sampling.seed is not None else None
@@ -140,7 +140,8 @@ class ServerRollouts(Engine):
 
 
 class ColocatedRollouts(Engine):
-    """A :class:`agon.engines.vllm.VLLMEngine` in the training process, refreshed in place after each update."""
+    """A :class:`agon.engines.vllm.VLLMEngine` in the training process, refreshed in place after
+    each update."""
 
     def __init__(self, engine: Any):
         self.engine = engine
@@ -155,7 +156,8 @@ class ColocatedRollouts(Engine):
         return self.engine.tokenizer
 
     def sync_weights(self, model: Any) -> None:
-        """Load the trainer's parameters into vLLM's model (TRL's colocate sync), then reset the prefix cache."""
+        """Load the trainer's parameters into vLLM's model (TRL's colocate sync), then reset the
+        prefix cache."""
         llm = self.engine.llm
         runner_model = llm.llm_engine.model_executor.driver_worker.model_runner.model
         for (

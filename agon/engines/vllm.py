@@ -1,6 +1,6 @@
 """The vLLM backend (GPU): the same interface and sampling parameters as :mod:`agon.engines.hf`.
 
-vLLM is an optional extra (``pip install agon[vllm]`` on a GPU machine); it is imported only
+vLLM is an optional extra (``pip install agon[gpu]`` on a GPU machine); it is imported only
 when this engine is built, and its absence is a clear error, never an import failure of agon.
 
 Prompts are rendered to token ids by :func:`agon.engines.base.render_prompt` with the HF
@@ -27,7 +27,8 @@ def _import_vllm() -> Any:
         import vllm
     except ImportError as err:
         raise ImportError(
-            "the vLLM backend needs the optional 'vllm' package (GPU only): pip install 'agon[vllm]', "
+            "the vLLM backend needs the optional 'vllm' package (GPU only): pip install "
+            "'agon[gpu]', "
             "or use backend='hf' (transformers), which runs everywhere"
         ) from err
     return vllm
@@ -73,7 +74,8 @@ class VLLMEngine(Engine):
     ):
         if not isinstance(model, (str, Path)):
             raise TypeError(
-                "VLLMEngine loads a model by hub id or path; for a live in-memory policy use HFEngine"
+                "VLLMEngine loads a model by hub id or path; for a live in-memory policy use "
+                "HFEngine"
             )
         if logprobs not in _MODES:
             raise ValueError(f"logprobs must be one of {sorted(_MODES)}, got {logprobs!r}")
@@ -115,7 +117,8 @@ class VLLMEngine(Engine):
         sampling = sampling or SamplingParams()
         if sampling.logprobs != self.logprobs_mode:
             raise ValueError(
-                f"this VLLMEngine was built with logprobs={self.logprobs_mode!r}; build another for {sampling.logprobs!r}"
+                f"this VLLMEngine was built with logprobs={self.logprobs_mode!r}; build another "
+                f"for {sampling.logprobs!r}"
             )
         encoded = [self.encode(p) for p in prompts]
         outputs = self.llm.generate(

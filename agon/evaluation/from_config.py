@@ -183,5 +183,3 @@ def evaluate_from_config(
     finally:
         sys_obj.close()
         task_obj.close()
-
-

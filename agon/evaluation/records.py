@@ -44,7 +44,8 @@ def complete_records(records: Sequence[dict], n: int, run_id: str, path: Path) -
     for r in records:
         if r.get("run_id") != run_id:
             raise RuntimeError(
-                f"{path} was written by a different evaluation (run_id {r.get('run_id')} != {run_id}: "
+                f"{path} was written by a different evaluation (run_id {r.get('run_id')} != "
+                f"{run_id}: "
                 "other system, models, task, split or sampling); delete it or choose another --out"
             )
     by_problem: dict[str, set[int]] = {}

@@ -170,14 +170,16 @@ class _AgonLM(LM):
         self, requests: list[Instance], disable_tqdm: bool = False
     ) -> list[tuple[float, bool]]:
         raise NotImplementedError(
-            f"{type(self).__name__} answers generate_until tasks only; a system of several models has no single likelihood"
+            f"{type(self).__name__} answers generate_until tasks only; a system of several models "
+            "has no single likelihood"
         )
 
     def loglikelihood_rolling(
         self, requests: list[Instance], disable_tqdm: bool = False
     ) -> list[float]:
         raise NotImplementedError(
-            f"{type(self).__name__} answers generate_until tasks only; a system of several models has no single likelihood"
+            f"{type(self).__name__} answers generate_until tasks only; a system of several models "
+            "has no single likelihood"
         )
 
     def get_model_info(self) -> dict:
@@ -195,7 +197,8 @@ class AgonSingleLM(_AgonLM):
 
 
 class AgonCascadeLM(_AgonLM):
-    """``agon-cascade``: ``drafter=PATH,reader=PATH`` (``draft_view=full|answer_section|last_tokens:N``)."""
+    """``agon-cascade``: ``drafter=PATH,reader=PATH``
+    (``draft_view=full|answer_section|last_tokens:N``)."""
 
     def __init__(self, drafter: str, reader: str, draft_view: str = "full", **kwargs: Any):
         super().__init__(**kwargs)

@@ -19,7 +19,7 @@ from agon.grading.verdict import Verdict
 
 Messages = list[dict[str, str]]
 SPLITS = ("train", "test", "hard", "train_hard")
-"""``hard`` is the hard part of ``test`` (what table 1 reports); ``train_hard`` that of ``train``."""
+"""``hard`` is the hard part of ``test`` (table 1 reports it); ``train_hard`` that of ``train``."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ class Task(ABC):
     def grade(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
         """One verdict per (problem, completion) pair; never raises for a hostile completion."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: a task with no grading pool
         """Release grading resources (worker pools); safe to call twice."""
 
 
@@ -133,7 +133,7 @@ class MathTask(Task):
         self._grader = None
 
     def grade(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
-        """Grade with a lazily started :class:`agon.grading.math.MathGrader`, reused across calls."""
+        """Grade with a lazily started :class:`agon.grading.math.MathGrader`, kept for reuse."""
         if self._grader is None:
             from agon.grading.math import MathGrader
 

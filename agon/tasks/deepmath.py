@@ -90,7 +90,8 @@ class DeepMathTask(MathTask):
         self._source_hash = digest.hexdigest()
         if self.test_size >= len(problems):
             raise ValueError(
-                f"deepmath: test_size={self.test_size} leaves no training problems (source has {len(problems)})"
+                f"deepmath: test_size={self.test_size} leaves no training problems (source has "
+                f"{len(problems)})"
             )
         order = list(range(len(problems)))
         random.Random(self.seed).shuffle(order)

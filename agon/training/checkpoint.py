@@ -76,7 +76,8 @@ def save_checkpoint(
     extra: dict | None = None,
     accelerator: Any = None,
 ) -> Path:
-    """Write checkpoint ``step`` of ``policies`` (objects with model/optimizer/scheduler) atomically.
+    """Write checkpoint ``step`` of ``policies`` (objects with model/optimizer/scheduler)
+    atomically.
 
     Keeps the newest ``keep`` complete checkpoints (0 keeps all). Returns the checkpoint folder.
     Under ``accelerate`` (DDP / FSDP2, sharded states) every rank calls this: the models,
@@ -158,7 +159,8 @@ def latest_checkpoint(root: str | Path) -> Path | None:
 
 
 def load_checkpoint(path: str | Path, policies: Mapping[str, Any], accelerator: Any = None) -> dict:
-    """Restore ``policies`` and the RNG from checkpoint ``path``; return its state (step, data, extra).
+    """Restore ``policies`` and the RNG from checkpoint ``path``; return its state (step, data,
+    extra).
 
     With an ``accelerator``, models / optimizers / schedulers / RNG come from ``load_state``.
     """
@@ -186,7 +188,8 @@ def load_checkpoint(path: str | Path, policies: Mapping[str, Any], accelerator: 
 
 
 def truncate_jsonl(path: str | Path, keep: Callable[[dict], bool]) -> None:
-    """Rewrite a JSONL file atomically with only the rows ``keep`` accepts (a torn last line is dropped)."""
+    """Rewrite a JSONL file atomically with only the rows ``keep`` accepts (a torn last line is
+    dropped)."""
     from agon.provenance import atomic_write_text
 
     path = Path(path)
@@ -203,7 +206,9 @@ def truncate_jsonl(path: str | Path, keep: Callable[[dict], bool]) -> None:
     atomic_write_text(path, "".join(r + "\n" for r in rows))
 
 
-def save_model(model: Any, tokenizer: Any, path: str | Path, state_dict: dict | None = None) -> None:
+def save_model(
+    model: Any, tokenizer: Any, path: str | Path, state_dict: dict | None = None
+) -> None:
     """Save a final model folder (weights + tokenizer) atomically: temp folder, then rename, so a
     half-written model folder never exists."""
     path = Path(path)

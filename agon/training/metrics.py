@@ -103,7 +103,11 @@ def duel_outcomes(c_draft_per_read: np.ndarray, c_read: np.ndarray) -> dict[str,
     if n == 0:
         return {POOLED_OUTCOME.format(outcome=o): float("nan") for o in OUTCOMES}
     d, r = c_draft_per_read[ok], c_read[ok]
-    fractions = {"drafter_wins": (d > r).mean(), "reader_wins": (r > d).mean(), "ties": (d == r).mean()}
+    fractions = {
+        "drafter_wins": (d > r).mean(),
+        "reader_wins": (r > d).mean(),
+        "ties": (d == r).mean(),
+    }
     return {POOLED_OUTCOME.format(outcome=o): float(fractions[o]) for o in OUTCOMES}
 
 

@@ -61,7 +61,8 @@ def hard_problems(task: Task, limit: int | None) -> list[Problem]:
         problems = problems[:limit]
     if not problems:
         raise ValueError(
-            f"task {task.name!r} has no {HARD_SPLIT!r} problems to evaluate on; set train.eval_every: 0"
+            f"task {task.name!r} has no {HARD_SPLIT!r} problems to evaluate on; set "
+            "train.eval_every: 0"
         )
     return problems
 
@@ -116,7 +117,9 @@ def hard_pass1(
         for name, engine in engines.items():
             completions = [row[0] for row in engine.generate(prompts, n=1, sampling=sampling)]
             verdicts = task.grade(list(problems), [c.text for c in completions])
-            out[HARD_PASS1.format(model=name)] = sum(v.correct is True for v in verdicts) / len(problems)
+            out[HARD_PASS1.format(model=name)] = sum(v.correct is True for v in verdicts) / len(
+                problems
+            )
             out[HARD_TOKENS.format(model=name)] = float(sum(len(c.token_ids) for c in completions))
     out[HARD_PROBLEMS] = len(problems)
     out[EVAL_S] = time.perf_counter() - t0
@@ -135,4 +138,5 @@ def describe(evaluation: Mapping[str, Any]) -> str:
         for k, v in evaluation.items()
         if k.startswith("eval/hard_pass@1/")
     )
-    return f"{scores} ({evaluation.get(HARD_PROBLEMS)} problems, {evaluation.get(EVAL_S, float('nan')):.1f}s)"
+    seconds = evaluation.get(EVAL_S, float("nan"))
+    return f"{scores} ({evaluation.get(HARD_PROBLEMS)} problems, {seconds:.1f}s)"

@@ -60,7 +60,7 @@ class GRPOSettings(TrainSettings):
         return super().from_config(config, family, seed=seed, **fixed)
 
     def batch_shape(self) -> tuple[int, int]:
-        """(per-device batch, gradient accumulation) so one optimizer step sees P x G completions."""
+        """(per-device batch, gradient accumulation): one optimizer step sees P x G completions."""
         total = self.problems_per_step * self.num_generations
         per_device = min(total, self.micro_batch_size)
         # the micro-batch must split the step evenly and hold whole groups
@@ -226,7 +226,9 @@ def _metrics_callback(
             if not logs or "train_runtime" in logs:  # the end-of-training summary is not a step
                 return
             row = {mk.STEP: state.global_step - 1, **_aliases(name, logs, completions_per_step)}
-            row.update({f"{name}/trl/{k}": v for k, v in logs.items() if isinstance(v, (int, float))})
+            row.update(
+                {f"{name}/trl/{k}": v for k, v in logs.items() if isinstance(v, (int, float))}
+            )
             row.update(self.pending.pop(row[mk.STEP], {}))
             self._write(row)
 
@@ -316,9 +318,7 @@ def _hard_eval(
     return evaluate
 
 
-def train_pair(
-    config: dict, fam: dict, task_name: str, settings: GRPOSettings, out: Path
-) -> dict:
+def train_pair(config: dict, fam: dict, task_name: str, settings: GRPOSettings, out: Path) -> dict:
     """`agon train --method grpo`: A and B each trained alone with GRPO (for the ``grpo`` and
     ``grpo_cascade`` columns); one merged ``metrics.jsonl``; the summary payload."""
     from agon.provenance import atomic_write_text

@@ -39,7 +39,8 @@ AGGREGATE_AND_SYNTHESIZE = (
 
 
 def synthesis_prompt(solve_prompt: Messages, proposals: Sequence[str]) -> Messages:
-    """The aggregate-and-synthesize prompt: the numbered proposals as the system turn, then the query."""
+    """The aggregate-and-synthesize prompt: the numbered proposals as the system turn, then the
+    query."""
     listed = "\n".join(f"{i + 1}. {p}" for i, p in enumerate(proposals))
     return [{"role": "system", "content": f"{AGGREGATE_AND_SYNTHESIZE}\n{listed}"}, *solve_prompt]
 
@@ -155,5 +156,9 @@ def build_moa(ctx: SystemContext) -> tuple[MixtureOfAgents, dict]:
         aggregator=m["aggregator"],
         prompt=m["prompt"],
     )
-    identity = {"a": ctx.model_name("a", ctx.drafter), "b": ctx.model_name("b", ctx.reader), "moa": m}
+    identity = {
+        "a": ctx.model_name("a", ctx.drafter),
+        "b": ctx.model_name("b", ctx.reader),
+        "moa": m,
+    }
     return system, identity

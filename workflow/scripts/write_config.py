@@ -20,6 +20,7 @@ with open(smk.log[0], "w") as log:
     except ConfigError as err:
         print(err, file=log)
         sys.exit(1)
-    header = f"# config snapshot written by the workflow; hash {config_hash(smk.params.config)}; do not edit\n"
+    digest = config_hash(smk.params.config)
+    header = f"# config snapshot written by the workflow; hash {digest}; do not edit\n"
     atomic_write_text(smk.output[0], header + yaml.safe_dump(cfg, sort_keys=False))
     print(f"wrote {smk.output[0]}", file=log)

@@ -7,7 +7,7 @@ tokens; function-call tests (HumanEval ``check``, LiveCodeBench ``functional``, 
 ``fn_name``) run through a harness program in the same sandbox, one run per problem
 (:mod:`agon.sandbox.harness`). A problem's ``answer`` is its test spec as JSON; ``meta`` holds
 the same spec parsed. Solutions run with the standard library only (see
-:mod:`agon.sandbox.core`).
+:mod:`agon.sandbox`).
 
 The data sets differ only in how rows become problems, so a subclass supplies
 ``_problems_of`` (or ``_train_test``) and inherits the rest.
