@@ -192,3 +192,38 @@ class Engine(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class TemplatedEngine(Engine):
+    """An engine that renders its own prompts: the tokenizer's chat template with one policy's
+    persona (``system_prompt``), template kwargs and prompt limit, the same for every backend,
+    so a prompt is the same token ids whichever engine samples it."""
+
+    # set by set_template, which every subclass calls in its __init__
+    tokenizer: Any
+    system_prompt: str | None
+    chat_template_kwargs: dict
+    max_prompt_tokens: int | None
+
+    def set_template(
+        self,
+        tokenizer: Any,
+        system_prompt: str | None = None,
+        chat_template_kwargs: dict | None = None,
+        max_prompt_tokens: int | None = None,
+    ) -> None:
+        """Set what :meth:`encode` renders with."""
+        self.tokenizer = tokenizer
+        self.system_prompt = system_prompt
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.max_prompt_tokens = max_prompt_tokens
+
+    def encode(self, messages: Messages) -> list[int]:
+        """The prompt token ids of ``messages`` (template, persona and kwargs applied)."""
+        return render_prompt(
+            self.tokenizer,
+            messages,
+            self.system_prompt,
+            self.chat_template_kwargs,
+            self.max_prompt_tokens,
+        )

@@ -26,7 +26,12 @@ from typing import Any
 
 import torch
 
-from agon.engines.base import Completion, Engine, Messages, SamplingParams, render_prompt
+from agon.engines.base import (
+    Completion,
+    Messages,
+    SamplingParams,
+    TemplatedEngine,
+)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -142,7 +147,7 @@ def _top_p_mask(scores: torch.Tensor, top_p: float) -> torch.Tensor:
     return scores.masked_fill(drop, float("-inf"))
 
 
-class HFEngine(Engine):
+class HFEngine(TemplatedEngine):
     """Generation with a transformers model; see the module docstring for the details.
 
     ``model`` is a hub id, a local folder, or an already-loaded ``PreTrainedModel`` (the duel
@@ -186,10 +191,8 @@ class HFEngine(Engine):
                     )
                 tokenizer = load_tokenizer(source)
             self.tokenizer = tokenizer
-        self.system_prompt = system_prompt
-        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.set_template(self.tokenizer, system_prompt, chat_template_kwargs, max_prompt_tokens)
         self.batch_size = batch_size
-        self.max_prompt_tokens = max_prompt_tokens
         self.eos_ids = self._eos_ids()
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else self.eos_ids[0]
@@ -212,16 +215,6 @@ class HFEngine(Engine):
     def device(self) -> torch.device:
         """Where the model's weights are."""
         return next(self.model.parameters()).device
-
-    def encode(self, messages: Messages) -> list[int]:
-        """The prompt token ids of ``messages`` (template, persona and kwargs applied)."""
-        return render_prompt(
-            self.tokenizer,
-            messages,
-            self.system_prompt,
-            self.chat_template_kwargs,
-            self.max_prompt_tokens,
-        )
 
     def generate(
         self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None

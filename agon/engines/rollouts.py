@@ -23,10 +23,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agon.engines.base import Completion, Engine, Messages, SamplingParams, render_prompt
+from agon.engines.base import (
+    Completion,
+    Engine,
+    Messages,
+    SamplingParams,
+    TemplatedEngine,
+)
 
 
-class ServerRollouts(Engine):
+class ServerRollouts(TemplatedEngine):
     """Rollouts from one policy's ``trl vllm-serve``; weights pushed to it after each update."""
 
     def __init__(
@@ -44,10 +50,7 @@ class ServerRollouts(Engine):
     ):
         from trl.generation.vllm_client import VLLMClient
 
-        self.tokenizer = tokenizer
-        self.system_prompt = system_prompt
-        self.chat_template_kwargs = dict(chat_template_kwargs or {})
-        self.max_prompt_tokens = max_prompt_tokens
+        self.set_template(tokenizer, system_prompt, chat_template_kwargs, max_prompt_tokens)
         self.client = VLLMClient(
             base_url=base_url, group_port=group_port, connection_timeout=connection_timeout
         )
@@ -58,16 +61,6 @@ class ServerRollouts(Engine):
             self.client.init_communicator(device=device)
         eos = tokenizer.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos])
-
-    def encode(self, messages: Messages) -> list[int]:
-        """Prompt ids exactly as :class:`agon.engines.hf.HFEngine` renders them."""
-        return render_prompt(
-            self.tokenizer,
-            messages,
-            self.system_prompt,
-            self.chat_template_kwargs,
-            self.max_prompt_tokens,
-        )
 
     def generate(
         self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None

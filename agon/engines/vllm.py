@@ -17,7 +17,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agon.engines.base import Completion, Engine, Messages, SamplingParams, render_prompt
+from agon.engines.base import (
+    Completion,
+    Messages,
+    SamplingParams,
+    TemplatedEngine,
+)
 
 _MODES = {"raw": "raw_logprobs", "processed": "processed_logprobs"}
 
@@ -50,7 +55,7 @@ def to_vllm_sampling(sampling: SamplingParams, n: int) -> Any:
     )
 
 
-class VLLMEngine(Engine):
+class VLLMEngine(TemplatedEngine):
     """Generation with vLLM. Arguments as :class:`agon.engines.hf.HFEngine`, plus vLLM's own.
 
     ``logprobs`` fixes the logprob mode for the engine's lifetime ("raw" or "processed");
@@ -82,12 +87,8 @@ class VLLMEngine(Engine):
         vllm = _import_vllm()
         from agon.engines.hf import load_tokenizer
 
-        self.tokenizer = (
-            tokenizer if tokenizer is not None else load_tokenizer(model, revision=revision)
-        )
-        self.system_prompt = system_prompt
-        self.chat_template_kwargs = dict(chat_template_kwargs or {})
-        self.max_prompt_tokens = max_prompt_tokens
+        tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model, revision=revision)
+        self.set_template(tokenizer, system_prompt, chat_template_kwargs, max_prompt_tokens)
         self.logprobs_mode = logprobs
         self.llm = vllm.LLM(
             model=str(model),
@@ -98,16 +99,6 @@ class VLLMEngine(Engine):
             generation_config="vllm",
             logprobs_mode=_MODES[logprobs],
             **llm_kwargs,
-        )
-
-    def encode(self, messages: Messages) -> list[int]:
-        """The prompt token ids of ``messages`` (template, persona and kwargs applied)."""
-        return render_prompt(
-            self.tokenizer,
-            messages,
-            self.system_prompt,
-            self.chat_template_kwargs,
-            self.max_prompt_tokens,
         )
 
     def generate(

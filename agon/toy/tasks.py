@@ -29,6 +29,7 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from agon.tasks.base import MathTask, Messages, Problem
 
@@ -125,9 +126,22 @@ def _level_of(
 
 
 class ToySplits:
-    """Shared split logic: a seeded test set, a train set that excludes it, hard = top levels."""
+    """What both toy tasks share: a seeded test set, a train set that excludes it, hard = the
+    top levels, and the two prompts (``SOLVE``, ``READ``: short, since every prompt token costs
+    the tiny model; a read marks the rival's draft as possibly wrong)."""
 
     name = ""
+    SOLVE: ClassVar[str]
+    READ: ClassVar[str]
+
+    def solve_prompt(self, problem: Problem) -> Messages:
+        """``solve: 4*3+2-5`` (arith), ``code: sum x*3+2-5`` (toycode)."""
+        return [{"role": "user", "content": self.SOLVE.format(question=problem.question)}]
+
+    def reader_prompt(self, problem: Problem, draft: str) -> Messages:
+        """The problem, then the rival's draft marked as possibly wrong."""
+        content = self.READ.format(question=problem.question, draft=draft.strip())
+        return [{"role": "user", "content": content}]
 
     def __init__(
         self,
@@ -204,6 +218,7 @@ class ArithTask(ToySplits, MathTask):
     """Multi-step arithmetic mod 7 with chain-of-thought solutions and a boxed answer."""
 
     name = "arith"
+    SOLVE, READ = ARITH_SOLVE, ARITH_READ
     version = "1"
 
     def __init__(
@@ -236,19 +251,6 @@ class ArithTask(ToySplits, MathTask):
             difficulty=float(level),
             meta={"start": start, "ops": ops},
         )
-
-    def solve_prompt(self, problem: Problem) -> Messages:
-        """``solve: 4*3+2-5``: short, since every prompt token costs the tiny model."""
-        return [{"role": "user", "content": ARITH_SOLVE.format(question=problem.question)}]
-
-    def reader_prompt(self, problem: Problem, draft: str) -> Messages:
-        """The problem, then the rival's draft marked as possibly wrong."""
-        return [
-            {
-                "role": "user",
-                "content": ARITH_READ.format(question=problem.question, draft=draft.strip()),
-            }
-        ]
 
     @staticmethod
     def solution(problem: Problem) -> str:

@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 
 from agon.grading.verdict import Verdict
-from agon.tasks.base import Messages, Problem, Task
+from agon.tasks.base import Problem, Task
 from agon.toy.tasks import (
     CODE_READ,
     CODE_SOLVE,
@@ -68,6 +68,7 @@ class ToyCodeTask(ToySplits, Task):
     """Write a Python program that maps each input integer through a chain mod 7 and sums."""
 
     name = "toycode"
+    SOLVE, READ = CODE_SOLVE, CODE_READ
     kind = "code"
     version = "1"
 
@@ -128,19 +129,6 @@ class ToyCodeTask(ToySplits, Task):
             difficulty=float(level),
             meta={"ops": ops, "tests": tests},
         )
-
-    def solve_prompt(self, problem: Problem) -> Messages:
-        """``code: sum x*3+2-5``."""
-        return [{"role": "user", "content": CODE_SOLVE.format(question=problem.question)}]
-
-    def reader_prompt(self, problem: Problem, draft: str) -> Messages:
-        """The problem, then the rival's draft program marked as possibly wrong."""
-        return [
-            {
-                "role": "user",
-                "content": CODE_READ.format(question=problem.question, draft=draft.strip()),
-            }
-        ]
 
     @staticmethod
     def solution(problem: Problem) -> str:

@@ -338,13 +338,3 @@ def train_pair(config: dict, fam: dict, task_name: str, settings: GRPOSettings, 
 
 
 TRAINER = Trainer("grpo", GRPOSettings, train_pair)
-
-__all__ = [
-    "TRAINER",
-    "GRPOSettings",
-    "completion_text",
-    "make_reward_fn",
-    "prompt_dataset",
-    "train_grpo",
-    "train_pair",
-]
