@@ -17,6 +17,7 @@ from typing import Any
 
 from agon.config import ConfigError, get_family, get_task_row, load_config
 from agon.registry import TRAINERS, Trainer
+from agon.training import metrics as mk
 from agon.training.settings import DuelSettings
 
 log = logging.getLogger("agon.train")
@@ -111,14 +112,14 @@ DUEL = Trainer("agon", DuelSettings, train_duel, settings_overrides=(("mode", "d
 
 def _print_step(row: dict) -> None:
     keys = [
-        "A/drafter/correct",
-        "A/reader/correct",
-        "B/drafter/correct",
-        "B/reader/correct",
-        "duel/reader_wins",
-        "tokens_generated",
-        "eval/hard_pass@1/A",
-        "eval/hard_pass@1/B",
+        *(
+            mk.key(mk.ROLE_CORRECT, model=m, role=r)
+            for m in mk.MODELS
+            for r in ("drafter", "reader")
+        ),
+        mk.POOLED_OUTCOME.format(outcome="reader_wins"),
+        mk.TOKENS,
+        *(mk.key(mk.HARD_PASS1, model=m) for m in mk.MODELS),
     ]
     shown = " ".join(f"{k}={row[k]:.3g}" for k in keys if k in row)
     print(f"[agon train] step {row['step']}: {shown}", flush=True)
