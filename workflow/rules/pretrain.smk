@@ -1,5 +1,5 @@
-# The offline toy world's two base models, trained from scratch (docs/method.md, the toy world). Built only
-# when some family has `toy: true`; those rows point at the folders written here.
+# The offline toy world's two base models, trained from scratch (docs/method.md, the toy world).
+# Built only when some family has `toy: true`; those rows point at the folders written here.
 
 
 rule pretrain_config:
