@@ -173,3 +173,15 @@ def test_model_types_are_declared_as_lm_eval_plugins():
         "agon-cascade": AgonCascadeLM,
         "agon-moa": AgonMoALM,
     }
+
+
+def test_without_lm_eval_the_command_names_the_install_line():
+    """lm-eval is an extra: without it, `agon-lm-eval` says which line installs it."""
+    code = (
+        "import sys; sys.modules['lm_eval'] = None\n"  # as if lm-eval were not installed
+        "from agon.lm_eval_interop.__main__ import main\n"
+        "main(['--tasks', 'agon_arith'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    assert "pip install -e '.[lm-eval]'" in out.stderr, out.stderr
