@@ -1,13 +1,16 @@
 """Every results file goes through here: written atomically, carrying its provenance.
 
-Provenance is the config hash, the seed, the git commit (and whether the tree was dirty),
-package versions, host facts and a UTC timestamp, so a number in table 1 can be traced to
+Provenance is the config hash, the seed, the git commit (and whether the tree was dirty), a
+fingerprint of the package's source (:func:`source_fingerprint`), package versions, host facts
+and a UTC timestamp, so a number in table 1 can be traced to
 the code and settings that measured it.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
+import hashlib
 import json
 import os
 import platform
@@ -55,6 +58,32 @@ def git_commit(cwd: str | Path | None = None) -> dict:
         return {"commit": None, "dirty": None}
 
 
+SOURCE_PACKAGES = ("agon", "baselines")
+SOURCE_SUFFIXES = (".py", ".yaml", ".json", ".jinja")
+
+
+@functools.cache
+def source_fingerprint(root: str | Path | None = None) -> str:
+    """sha256 of the code that makes results: every source file of ``agon/`` and ``baselines/``
+    under ``root`` (default: the checkout this package runs from), path and bytes, sorted.
+
+    Unlike the git commit it also changes with uncommitted edits, so a job can tell whether the
+    state it would resume from was made by the same code.
+    """
+    root = Path(root) if root is not None else Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for pkg in SOURCE_PACKAGES:
+        files = sorted(
+            f
+            for f in (root / pkg).rglob("*")
+            if f.suffix in SOURCE_SUFFIXES and "__pycache__" not in f.parts and f.is_file()
+        )
+        for f in files:
+            digest.update(f.relative_to(root).as_posix().encode() + b"\0")
+            digest.update(hashlib.sha256(f.read_bytes()).digest())
+    return digest.hexdigest()
+
+
 def package_versions(names: Iterable[str] = PACKAGES) -> dict[str, str | None]:
     """Installed versions of ``names`` (None when absent)."""
     out = {}
@@ -72,6 +101,7 @@ def provenance(config: Any = None, seed: int | None = None, **extra: Any) -> dic
         "config_hash": config_hash(config) if config is not None else None,
         "seed": seed,
         "git": git_commit(),
+        "code": {"source_sha256": source_fingerprint()},
         "packages": package_versions(),
         "python": platform.python_version(),
         "host": {"platform": platform.platform(), "cpus": os.cpu_count()},

@@ -246,6 +246,32 @@ def build_table(config: dict, layout: Layout) -> list[dict]:
 # ----------------------------------------------------------------------------- entry points
 
 
+def code_versions(paths: Sequence[str | Path]) -> dict[str, list[str]]:
+    """The source fingerprints (``provenance.code.source_sha256``) of the results files at
+    ``paths``, each with the files made by that code; ``unknown`` for files that lack one."""
+    out: dict[str, list[str]] = {}
+    for p in paths:
+        prov = json.loads(Path(p).read_text()).get("provenance") or {}
+        out.setdefault((prov.get("code") or {}).get("source_sha256") or "unknown", []).append(
+            str(p)
+        )
+    return out
+
+
+def code_note(versions: dict[str, list[str]]) -> str:
+    """One line for table 1 on the code its numbers were made with; a warning for a mix."""
+    if set(versions) == {"unknown"}:
+        return "The code these results were made with is not recorded in their summaries."
+    if len(versions) == 1:
+        only = next(iter(versions))
+        return f"Every run and evaluation was made by the same code (source {only[:12]})."
+    counts = ", ".join(f"{v[:12]}: {len(files)} files" for v, files in versions.items())
+    return (
+        f"**Warning: mixed code versions** ({counts}): the runs were made by different code; "
+        "rerun the stale ones (see table1.provenance.json) before comparing columns."
+    )
+
+
 def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, list[Path]]:
     """Write table1.csv (+ provenance JSON), table1.md and the figures; return what was written."""
     from agon.config import config_hash
@@ -256,16 +282,6 @@ def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, lis
     rows = build_table(config, layout)
     chash = config_hash(config)
     meta = {"config_hash": chash, "source": "agon report"}
-    written: dict[str, list[Path]] = {}
-    written["csv"] = [atomic_write_text(layout.table_csv(), table_csv(rows))]
-    written["md"] = [atomic_write_text(layout.table_md(), table_markdown(rows, systems, chash))]
-    figs = plot_pass1(rows, systems, layout.figures_dir, meta)
-    if "training_curves" in layout.figure_names(trained):
-        figs += plot_training_curves(config, layout, trained, layout.figures_dir, meta, smooth)
-    if "duel_dynamics" in layout.figure_names(trained):
-        figs += plot_duel_dynamics(config, layout, layout.figures_dir, meta, smooth)
-    written["figures"] = figs
-    # the provenance sidecar is written last: its presence means the rest is complete
     inputs = [
         layout.eval_summary(f["name"], t["name"], s, seed)
         for f in config["families"]
@@ -273,6 +289,25 @@ def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, lis
         for s in systems
         for seed in config["seeds"]
     ]
+    runs = [
+        layout.train_summary(f["name"], t["name"], m, seed)
+        for f in config["families"]
+        for t in config["tasks"]
+        for m in trained
+        for seed in config["seeds"]
+    ]
+    versions = code_versions(inputs + runs)
+    markdown = table_markdown(rows, systems, chash) + "\n" + code_note(versions) + "\n"
+    written: dict[str, list[Path]] = {}
+    written["csv"] = [atomic_write_text(layout.table_csv(), table_csv(rows))]
+    written["md"] = [atomic_write_text(layout.table_md(), markdown)]
+    figs = plot_pass1(rows, systems, layout.figures_dir, meta)
+    if "training_curves" in layout.figure_names(trained):
+        figs += plot_training_curves(config, layout, trained, layout.figures_dir, meta, smooth)
+    if "duel_dynamics" in layout.figure_names(trained):
+        figs += plot_duel_dynamics(config, layout, layout.figures_dir, meta, smooth)
+    written["figures"] = figs
+    # the provenance sidecar is written last: its presence means the rest is complete
     written["provenance"] = [
         write_results(
             layout.table_provenance(),
@@ -282,6 +317,8 @@ def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, lis
                 "figures": [str(p) for p in figs],
                 "rows": len(rows),
                 "inputs": inputs,
+                "runs": runs,
+                "code_versions": versions,
             },
             config=config,
             seed=None,

@@ -435,3 +435,29 @@ def test_training_curves_fall_back_to_training_correctness(tmp_path):
     written = build_report(cfg, layout)
     assert (Path(layout.figures_dir) / "training_curves.png").stat().st_size > 10_000
     assert len(written["figures"]) == 6
+
+
+def test_report_flags_results_of_mixed_code(tmp_path):
+    """Table 1 says when its runs were made by different code, and names the files in the
+    provenance sidecar; with one code version it says so too."""
+    cfg = make_config(tmp_path / "results", seeds=(0,), methods=["base", "grpo"])
+    layout = Layout(cfg["out_dir"], str(tmp_path / "figs"))
+    write_synthetic(cfg, layout, n_problems=6)
+    build_report(cfg, layout)
+    assert "is not recorded" in Path(layout.table_md()).read_text()
+
+    def stamp(path: Path, fingerprint: str) -> None:
+        body = json.loads(path.read_text())
+        body["provenance"] = {"code": {"source_sha256": fingerprint}}
+        path.write_text(json.dumps(body))
+
+    stale = Path(layout.train_summary("fam1", "arith", "grpo", 0))
+    for p in Path(cfg["out_dir"]).rglob("summary.json"):
+        stamp(p, "1" * 64)
+    build_report(cfg, layout)
+    assert "made by the same code (source 111111111111)" in Path(layout.table_md()).read_text()
+    stamp(stale, "0" * 64)
+    build_report(cfg, layout)
+    assert "mixed code versions" in Path(layout.table_md()).read_text()
+    versions = json.loads(Path(layout.table_provenance()).read_text())["code_versions"]
+    assert versions["0" * 64] == [str(stale)] and len(versions) == 2
