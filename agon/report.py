@@ -1,9 +1,11 @@
 """`agon report`: table 1 and the paper figures, from the evaluation and training results.
 
 Table 1 (``docs/method.md``) has one row per (family, task). For every evaluated system it gives
-pass@1 with its standard error and 95% bootstrap interval, the headline ratios
-``agon / grpo`` and ``(agon - base) / (moa - base)`` (each with a paired bootstrap interval:
-the same problems resampled for both systems), and per method the compute it used: tokens
+pass@1 with its standard error and 95% bootstrap interval, the ratios ``agon / grpo`` (the
+paper's claim), ``agon / grpo_cascade`` (the two-model control) and ``(agon - base) / (moa -
+base)`` (each with a paired bootstrap interval: the same problems resampled for all systems;
+the last one *not defined*, with the reason, when MoA's gain is not positive or its interval
+holds 0), and per method the compute it used: tokens
 generated and wall hours.
 
 Where the numbers come from:
@@ -182,6 +184,39 @@ def train_compute(
     return {"train_tokens": mean(toks), "train_wall_h": w / 3600 if w is not None else None}
 
 
+def moa_gain_ratio(
+    p: dict[str, float], per_problem: dict[str, dict[str, float] | None], n_boot: int
+) -> dict[str, Any]:
+    """``(agon - base) / (moa - base)`` with its paired interval, or not defined, with the
+    reason, when MoA's gain over base is not positive or its paired interval holds 0: a
+    negative or unbounded ratio is not a measurement of "times the gain"."""
+    key = "agon_gain_over_moa_gain"
+    out: dict[str, Any] = {key: None, f"{key}_lo": None, f"{key}_hi": None, f"{key}_note": ""}
+    gain = p["moa"] - p["base"]
+    paired = all(per_problem[s] for s in ("agon", "moa", "base"))
+    g_lo, g_hi = (
+        paired_gain_ci(per_problem["moa"], per_problem["base"], n_boot, 2)
+        if paired
+        else (None, None)
+    )
+    if gain <= 0:
+        out[f"{key}_note"] = f"not defined: MoA's gain over base is {100 * gain:+.1f} points"
+    elif g_lo is not None and g_lo <= 0:
+        out[f"{key}_note"] = (
+            f"not defined: MoA's gain over base, {100 * gain:+.1f} points, has a 95% interval "
+            f"[{100 * g_lo:+.1f}, {100 * g_hi:+.1f}] that holds 0"
+        )
+    else:
+        out[key] = _ratio(p["agon"] - p["base"], gain)
+        lo, hi = (
+            paired_ratio_ci(per_problem["agon"], per_problem["moa"], per_problem["base"], n_boot, 2)
+            if paired
+            else (None, None)
+        )
+        out[f"{key}_lo"], out[f"{key}_hi"] = lo, hi
+    return out
+
+
 def build_table(config: dict, layout: Layout) -> list[dict]:
     """Table 1: one dict per (family, task) with every column (see the module docstring)."""
     systems = columns_for_methods(config["methods"])
@@ -206,24 +241,20 @@ def build_table(config: dict, layout: Layout) -> list[dict]:
                     row[f"{s}_{key}"] = stats[key]
                 row[f"{s}_source"] = stats["source"]
             p = {s: row[f"{s}_pass@1"] for s in systems}
-            if "agon" in p and "grpo" in p:
-                row["agon_over_grpo"] = _ratio(p["agon"], p["grpo"])
-                lo, hi = (
-                    paired_ratio_ci(per_problem["agon"], per_problem["grpo"], None, n_boot, 1)
-                    if per_problem["agon"] and per_problem["grpo"]
-                    else (None, None)
-                )
-                row["agon_over_grpo_lo"], row["agon_over_grpo_hi"] = lo, hi
-            if {"agon", "moa", "base"} <= set(p):
-                row["agon_gain_over_moa_gain"] = _ratio(p["agon"] - p["base"], p["moa"] - p["base"])
-                lo, hi = (
-                    paired_ratio_ci(
-                        per_problem["agon"], per_problem["moa"], per_problem["base"], n_boot, 2
+            # agon / grpo is the paper's literal claim (a two-model cascade over one model);
+            # agon / grpo_cascade is the control (two models both ways, trained apart)
+            for den, seed in (("grpo", 1), ("grpo_cascade", 4)):
+                if "agon" in p and den in p:
+                    key = f"agon_over_{den}"
+                    row[key] = _ratio(p["agon"], p[den])
+                    lo, hi = (
+                        paired_ratio_ci(per_problem["agon"], per_problem[den], None, n_boot, seed)
+                        if per_problem["agon"] and per_problem[den]
+                        else (None, None)
                     )
-                    if all(per_problem[s] for s in ("agon", "moa", "base"))
-                    else (None, None)
-                )
-                row["agon_gain_over_moa_gain_lo"], row["agon_gain_over_moa_gain_hi"] = lo, hi
+                    row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi
+            if {"agon", "moa", "base"} <= set(p):
+                row.update(moa_gain_ratio(p, per_problem, n_boot))
             for _, base, trained_systems in GAINS:
                 for s in (x for x in trained_systems if x in p and base in p):
                     row[f"{s}_gain"] = p[s] - p[base]

@@ -51,14 +51,21 @@ def table_markdown(rows: list[dict], systems: Sequence[str], config_hash_: str) 
     def ratio(r: dict, k: str) -> str:
         v = r.get(k)
         if v is None:
-            return "n/a"
+            return r.get(f"{k}_note") or "n/a"
         lo, hi = r.get(f"{k}_lo"), r.get(f"{k}_hi")
         if lo is not None and math.isinf(lo):
             return f"{v:.2f} [unbounded: denominator's interval holds 0]"
         return f"{v:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None else "")
 
     lines = ["# Table 1: pass@1 (%) [95% bootstrap interval over problems]", ""]
-    head = ["family", "task", *systems, "agon / grpo", "(agon-base) / (moa-base)"]
+    head = [
+        "family",
+        "task",
+        *systems,
+        "agon / grpo",
+        "agon / grpo_cascade",
+        "(agon-base) / (moa-base)",
+    ]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [
@@ -66,6 +73,7 @@ def table_markdown(rows: list[dict], systems: Sequence[str], config_hash_: str) 
             r["task"],
             *(pct(r, s) for s in systems),
             ratio(r, "agon_over_grpo"),
+            ratio(r, "agon_over_grpo_cascade"),
             ratio(r, "agon_gain_over_moa_gain"),
         ]
         lines.append("| " + " | ".join(cells) + " |")

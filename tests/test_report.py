@@ -159,8 +159,18 @@ def test_table_pass1_ratios_and_compute_recounted_from_samples(tmp_path):
         assert float(r["agon_over_grpo"]) == pytest.approx(
             expected["agon"] / expected["grpo"], rel=1e-6
         )
-        gain = (expected["agon"] - expected["base"]) / (expected["moa"] - expected["base"])
-        assert float(r["agon_gain_over_moa_gain"]) == pytest.approx(gain, rel=1e-6)
+        assert float(r["agon_over_grpo_cascade"]) == pytest.approx(
+            expected["agon"] / expected["grpo_cascade"], rel=1e-6
+        )
+        moa_gain = expected["moa"] - expected["base"]
+        if r["agon_gain_over_moa_gain_note"]:  # MoA's gain not positive, or its interval holds 0
+            assert (
+                r["agon_gain_over_moa_gain"] == ""
+                and "not defined" in r["agon_gain_over_moa_gain_note"]
+            )
+        else:
+            gain = (expected["agon"] - expected["base"]) / moa_gain
+            assert float(r["agon_gain_over_moa_gain"]) == pytest.approx(gain, rel=1e-6)
         assert (
             float(r["agon_over_grpo_lo"])
             <= float(r["agon_over_grpo"])
@@ -461,3 +471,29 @@ def test_report_flags_results_of_mixed_code(tmp_path):
     assert "mixed code versions" in Path(layout.table_md()).read_text()
     versions = json.loads(Path(layout.table_provenance()).read_text())["code_versions"]
     assert versions["0" * 64] == [str(stale)] and len(versions) == 2
+
+
+@pytest.mark.parametrize(("moa", "defined"), [(0.2, False), (0.31, False), (0.6, True)])
+def test_moa_ratio_is_defined_only_for_a_clear_moa_gain(moa, defined):
+    """(agon-base)/(moa-base) is a number only when MoA's gain is positive and its paired
+    interval stays above 0; otherwise the table says why it is not defined."""
+    from agon.report import moa_gain_ratio
+
+    ids = [f"p{i}" for i in range(200)]
+    rng = random.Random(0)
+
+    def series(rate):
+        return {i: float(rng.random() < rate) for i in ids}
+
+    per = {"base": series(0.3), "moa": series(moa), "agon": series(0.7)}
+    p = {k: sum(v.values()) / len(v) for k, v in per.items()}
+    out = moa_gain_ratio(p, per, n_boot=500)
+    if defined:
+        assert out["agon_gain_over_moa_gain"] == pytest.approx(
+            (p["agon"] - p["base"]) / (p["moa"] - p["base"])
+        )
+        assert out["agon_gain_over_moa_gain_lo"] < out["agon_gain_over_moa_gain_hi"]
+        assert out["agon_gain_over_moa_gain_note"] == ""
+    else:
+        assert out["agon_gain_over_moa_gain"] is None
+        assert out["agon_gain_over_moa_gain_note"].startswith("not defined: MoA's gain")
