@@ -1,10 +1,10 @@
 """Registries of trainers and system kinds: a name, an import path, imported on first use.
 
 The library never imports a baseline: ``baselines/`` imports ``agon``, and ``agon`` finds each
-baseline's trainer or system by its name here (the task registry, :mod:`agon.tasks`, works the
-same way). A new baseline is a folder under ``baselines/`` plus one line in :data:`TRAINERS`
-or :data:`SYSTEM_KINDS`; a package outside this repository registers its own through the
-entry-point groups ``agon.trainers`` and ``agon.systems``, with no change here.
+baseline's trainer or system by its name here (tasks are a :class:`Registry` too:
+:data:`agon.tasks.TASKS`). A new baseline is a folder under ``baselines/`` plus one line in
+:data:`TRAINERS` or :data:`SYSTEM_KINDS`; a package outside this repository registers its own
+through the entry-point groups ``agon.trainers`` and ``agon.systems``, with no change here.
 
 - A **trainer** (``agon train --method NAME``) is a :class:`Trainer`: its settings class and
   a function that trains a family's two models and returns the run's summary payload.

@@ -219,7 +219,7 @@ def test_resume_after_sigkill_neither_redoes_nor_duplicates(tmp_path, monkeypatc
     with open(samples, "a") as f:
         f.write('{"run_id": "torn')  # what a kill in the middle of a write leaves behind
 
-    monkeypatch.setitem(agon.tasks._FACTORIES, "tinysum", lambda **params: tiny_sum_task(10))
+    monkeypatch.setitem(agon.tasks.TASKS._objects, "tinysum", lambda **params: tiny_sum_task(10))
     capsys.readouterr()
     assert (
         main(_child(tmp_path, config, killed, delay=0.0)[2:]) == 0
@@ -253,7 +253,7 @@ def test_resume_after_sigkill_neither_redoes_nor_duplicates(tmp_path, monkeypatc
 def test_cli_explicit_forms(tmp_path, monkeypatch, capsys):
     """`agon eval --system cascade --drafter ... --reader ...` and moa without a config file."""
     model = str(build_tiny_model("qwen3", tmp_path / "qwen3"))
-    monkeypatch.setitem(agon.tasks._FACTORIES, "tinysum", lambda **params: tiny_sum_task(2))
+    monkeypatch.setitem(agon.tasks.TASKS._objects, "tinysum", lambda **params: tiny_sum_task(2))
     common = ["--task", "tinysum", "--max-new-tokens", "3", "--n-samples", "2", "--no-progress"]
     assert (
         main(
@@ -316,7 +316,7 @@ def test_each_policy_keeps_its_rows_persona(tmp_path, monkeypatch):
     from agon.evaluation.from_config import build_system, minimal_config
 
     model = str(build_tiny_model("qwen3", tmp_path / "qwen3"))
-    monkeypatch.setitem(agon.tasks._FACTORIES, "tinysum", lambda **params: tiny_sum_task(2))
+    monkeypatch.setitem(agon.tasks.TASKS._objects, "tinysum", lambda **params: tiny_sum_task(2))
     config = minimal_config("tinysum", model, model)
     config["families"][0]["model_a"]["system_prompt"] = "persona A"
     config["families"][0]["model_b"]["system_prompt"] = "persona B"

@@ -1,14 +1,15 @@
 """The task registry: a task is a name, imported lazily (the lm-eval habit).
 
 ``get_task("deepmath", path=..., hard_min_difficulty=7)`` builds a task from its config row's
-``params``. A new task is one line in ``_REGISTRY`` (or :func:`register_task` at run time).
+``params``. A new task is one line in :data:`TASKS` (or :func:`register_task` at run time), built on
+the same :class:`agon.registry.Registry` as trainers and system kinds.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 
+from agon.registry import Registry
 from agon.tasks.base import SPLITS, MathTask, Messages, Problem, Task, apply_draft_view
 
 __all__ = [
@@ -24,42 +25,35 @@ __all__ = [
     "task_from_config",
 ]
 
-# name -> "module:ClassName"
-_REGISTRY: dict[str, str] = {
-    "deepmath": "agon.tasks.deepmath:DeepMathTask",
-    "arith": "agon.toy.tasks:ArithTask",
-    "toycode": "agon.toy.toycode:ToyCodeTask",
-    "taco": "agon.tasks.code.taco:TacoTask",
-    "codecontests": "agon.tasks.code.codecontests:CodeContestsTask",
-    "livecodebench": "agon.tasks.code.livecodebench:LiveCodeBenchTask",
-    "humaneval": "agon.tasks.code.humaneval:HumanEvalTask",
-}
-_FACTORIES: dict[str, Callable[..., Task]] = {}
+# name -> "module:ClassName"; other packages add tasks through the entry-point group agon.tasks
+TASKS = Registry(
+    "task",
+    "agon.tasks",
+    {
+        "deepmath": "agon.tasks.deepmath:DeepMathTask",
+        "arith": "agon.toy.tasks:ArithTask",
+        "toycode": "agon.toy.toycode:ToyCodeTask",
+        "taco": "agon.tasks.code.taco:TacoTask",
+        "codecontests": "agon.tasks.code.codecontests:CodeContestsTask",
+        "livecodebench": "agon.tasks.code.livecodebench:LiveCodeBenchTask",
+        "humaneval": "agon.tasks.code.humaneval:HumanEvalTask",
+    },
+)
 
 
 def register_task(name: str, factory: Callable[..., Task]) -> None:
     """Register a task factory under ``name`` (overrides a built-in of the same name)."""
-    _FACTORIES[name] = factory
+    TASKS.register(name, factory)
 
 
 def available_tasks() -> list[str]:
     """Names that :func:`get_task` accepts."""
-    return sorted(set(_REGISTRY) | set(_FACTORIES))
+    return sorted(TASKS.names())
 
 
 def get_task(name: str, **params) -> Task:
     """Build the task ``name`` with its config ``params``."""
-    if name in _FACTORIES:
-        return _FACTORIES[name](**params)
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown task {name!r}; available: {available_tasks()}")
-    module, cls = _REGISTRY[name].split(":")
-    try:
-        factory = getattr(importlib.import_module(module), cls)
-    except (ModuleNotFoundError, AttributeError) as err:
-        raise KeyError(
-            f"task {name!r} is registered as {_REGISTRY[name]} but cannot be imported: {err}"
-        ) from err
+    factory = TASKS.get(name)
     try:
         return factory(**params)
     except TypeError as err:

@@ -37,8 +37,9 @@ MOD = 7  # the modulus; mod 13 stayed at chance for the 0.3M model (docs/method.
 OPS = ("+", "-", "*")
 OPERANDS = tuple(range(1, MOD))  # 0 is left out: `x*0` would erase the whole chain before it
 
-# Reader prompts mark the draft as a rival's, possibly wrong (DESIGN.md §1 step 2), in as few
-# tokens as the tiny model can afford; the tokenizer merges these words into one or two tokens.
+# Reader prompts mark the draft as a rival's, possibly wrong (docs/method.md, the duel, step 1),
+# in as few tokens as the tiny model can afford; the tokenizer merges these words into one or
+# two tokens.
 ARITH_SOLVE = "solve: {question}"
 ARITH_READ = "solve: {question}\nrival (may be wrong): {draft}"
 CODE_SOLVE = "code: {question}"

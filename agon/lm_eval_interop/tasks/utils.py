@@ -13,19 +13,18 @@ import atexit
 from typing import Any
 
 _GRADER = None
-_CLASSES = {"arith": "agon.toy.tasks:ArithTask", "deepmath": "agon.tasks.deepmath:DeepMathTask"}
 
 
 def _dataset(task_name: str, split: str, **kwargs: Any):
     """The split as a DatasetDict; of lm-eval's metadata (which also carries the model args and
     the task version) only the task constructor's own parameters are passed on."""
-    import importlib
     import inspect
 
     import datasets
 
-    module, cls_name = _CLASSES[task_name].split(":")
-    cls = getattr(importlib.import_module(module), cls_name)
+    from agon.tasks import TASKS
+
+    cls = TASKS.get(task_name)  # the task class, from agon's one task registry
     accepted = inspect.signature(cls.__init__).parameters
     task = cls(**{k: v for k, v in kwargs.items() if k in accepted and k != "self"})
     try:
