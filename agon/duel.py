@@ -395,12 +395,6 @@ def samples_of(role: str, comps: list[Completion], adv: Advantages) -> Samples:
     )
 
 
-def _metrics(role: str, rewards, correct, adv: Advantages, comps: list[Completion]) -> dict:
-    lengths = [len(c.token_ids) for c in comps]
-    truncated = [c.finish_reason == "length" for c in comps]
-    return mk.role_metrics(role, rewards, correct, adv.zero_spread, lengths, truncated)
-
-
 def duel_step(
     task: Task, policies: dict[str, Policy], problems: list[Problem], s: DuelSettings, step: int
 ) -> dict[str, float]:
@@ -420,16 +414,14 @@ def duel_step(
         adv_d, adv_r = role_advantages(r_draft, r_read, s)  # 4
         drafts = [c for per_problem in ro.drafts for c in per_problem]
         own[d].append(samples_of("drafter", drafts, adv_d))
-        m = _metrics("drafter", r_draft, c_draft, adv_d, drafts)
-        row.update({f"{d}/{k}": v for k, v in m.items()})
-        tokens += int(m["drafter/tokens"])
+        row.update(mk.role_metrics(d, "drafter", r_draft, c_draft, adv_d.zero_spread, drafts))
+        tokens += int(row[mk.key(mk.ROLE_TOKENS, model=d, role="drafter")])
         if r is not None:
             reads = [x for per_problem in ro.reads for per_draft in per_problem for x in per_draft]
             own[r].append(samples_of("reader", reads, adv_r))
-            m = _metrics("reader", r_read, c_read, adv_r, reads)
-            m["reader/drafts_cut"] = float(ro.drafts_cut)
-            row.update({f"{r}/{k}": v for k, v in m.items()})
-            tokens += int(m["reader/tokens"])
+            row.update(mk.role_metrics(r, "reader", r_read, c_read, adv_r.zero_spread, reads))
+            row[mk.key(mk.DRAFTS_CUT, model=r)] = float(ro.drafts_cut)
+            tokens += int(row[mk.key(mk.ROLE_TOKENS, model=r, role="reader")])
             c_draft_per_read = np.repeat(c_draft[:, :, None], c_read.shape[2], axis=2)
             outcomes = mk.duel_outcomes(c_draft_per_read.ravel(), c_read.ravel())
             row.update({f"{d}->{r}/{k}": v for k, v in outcomes.items()})

@@ -303,6 +303,17 @@ def code_note(versions: dict[str, list[str]]) -> str:
     )
 
 
+def _summaries(config: dict, path_of: Any, names: Sequence[str]) -> list[str]:
+    """``path_of(family, task, name, seed)`` for every family, task, name and seed."""
+    return [
+        path_of(f["name"], t["name"], n, seed)
+        for f in config["families"]
+        for t in config["tasks"]
+        for n in names
+        for seed in config["seeds"]
+    ]
+
+
 def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, list[Path]]:
     """Write table1.csv (+ provenance JSON), table1.md and the figures; return what was written."""
     from agon.config import config_hash
@@ -313,20 +324,8 @@ def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, lis
     rows = build_table(config, layout)
     chash = config_hash(config)
     meta = {"config_hash": chash, "source": "agon report"}
-    inputs = [
-        layout.eval_summary(f["name"], t["name"], s, seed)
-        for f in config["families"]
-        for t in config["tasks"]
-        for s in systems
-        for seed in config["seeds"]
-    ]
-    runs = [
-        layout.train_summary(f["name"], t["name"], m, seed)
-        for f in config["families"]
-        for t in config["tasks"]
-        for m in trained
-        for seed in config["seeds"]
-    ]
+    inputs = _summaries(config, layout.eval_summary, systems)
+    runs = _summaries(config, layout.train_summary, trained)
     versions = code_versions(inputs + runs)
     markdown = table_markdown(rows, systems, chash) + "\n" + code_note(versions) + "\n"
     written: dict[str, list[Path]] = {}

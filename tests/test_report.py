@@ -6,134 +6,18 @@ hard-coded: pooled pass@1, the headline ratios, the compute columns, the figures
 
 from __future__ import annotations
 
-import csv
 import json
 import random
 from pathlib import Path
 
 import pytest
 import yaml
+from report_helpers import ALL_METHODS, make_config, read_csv, write_synthetic
 
-from agon.config import config_hash, validate_config
-from agon.figures import hard_curve, win_rates
+from agon.config import config_hash
 from agon.methods import COLUMNS, columns_for_methods
 from agon.report import build_report
 from agon.results import Layout, problem_counts
-
-ALL_METHODS = [
-    "base",
-    "base_cascade",
-    "moa",
-    "grpo",
-    "grpo_cascade",
-    "agon",
-    "agon_rev",
-    "agon_single",
-]
-# true success rates of the synthetic systems (the ordering of the paper's claim)
-RATES = {
-    "base": 0.3,
-    "base_b": 0.25,
-    "base_cascade": 0.35,
-    "moa": 0.34,
-    "grpo": 0.4,
-    "grpo_b": 0.3,
-    "grpo_cascade": 0.45,
-    "agon": 0.7,
-    "agon_rev": 0.65,
-    "agon_single": 0.5,
-    "agon_single_b": 0.45,
-}
-
-
-def make_config(
-    out_dir: Path, families=("fam1",), tasks=("arith",), seeds=(0, 1), methods=ALL_METHODS
-) -> dict:
-    cfg = {
-        "out_dir": str(out_dir),
-        "seeds": list(seeds),
-        "families": [
-            {"name": f, "model_a": {"model": "a"}, "model_b": {"model": "b"}} for f in families
-        ],
-        "tasks": [{"name": t, "params": {}} for t in tasks],
-        "methods": list(methods),
-        "eval": {"n_samples": 4, "k": [1], "bootstrap": 200},
-    }
-    return validate_config(cfg)
-
-
-def write_synthetic(
-    cfg: dict, layout: Layout, n_problems: int = 30, rng_seed: int = 0, with_ids: bool = True
-) -> dict:
-    """Write samples.jsonl / summary.json per eval and metrics.jsonl / summary.json per run.
-
-    Returns {(family, task, system): {problem_id: [correct, ...]}} pooled over seeds."""
-    rng = random.Random(rng_seed)
-    truth: dict = {}
-    n = cfg["eval"]["n_samples"]
-    systems = columns_for_methods(cfg["methods"])
-    for fam in cfg["families"]:
-        for task in cfg["tasks"]:
-            f, t = fam["name"], task["name"]
-            for s in systems:
-                for seed in cfg["seeds"]:
-                    d = Path(layout.eval_dir(f, t, s, seed))
-                    d.mkdir(parents=True, exist_ok=True)
-                    lines, n_correct = [], 0
-                    for i in range(n_problems):
-                        for j in range(n):
-                            # correct: True / False / None (ungraded, counts as a failure)
-                            u = rng.random()
-                            c = None if u > 0.98 else (rng.random() < RATES[s])
-                            truth.setdefault((f, t, s), {}).setdefault(f"p{i}", []).append(
-                                c is True
-                            )
-                            n_correct += c is True
-                            row = {"correct": c, "total_tokens": 10 + j}
-                            if with_ids:
-                                row["problem_id"] = f"p{i}"
-                            lines.append(json.dumps(row))
-                    (d / "samples.jsonl").write_text("\n".join(lines) + "\n")
-                    p1 = n_correct / (n_problems * n)
-                    summary = {
-                        "pass@1": p1,
-                        "pass@1_se": 0.01,
-                        "pass@1_lo": p1 - 0.05,
-                        "pass@1_hi": p1 + 0.05,
-                        "n_problems": n_problems,
-                        "total_generated_tokens": 1000 + seed,
-                        "session_wall_s": 36.0,
-                    }
-                    (d / "summary.json").write_text(json.dumps(summary))
-            for m in ("grpo", "agon"):
-                if not any(COLUMNS[s].train == m for s in systems):
-                    continue
-                for seed in cfg["seeds"]:
-                    d = Path(layout.train_dir(f, t, m, seed))
-                    d.mkdir(parents=True, exist_ok=True)
-                    rows = []
-                    for step in range(10):
-                        row = {"step": step, "tokens_generated": 100}
-                        if step % 3 == 0:
-                            slope = 0.03 if m == "agon" else 0.015
-                            row["eval/hard_pass@1/A"] = 0.3 + slope * step
-                            row["eval/hard_pass@1/B"] = 0.25 + slope * step
-                        if m == "agon":
-                            dr, rd = ("A", "B") if step % 2 == 0 else ("B", "A")
-                            row[f"{dr}->{rd}/duel/drafter_wins"] = 0.2
-                            row[f"{dr}->{rd}/duel/reader_wins"] = 0.5
-                            row[f"{dr}->{rd}/duel/ties"] = 0.3
-                        rows.append(json.dumps(row))
-                    (d / "metrics.jsonl").write_text("\n".join(rows) + "\n")
-                    (d / "summary.json").write_text(
-                        json.dumps({"tokens_generated": 1000 * (seed + 1), "wall_s": 7200.0})
-                    )
-    return truth
-
-
-def read_csv(path) -> list[dict]:
-    with open(path) as f:
-        return list(csv.DictReader(f))
 
 
 def test_table_pass1_ratios_and_compute_recounted_from_samples(tmp_path):
@@ -281,129 +165,6 @@ def test_missing_result_names_the_file(tmp_path):
         build_report(cfg, Layout(cfg["out_dir"], str(tmp_path / "figs")))
 
 
-def test_win_rates_from_direction_outcomes():
-    rows = [
-        {
-            "step": 0,
-            "A->B/duel/drafter_wins": 0.25,
-            "A->B/duel/reader_wins": 0.5,
-            "A->B/duel/ties": 0.25,
-        },
-        {
-            "step": 1,
-            "B->A/duel/drafter_wins": 0.1,
-            "B->A/duel/reader_wins": 0.6,
-            "B->A/duel/ties": 0.3,
-        },
-        {"step": 2, "A->B/duel/drafter_wins": float("nan"), "A->B/duel/reader_wins": float("nan")},
-        # role_schedule both: two directions in one step, averaged per model
-        {
-            "step": 3,
-            "A->B/duel/drafter_wins": 0.2,
-            "A->B/duel/reader_wins": 0.4,
-            "B->A/duel/drafter_wins": 0.3,
-            "B->A/duel/reader_wins": 0.6,
-        },
-    ]
-    assert win_rates(rows, "A") == (
-        [0.0, 1.0, 3.0],
-        [0.25, 0.6, pytest.approx((0.2 + 0.6) / 2)],
-    )
-    assert win_rates(rows, "B") == (
-        [0.0, 1.0, 3.0],
-        [0.5, 0.1, pytest.approx((0.4 + 0.3) / 2)],
-    )
-    assert win_rates(rows, "ties") == ([0.0, 1.0], [0.25, 0.3])
-
-
-def test_hard_curve_uses_cumulative_tokens_at_eval_steps():
-    rows = [{"step": i, "tokens_generated": 10 * (i + 1)} for i in range(5)]
-    rows[0]["eval/hard_pass@1/A"] = 0.2
-    rows[3]["eval/hard_pass@1/A"] = 0.4
-    steps, toks, ys = hard_curve(rows, "A")
-    assert steps == [0.0, 3.0] and ys == [0.2, 0.4]
-    # an evaluation on row s scores the model after s updates: the tokens of the rows before it
-    assert toks == [0.0, 10.0 + 20 + 30]
-    assert hard_curve(rows, "B") == ([], [], [])
-
-
-def trainer_rows(steps: int, every: int, tokens: int, rate: float) -> list[dict]:
-    """metrics.jsonl rows as the trainers write them with train.eval_every (agon.training.probe):
-    evaluations before the updates of steps 0, every, ... and a last row after the final update."""
-    rows = []
-    for s in range(steps):
-        row = {
-            "step": s,
-            "tokens_generated": tokens,
-            "A/drafter/correct": 0.9,
-            "B/drafter/correct": 0.9,
-        }
-        if s % every == 0:
-            row.update(
-                {
-                    "eval/hard_pass@1/A": rate * s,
-                    "eval/hard_pass@1/B": rate * s / 2,
-                    "time/eval_s": 0.1,
-                }
-            )
-        rows.append(row)
-    rows.append(
-        {
-            "step": steps,
-            "tokens_generated": 0,
-            "eval/hard_pass@1/A": rate * steps,
-            "eval/hard_pass@1/B": rate * steps / 2,
-        }
-    )
-    return rows
-
-
-def test_training_curves_plot_the_trainers_hard_split_evaluations(tmp_path, monkeypatch):
-    """The figure draws the logged hard-split points (not training correctness), against step and
-    tokens."""
-    from agon import figures
-
-    cfg = make_config(tmp_path / "results", seeds=(0,), methods=["base", "grpo", "agon"])
-    layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
-    write_synthetic(cfg, layout, n_problems=5)
-    runs = {"agon": trainer_rows(10, 5, 300, 0.04), "grpo": trainer_rows(10, 5, 100, 0.02)}
-    for m, rows in runs.items():
-        Path(layout.train_metrics("fam1", "arith", m, 0)).write_text(
-            "\n".join(json.dumps(r) for r in rows) + "\n"
-        )
-    drawn = {}
-    save = figures._save
-
-    def keep(fig, figures_dir, name, meta):
-        drawn[name] = fig
-        return save(fig, figures_dir, name, meta)
-
-    monkeypatch.setattr(figures, "_save", keep)
-    build_report(cfg, layout)
-    fig = drawn["training_curves"]
-    assert "hard-split pass@1 during training" in fig.legends[0].get_title().get_text()
-    ax_step, ax_tok = fig.axes[:2]
-    for m, color in (("agon", figures.COLORS["agon"]), ("grpo", figures.COLORS["grpo"])):
-        tokens = runs[m][0]["tokens_generated"]
-        for model, ls in (("A", "-"), ("B", "--")):
-            steps, toks, ys = hard_curve(runs[m], model)
-            assert steps == [0.0, 5.0, 10.0] and toks == [0.0, 5.0 * tokens, 10.0 * tokens]
-            line = next(
-                ln
-                for ln in ax_step.get_lines()
-                if ln.get_color() == color and ln.get_linestyle() == ls
-            )
-            assert list(line.get_xdata()) == steps and list(line.get_ydata()) == pytest.approx(
-                [100 * y for y in ys]
-            )
-            line = next(
-                ln
-                for ln in ax_tok.get_lines()
-                if ln.get_color() == color and ln.get_linestyle() == ls
-            )
-            assert list(line.get_xdata()) == toks
-
-
 def test_problem_counts_skips_torn_tail_and_rejects_unparseable(tmp_path):
     p = tmp_path / "samples.jsonl"
     p.write_text(
@@ -426,25 +187,6 @@ def test_systems_follow_methods():
     assert columns_for_methods(ALL_METHODS) == list(COLUMNS)
     with pytest.raises(ValueError, match="unknown"):
         columns_for_methods(["base", "nope"])
-
-
-def test_training_curves_fall_back_to_training_correctness(tmp_path):
-    """Without hard-split evaluations in metrics.jsonl the figure still has curves (labelled)."""
-    from agon.figures import train_curve
-
-    rows = [{"step": i, "tokens_generated": 5, "A/drafter/correct": i / 10} for i in range(10)]
-    steps, toks, ys = train_curve(rows, "A", smooth=2)
-    assert steps == [float(i) for i in range(10)] and toks[-1] == 50.0
-    assert ys[3] == pytest.approx((0.2 + 0.3) / 2)
-    cfg = make_config(tmp_path / "results", seeds=(0,), methods=["base", "agon"])
-    layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
-    write_synthetic(cfg, layout, n_problems=5)
-    Path(layout.train_metrics("fam1", "arith", "agon", 0)).write_text(
-        "\n".join(json.dumps(r) for r in rows) + "\n"
-    )
-    written = build_report(cfg, layout)
-    assert (Path(layout.figures_dir) / "training_curves.png").stat().st_size > 10_000
-    assert len(written["figures"]) == 6
 
 
 def test_report_flags_results_of_mixed_code(tmp_path):

@@ -71,18 +71,19 @@ def _nanmean(x: Any) -> float:
 
 
 def role_metrics(
+    model: str,
     role: str,
     rewards: np.ndarray,
     correct: np.ndarray,
     zero_spread: np.ndarray,
-    lengths: Sequence[int],
-    truncated: Sequence[bool],
+    completions: Sequence[Any],
 ) -> dict[str, float]:
-    """The rollout metrics of one role's completions, keyed ``{role}/...`` (the caller adds
-    the model's name in front)."""
+    """The rollout metrics of ``model``'s completions in ``role`` (objects with ``token_ids``
+    and ``finish_reason``), keyed ``{model}/{role}/...``."""
+    lengths = [len(c.token_ids) for c in completions]
 
     def k(template: str) -> str:
-        return template.format(model="", role=role).lstrip("/")
+        return key(template, model=model, role=role)
 
     return {
         k(ROLE_REWARD): _nanmean(rewards),
@@ -90,7 +91,11 @@ def role_metrics(
         k(ROLE_UNGRADED): float(np.isnan(correct).mean()) if correct.size else 0.0,
         k(ROLE_ZERO_SPREAD): float(zero_spread.mean()) if zero_spread.size else float("nan"),
         k(ROLE_LENGTH): float(np.mean(lengths)) if lengths else 0.0,
-        k(ROLE_TRUNCATED): float(np.mean(truncated)) if truncated else 0.0,
+        k(ROLE_TRUNCATED): (
+            float(np.mean([c.finish_reason == "length" for c in completions]))
+            if completions
+            else 0.0
+        ),
         k(ROLE_TOKENS): float(sum(lengths)),
     }
 
