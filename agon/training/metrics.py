@@ -6,7 +6,8 @@ summarize a finished run with :func:`summarize_metrics`, so the report and the f
 one schema. ``{model}`` is a policy's name ("A" or "B"), ``{role}`` is ``drafter`` or
 ``reader`` (a GRPO sample counts as a draft), ``{drafter}->{reader}`` one duel direction.
 
-Per step (``{model}/{role}/...`` from the rollout, ``{model}/...`` from the update):
+Per step: ``{model}/{role}/...`` from the rollout, ``{model}/...`` from the update, the duel
+outcomes per direction and pooled, and on the probe's steps ``eval/...``.
 """
 
 from __future__ import annotations
@@ -36,14 +37,14 @@ DRAFTS_CUT = "{model}/reader/drafts_cut"  # drafts shortened to fit the reader p
 
 # duel outcomes, per direction and pooled: fractions of graded (draft, read) pairs
 OUTCOMES = ("drafter_wins", "reader_wins", "ties")
-DIRECTION_OUTCOME = "{drafter}->{reader}/duel/{outcome}"
 POOLED_OUTCOME = "duel/{outcome}"
+# per direction "{drafter}->{reader}/duel/{outcome}", which this pattern reads back
 DIRECTION_PATTERN = (
     r"^(?P<drafter>[^/]+)->(?P<reader>[^/]+)/duel/(?P<outcome>drafter_wins|reader_wins|ties)$"
 )
 
 # update, per model
-UPDATE_KEYS = ("loss", "grad_norm", "entropy", "kl", "clip_ratio", "lr", "trained_tokens")
+# {model}/loss, /grad_norm (before clipping), /entropy, /kl, /clip_ratio, /lr, /trained_tokens
 SKIPPED = "{model}/skipped"  # 1 when the update was dropped (non-finite loss or gradient)
 
 # hard-split probe (agon.training.probe), on the steps it runs
