@@ -86,12 +86,59 @@ def test_taco_loader_splits_and_tests():
 
 def test_split_manifest_records_ids_and_hashes():
     m = TacoTask(data_files=TACO_FILES).split_manifest()
-    assert m["sizes"] == {"train": 3, "test": 2, "hard": 1, "train_hard": 1}
+    assert m["sizes"] == {
+        "train": 3,
+        "validation": 0,  # 10% of 3 train problems, rounded down
+        "test": 2,
+        "hard": 1,
+        "train_hard": 1,
+        "validation_hard": 0,
+    }
     assert m["ids"]["hard"] == ["taco-test-1"]
     again = TacoTask(data_files=TACO_FILES).split_manifest()
     assert m["problems_sha256"] == again["problems_sha256"] and len(m["split_sha256"]) == 64
     capped = TacoTask(data_files=TACO_FILES, max_tests=1).split_manifest()
     assert capped["problems_sha256"] != m["problems_sha256"]  # the tests are part of the problem
+
+
+def test_validation_is_carved_from_train_seeded_and_test_is_the_sources():
+    full = TacoTask(data_files=TACO_FILES)
+    train, test = full.problems("train"), full.problems("test")
+    for seed in (0, 1, 2, 3):
+        task = TacoTask(data_files=TACO_FILES, validation_size=1, seed=seed)
+        val, rest = task.problems("validation"), task.problems("train")
+        assert len(val) == 1 and len(rest) == 2
+        assert sorted(p.id for p in val + rest) == sorted(p.id for p in train)
+        assert task.problems("test") == test  # the test split is the source's own
+        again = TacoTask(data_files=TACO_FILES, validation_size=1, seed=seed)
+        assert again.problems("validation") == val
+        hard = task.problems("validation_hard")
+        assert hard == [p for p in val if p.difficulty is not None and p.difficulty >= 4.0]
+    carved = {
+        TacoTask(data_files=TACO_FILES, validation_size=1, seed=s).problems("validation")[0].id
+        for s in range(8)
+    }
+    assert len(carved) > 1  # the seed picks which
+    # max_train caps what is left after the carve, so it never changes the validation split
+    capped = TacoTask(data_files=TACO_FILES, validation_size=1, max_train=1)
+    assert capped.problems("validation") == TacoTask(
+        data_files=TACO_FILES, validation_size=1
+    ).problems("validation")
+    assert len(capped.problems("train")) == 1
+    with pytest.raises(ValueError, match="validation_size"):
+        TacoTask(data_files=TACO_FILES, validation_size=4).problems("train")
+
+
+def test_code_proposals_prompt_numbers_the_attempts():
+    task = TacoTask(data_files=TACO_FILES)
+    p = task.problems("test")[0]
+    (msg,) = task.proposals_prompt(p, ["```python\nprint(1)\n```", "```python\nprint(2)\n```"])
+    content = msg["content"]
+    assert content.startswith(task.solve_prompt(p)[0]["content"])
+    assert "<rival_attempt_1>\n```python\nprint(1)\n```\n</rival_attempt_1>" in content
+    assert "<rival_attempt_2>" in content and "```python code block" in content
+    assert "boxed" not in content
+    assert task.proposals_prompt(p, ["x"]) == task.reader_prompt(p, "x")
 
 
 def test_taco_grading_gold_wrong_and_missing():

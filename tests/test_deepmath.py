@@ -17,6 +17,7 @@ def _task(**kw):
     params = {
         "source": str(FIXTURE),
         "test_size": 10,
+        "validation_size": 5,
         "hard_min_difficulty": 8.0,
         "seed": 0,
         "grading_workers": 1,
@@ -33,13 +34,48 @@ def test_registry_lists_deepmath():
 def test_split_sizes_and_hard_threshold():
     task = _task()
     train, test, hard = task.problems("train"), task.problems("test"), task.problems("hard")
-    assert len(test) == 10 and len(train) == 20
-    assert not {p.id for p in train} & {p.id for p in test}
+    val = task.problems("validation")
+    assert len(test) == 10 and len(val) == 5 and len(train) == 15
+    ids = [{p.id for p in ps} for ps in (train, val, test)]
+    assert not ids[0] & ids[1] and not ids[0] & ids[2] and not ids[1] & ids[2]
     assert hard and all(p.difficulty >= 8.0 for p in hard) and set(hard) <= set(test)
     rows = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
     n_hard_test = sum(1 for p in test if p.difficulty >= 8.0)
+    n_hard_val = sum(1 for p in val if p.difficulty >= 8.0)
     assert len(hard) == n_hard_test
-    assert len(task.problems("train_hard")) == sum(r["difficulty"] >= 8 for r in rows) - n_hard_test
+    assert [p.id for p in task.problems("validation_hard")] == [
+        p.id for p in val if p.difficulty >= 8.0
+    ]
+    assert (
+        len(task.problems("train_hard"))
+        == sum(r["difficulty"] >= 8 for r in rows) - n_hard_test - n_hard_val
+    )
+
+
+def test_validation_is_carved_from_non_test_rows_and_test_is_unchanged():
+    # the test ids before the validation split existed (test_size 10, seed 0)
+    before = [
+        "dm-e3d84ea0eb00",
+        "dm-9e65c9ab196a",
+        "dm-bed4cbc3b2a7",
+        "dm-884d2bd2e60c",
+        "dm-40debb3f5587",
+        "dm-6c22b425df67",
+        "dm-26fc2cc62d97",
+        "dm-e2bea6083b32",
+        "dm-12f5227a0e21",
+        "dm-13038428c6ec",
+    ]
+    for size in (0, 5, 12):
+        task = _task(validation_size=size)
+        assert [p.id for p in task.problems("test")] == before
+        assert len(task.problems("validation")) == size
+        assert len(task.problems("train")) == 20 - size
+    assert [p.id for p in _task(seed=1).problems("validation")] != [
+        p.id for p in _task().problems("validation")
+    ]
+    with pytest.raises(ValueError, match="validation_size"):
+        _task(validation_size=20).problems("test")
 
 
 def test_split_is_seeded_and_hashed():
@@ -81,7 +117,12 @@ def test_prompts_and_grading():
 def test_cli_writes_split_with_provenance(tmp_path):
     cfg = {
         "families": [{"name": "f", "model_a": {"model": "a"}, "model_b": {"model": "b"}}],
-        "tasks": [{"name": "deepmath", "params": {"source": str(FIXTURE), "test_size": 10}}],
+        "tasks": [
+            {
+                "name": "deepmath",
+                "params": {"source": str(FIXTURE), "test_size": 10, "validation_size": 5},
+            }
+        ],
         "methods": ["base"],
     }
     cpath = tmp_path / "c.yaml"
@@ -108,4 +149,5 @@ def test_cli_writes_split_with_provenance(tmp_path):
     assert res.returncode == 0, res.stderr
     body = json.loads(out.read_text())
     assert body["sizes"]["test"] == 10 and len(body["split_sha256"]) == 64
+    assert body["sizes"]["validation"] == 5 and body["validation_size"] == 5
     assert body["provenance"]["config_hash"]

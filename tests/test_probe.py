@@ -1,10 +1,11 @@
-"""Hard-split evaluations during training (agon.training.probe), in both trainers.
+"""Validation-split evaluations during training (agon.training.probe), in both trainers.
 
 Each trainer's ``eval/hard_pass@1/{A,B}`` is recounted here independently: the weights the
-evaluated model had at that step are loaded from the run's checkpoints, the hard problems are
-generated greedily through a fresh engine and graded by the task directly, and the count must
-equal the logged value exactly. Evaluations must not change training: a run with them ends in
-the same weights, bit for bit, as a run without.
+evaluated model had at that step are loaded from the run's checkpoints, the problems of
+``train.eval_split`` (``validation_hard`` by default) are generated greedily through a fresh
+engine and graded by the task directly, and the count must equal the logged value exactly.
+Evaluations must not change training: a run with them ends in the same weights, bit for bit, as
+a run without.
 """
 
 from __future__ import annotations
@@ -28,14 +29,15 @@ from tests.duel_helpers import ParityTask, tiny_config, tiny_policies
 
 
 class HardParityTask(ParityTask):
-    """ParityTask with a hard split of its own questions, graded on the hard split by a hash of
+    """ParityTask with a validation_hard split of its own questions, graded on it by a hash of
     the completion: random-weight models then score anywhere in [0, 1], and a trainer that
-    evaluated the wrong split, problems or weights would not match the recount."""
+    evaluated the wrong split (test's ``hard`` included), problems or weights would not match
+    the recount."""
 
     name = "hard_parity_test"
 
     def problems(self, split):
-        if split != "hard":
+        if split != "validation_hard":
             return super().problems(split)
         return [
             Problem(id=f"hard-{i}", question=f"Hard: what is {3 * i} * {i + 2}?", answer="0")
@@ -91,8 +93,16 @@ def test_eval_steps():
     with pytest.raises(ValueError, match="eval_every"):
         probe.is_eval_step(0, -1)
     task = HardParityTask()
-    assert [p.id for p in probe.hard_problems(task, 3)] == ["hard-0", "hard-1", "hard-2"]
-    assert len(probe.hard_problems(task, None)) == 7
+    split = "validation_hard"
+    assert [p.id for p in probe.hard_problems(task, 3, split)] == ["hard-0", "hard-1", "hard-2"]
+    assert len(probe.hard_problems(task, None, split)) == 7
+    assert [p.id for p in probe.hard_problems(task, 2, "validation")] == [
+        "validation-0",
+        "validation-1",
+    ]
+    for bad in ("hard", "test"):  # the probe never reads a test split
+        with pytest.raises(ValueError, match="eval_split"):
+            probe.hard_problems(task, 3, bad)
     assert is_eval_only(
         {"step": 9, "tokens_generated": 0, "eval/hard_pass@1/A": 0.5, "time/eval_s": 1.0}
     )
@@ -117,7 +127,7 @@ def test_hard_pass1_counts_and_leaves_rng_and_modes_alone():
     model[0].eval()  # a module in its own mode must get it back
     torch.manual_seed(7), random.seed(7), np.random.seed(7)
     task = ParityTask()  # correct: an even number of characters
-    problems = probe.hard_problems(task, 5)
+    problems = probe.hard_problems(task, 5, "validation_hard")
     m = probe.hard_pass1(
         {"A": _NoisyEngine(), "B": _NoisyEngine()}, task, problems, max_new_tokens=4, models=[model]
     )
@@ -145,7 +155,10 @@ def test_ungradable_answer_counts_as_wrong():
             return [Verdict(correct=None, status="timeout") for _ in completions]
 
     m = probe.hard_pass1(
-        {"A": _NoisyEngine()}, Undecided(), Undecided().problems("hard")[:2], max_new_tokens=4
+        {"A": _NoisyEngine()},
+        Undecided(),
+        Undecided().problems("validation_hard")[:2],
+        max_new_tokens=4,
     )
     assert m["eval/hard_pass@1/A"] == 0.0
 
@@ -159,8 +172,16 @@ def test_settings_read_the_train_section(tmp_path):
     d = duel.DuelSettings.from_config(cfg, fam)
     g = GRPOSettings.from_config(cfg, fam)
     assert (d.eval_every, d.eval_problems, g.eval_every, g.eval_problems) == (3, 5, 3, 5)
+    assert d.eval_split == g.eval_split == "validation_hard"
     defaults = load_config(tiny_config(tmp_path))["train"]
     assert (defaults["eval_every"], defaults["eval_problems"]) == (0, None)  # off unless asked for
+    assert defaults["eval_split"] == "validation_hard"
+    cfg = load_config(tiny_config(tmp_path, train={"eval_split": "validation"}))
+    assert duel.DuelSettings.from_config(cfg, fam).eval_split == "validation"
+    with pytest.raises(ConfigError, match="eval_split"):
+        load_config(tiny_config(tmp_path, train={"eval_split": "hard"}))
+    with pytest.raises(ValueError, match="eval_split"):
+        duel.DuelSettings(eval_split="test")
     with pytest.raises(ConfigError, match="eval_every"):
         load_config(tiny_config(tmp_path, train={"eval_every": -1}))
     with pytest.raises(ValueError, match="eval_problems"):
@@ -206,7 +227,7 @@ def test_duel_logs_hard_pass1_at_0_every_n_and_last_equal_to_a_recount(tmp_path)
         r["tokens_generated"] > 0 for r in rows[:-1]
     )
 
-    problems = task.problems("hard")[:4]
+    problems = task.problems("validation_hard")[:4]
     for name, seed in (("A", 0), ("B", 1)):
         path = tmp_path / "m" / f"qwen3-{seed}"
         tok = AutoTokenizer.from_pretrained(path)
@@ -306,7 +327,7 @@ def test_grpo_logs_hard_pass1_per_model_and_merges_them(tmp_path):
     assert payload["steps"] == 3  # the evaluation-only row is not a step
 
     task = HardParityTask()
-    problems = task.problems("hard")[:5]
+    problems = task.problems("validation_hard")[:5]
     fam = cfg["families"][0]
     per_model = {}
     for name in ("A", "B"):

@@ -86,13 +86,18 @@ def test_moa_alternates_proposers_and_synthesizes(task):
         moa(a, b, layers=0)
 
 
-def test_moa_reader_prompt_shows_proposals_as_the_rival_attempt(task):
+def test_moa_reader_prompt_shows_proposals_through_the_proposals_prompt(task):
     a = ScriptedEngine(lambda text, j: "A says \\boxed{1}")
     b = ScriptedEngine(lambda text, j: "B says \\boxed{2}")
     problems = task.problems("hard")[:2]
     moa(a, b, layers=1, proposers=2, prompt="reader").run(task, problems, 1, SamplingParams())
     final = a.calls[-1]  # A aggregates the second problem's chain last
-    assert final == task.reader_prompt(problems[1], "A says \\boxed{1}\n\nB says \\boxed{2}")
+    assert final == task.proposals_prompt(problems[1], ["A says \\boxed{1}", "B says \\boxed{2}"])
+    (msg,) = final  # the default wording: both attempts numbered, marked as rivals'
+    assert "<rival_attempt_1>\nA says \\boxed{1}\n</rival_attempt_1>" in msg["content"]
+    assert "<rival_attempt_2>\nB says \\boxed{2}\n</rival_attempt_2>" in msg["content"]
+    assert "Below are 2 attempts" in msg["content"] and "\\boxed{}" in msg["content"]
+    assert task.proposals_prompt(problems[0], ["x"]) == task.reader_prompt(problems[0], "x")
     with pytest.raises(ValueError, match="moa.prompt"):
         moa(a, b, prompt="vote")
 

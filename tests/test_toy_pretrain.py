@@ -9,9 +9,11 @@ import random
 import pytest
 
 from agon.config import load_config
+from agon.tasks.base import Problem
 from agon.toy.pretrain import make_tasks, tokenizer_corpus
 from agon.toy.sft import build_model, train_one
 from agon.toy.sft_data import (
+    KINDS,
     Mistake,
     SFTStream,
     make_example,
@@ -19,7 +21,7 @@ from agon.toy.sft_data import (
     written_arith_steps,
     written_code_lines,
 )
-from agon.toy.tasks import ArithStep, ArithTask
+from agon.toy.tasks import ArithStep, ArithTask, chain_text, parse_arith_steps
 from agon.toy.tokenizer import build_tokenizer
 from agon.toy.toycode import ToyCodeTask, parse_code_lines
 
@@ -82,11 +84,80 @@ def test_a_reader_keeps_the_drafts_correct_steps_and_redoes_the_rest():
     rng = random.Random(1)
     ops = [("-", 3), ("*", 2), ("-", 1)]
     draft = written_arith_steps(6, ops, rng, Mistake("*", (2,), 1.0, 1.0))  # right, wrong, ...
-    read = written_arith_steps(6, ops, rng, own, keep=draft)
+    read = written_arith_steps(6, ops, rng, own, keep=[draft])
     assert draft[0].correct and read[0] == draft[0]  # kept: the reader alone would get it wrong
     assert not draft[1].correct and read[1].correct  # redone
-    lines = written_code_lines(ops, rng, own, keep=[("-", 3), ("*", 5), None])
+    lines = written_code_lines(ops, rng, own, keep=[[("-", 3), ("*", 5), None]])
     assert lines[0] == ("-", 3) and lines[1] == ("*", 2) and lines[2] == ("-", misread(1))
+
+
+def test_an_aggregator_keeps_a_step_either_proposal_has_right():
+    """Hand case: each proposal is right where the other is wrong; the target keeps both."""
+    own = Mistake("*", (1, 2, 3, 4, 5, 6), arith_rate=1.0, code_rate=1.0)  # always wrong on '*'
+    rng = random.Random(0)
+    ops = [("-", 3), ("*", 2), ("+", 1)]  # 6-3=3 3*2=6 6+1=0
+    first = [ArithStep(6, "-", 3, 4), ArithStep(4, "*", 2, 1), ArithStep(1, "+", 1, 2)]  # 6-3 wrong
+    second = [
+        ArithStep(6, "-", 3, 3),
+        ArithStep(3, "*", 2, 6),
+        ArithStep(6, "+", 1, 5),
+    ]  # 6+1 wrong
+    target = written_arith_steps(6, ops, rng, own, keep=[first, second])
+    assert [s.text() for s in target] == ["6-3=3", "3*2=6", "6+1=0"]
+    # step 2: kept from the second proposal (the first is not aligned after its wrong step 1);
+    # the reader alone would have got it wrong (its habit); step 3: both wrong or unaligned, redone
+    assert target[1] == second[1] and written_arith_steps(6, ops, rng, own)[1].result != 6
+    # anchoring copies the first proposal's wrong step when no proposal has the step right
+    both_wrong = [[ArithStep(6, "-", 3, 5)], [ArithStep(6, "-", 3, 1)]]
+    anchored = written_arith_steps(6, ops[:1], rng, None, keep=both_wrong, copy_wrong=1.0)
+    assert anchored[0].result == 5
+    # programs: a line either proposal has right is kept; lines are independent
+    lines = written_code_lines(
+        ops, rng, own, keep=[[("-", 4), ("*", 2), ("+", 2)], [("-", 3), ("*", 3), None]]
+    )
+    assert lines == [("-", 3), ("*", 2), ("+", 1)]
+    anchored_lines = written_code_lines(
+        ops[:1], rng, None, keep=[[None], [("-", 5)], [("-", 6)]], copy_wrong=1.0
+    )
+    assert anchored_lines == [("-", 5)]  # the first proposal that has the line
+
+
+def test_moa_examples_show_two_proposals_with_both_habits(tasks):
+    own = Mistake("*", (4, 5, 6), 1.0, 1.0)
+    rival = Mistake("-", (4, 5, 6), 1.0, 1.0)
+    cfg = {"draft_clean": 0.0, "draft_slip": 0.0, "code_copy_wrong": 0.0}
+    rng = random.Random(0)
+    arith, code = tasks["arith"], tasks["toycode"]
+    # both habits hit (and no '*' step starts from 0, where a misread operand is still right)
+    ops = [("*", 4), ("-", 5), ("+", 2), ("*", 5), ("-", 6), ("+", 1)]
+    p = Problem("arith-hand", chain_text(ops, "1"), "0", 6.0, {"start": 1, "ops": ops})
+    firsts = set()
+    for _ in range(20):
+        prompt, target = make_example("arith_moa", p, arith, rng, own, rival, cfg)
+        content = prompt[0]["content"]
+        lines = content.split("\n")
+        assert lines[0] == f"solve: {p.question}" and len(lines) == 3
+        assert lines[1].startswith("rival 1 (may be wrong): ")
+        assert lines[2].startswith("rival 2 (may be wrong): ")
+        drafts = [line.split(": ", 1)[1] for line in lines[1:]]
+        errs = [{s.op for s in parse_arith_steps(d) if not s.correct} for d in drafts]
+        assert {"*", "-"} & errs[0] and {"*", "-"} & errs[1] and errs[0] != errs[1]
+        firsts.add(frozenset(errs[0]))
+        assert prompt == arith.proposals_prompt(p, drafts)
+    assert len(firsts) == 2  # random order: own and rival come first alike
+    cp = code.sample(rng, 6)
+    prompt, target = make_example("code_moa", cp, code, rng, own, rival, cfg)
+    assert prompt[0]["content"].startswith(f"code: {cp.question}\nrival 1 (may be wrong):\n```")
+    assert "\nrival 2 (may be wrong):\n```python\n" in prompt[0]["content"]
+    # every line is right in one of the proposals (the habits differ), so the target is gold
+    assert target == ToyCodeTask.solution(cp)
+
+
+def test_tokenizer_corpus_holds_every_kind(tasks):
+    texts = tokenizer_corpus(tasks, 12)
+    assert any("rival 2 (may be wrong): " in t for t in texts)
+    assert any("rival 2 (may be wrong):\n```python" in t for t in texts)
+    assert set(KINDS) >= {"arith_moa", "code_moa"}
 
 
 def test_sft_data_holds_both_roles_and_never_a_test_question(config, tasks):
@@ -104,8 +175,17 @@ def test_sft_data_holds_both_roles_and_never_a_test_question(config, tasks):
     assert any(c.startswith("solve: ") and "rival" in c for c in contents)
     assert any(c.startswith("code: ") and "rival" not in c for c in contents)
     assert any(c.startswith("code: ") and "rival" in c for c in contents)
-    test_q = {p.question for t in tasks.values() for p in t.problems("test")}
-    assert not {c.split("\n")[0].split(": ", 1)[1] for c in contents} & test_q
+    assert any(c.startswith("solve: ") and "rival 2" in c for c in contents)
+    assert any(c.startswith("code: ") and "rival 2" in c for c in contents)
+    heldout = {
+        p.question
+        for t in tasks.values()
+        for split in ("test", "validation")
+        for p in t.problems(split)
+    }
+    assert all(t.problems("validation") for t in tasks.values())
+    asked = {c.split("\n")[0].split(": ", 1)[1] for c in contents}
+    assert not asked & heldout  # never a test or validation question
     # early in training the curriculum caps the level
     early = [stream.example(0.0) for _ in range(100)]
     assert (
@@ -239,9 +319,20 @@ def test_cli_pretrain_writes_two_models_and_a_report(tmp_path):
     assert report["seed"] == 3 and report["provenance"]["seed"] == 3
     for name in ("arith", "toycode"):
         row = report["gates"]["tasks"][name]
-        for key in ("A", "B", "cascade_A_drafts_B_reads", "cascade_B_drafts_A_reads"):
+        for key in ("A", "B", "cascade_A_drafts_B_reads", "cascade_B_drafts_A_reads", "moa"):
             assert 0.0 <= row[key]["pass@1"] <= 1.0 and row[key]["n"] == 6
         assert set(row["op_error_rates"]["A"]) == {"+", "-", "*"}
+        assert row["moa"]["aggregator"] == "A"
+        moa_check = report["checks"][f"{name}.moa_at_least_better_base"]
+        assert moa_check["value"] == [
+            row["moa"]["pass@1"],
+            max(row["A"]["pass@1"], row["B"]["pass@1"]),
+        ]
+    assert report["generation"]["split"] == "validation_hard"
+    # the gates read the validation split, never test
+    val = {p.question for p in ArithTask(n_train=50, n_test=60, seed=0).problems("validation_hard")}
+    asked = {e["question"] for e in report["gates"]["tasks"]["arith"]["examples"]["A"]}
+    assert asked and asked <= val
     assert report["train"]["A"]["seed"] != report["train"]["B"]["seed"]
     assert report["timing"]["pretrain_wall_seconds"] > 0
     assert isinstance(report["all_gates_pass"], bool) and report["checks"]
@@ -263,16 +354,39 @@ def test_task_classes_are_what_the_registry_serves(tasks):
     assert target == ToyCodeTask.solution(p) and prompt == tasks["toycode"].solve_prompt(p)
 
 
+def test_the_moa_gate_asks_moa_to_match_the_better_model_alone():
+    from agon.toy.gates import check_gates
+
+    def row(a, b, moa):
+        rates = {op: {"error_rate": 0.1, "n": 10} for op in "+-*"}
+        return {
+            "A": {"pass@1": a},
+            "B": {"pass@1": b},
+            "cascade_A_drafts_B_reads": {"pass@1": 0.9},
+            "moa": {"pass@1": moa},
+            "op_error_rates": {"A": rates, "B": rates},
+        }
+
+    cfg = {
+        "gates": {"pass_range": [0.2, 0.6]},
+        "models": {"A": {"mistake": {"op": "*"}}, "B": {"mistake": {"op": "-"}}},
+    }
+    gates = {"tasks": {"arith": row(0.4, 0.5, 0.5), "toycode": row(0.4, 0.5, 0.49)}}
+    checks = check_gates(gates, cfg)
+    assert checks["arith.moa_at_least_better_base"] == {"value": [0.5, 0.5], "pass": True}
+    assert checks["toycode.moa_at_least_better_base"] == {"value": [0.49, 0.5], "pass": False}
+
+
 @pytest.mark.parametrize("copy_wrong, kept", [(0.0, False), (1.0, True)])
 def test_reader_anchoring_copies_wrong_draft_lines_and_steps(copy_wrong, kept):
     """A reader with no habit of its own repairs every wrong draft line, unless it anchors."""
     rng = random.Random(0)
     ops = [("*", 4), ("+", 2), ("*", 5), ("-", 3)]
     draft = [("*", 5), ("+", 2), ("*", 6), ("-", 3)]  # the rival misread both `*` operands
-    target = written_code_lines(ops, rng, None, keep=draft, copy_wrong=copy_wrong)
+    target = written_code_lines(ops, rng, None, keep=[draft], copy_wrong=copy_wrong)
     assert target == (draft if kept else ops)
     wrong = [ArithStep(3, "*", 4, 1), ArithStep(1, "+", 2, 3)]  # 3*4=5 mod 7, written as 1
     steps = written_arith_steps(
-        3, [("*", 4), ("+", 2)], rng, None, keep=wrong, copy_wrong=copy_wrong
+        3, [("*", 4), ("+", 2)], rng, None, keep=[wrong], copy_wrong=copy_wrong
     )
     assert [s.result for s in steps] == ([1, 3] if kept else [5, 0])

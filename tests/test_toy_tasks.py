@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 
 import pytest
 
 from agon.tasks import get_task
+from agon.tasks.base import SPLITS, Problem, build_splits
 from agon.toy.tasks import (
     ArithTask,
     apply_op,
@@ -38,6 +40,62 @@ def test_arith_splits_are_seeded_disjoint_and_hard_is_top_levels():
     ]
 
 
+def _sha(ids: list[str]) -> str:
+    return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("cls", [ArithTask, ToyCodeTask])
+def test_validation_split_is_seeded_and_disjoint_from_test_and_train(cls):
+    task = cls(n_train=400, n_test=120, n_validation=80, seed=3)
+    train, val, test = (task.problems(s) for s in ("train", "validation", "test"))
+    val_q, test_q = {p.question for p in val}, {p.question for p in test}
+    assert len(val) == 80 and len(val_q) == 80  # validation questions are unique
+    assert not val_q & test_q
+    assert not {p.question for p in train} & (val_q | test_q)
+    assert task.heldout_questions() == val_q | test_q
+    assert [p.id for p in task.problems("validation_hard")] == [
+        p.id for p in val if p.difficulty >= task.hard_min_level
+    ]
+    again = cls(n_train=10, n_test=120, n_validation=80, seed=3)
+    assert [p.id for p in again.problems("validation")] == [p.id for p in val]  # not on n_train
+    other = cls(n_train=10, n_test=120, n_validation=80, seed=4)
+    assert [p.id for p in other.problems("validation")] != [p.id for p in val]
+    # the test split does not depend on n_validation
+    assert [p.id for p in cls(n_train=0, n_test=120, n_validation=0, seed=3).problems("test")] == [
+        p.id for p in test
+    ]
+
+
+@pytest.mark.parametrize(
+    "task, test_sha, hard_sha",
+    [
+        (ArithTask(), "b0a8b7d8a4db3ddc", "6a18ba58d72e3dc6"),
+        (ToyCodeTask(), "454834237edce064", "d488d12165468a7e"),
+        (ArithTask(n_test=120, seed=3), "b36a7f52303fb56c", "4ad51f1ce02aeaf2"),
+    ],
+)
+def test_test_split_is_what_it_was_before_the_validation_split(task, test_sha, hard_sha):
+    """Ids hashed before the validation split existed: adding it left test and hard alone."""
+    assert _sha([p.id for p in task.problems("test")]) == test_sha
+    assert _sha([p.id for p in task.problems("hard")]) == hard_sha
+
+
+def test_build_splits_makes_the_six_splits_and_refuses_a_leaked_validation_problem():
+    def prob(i: int, level: int) -> Problem:
+        return Problem(f"p{i}", f"q{i}", "0", float(level))
+
+    train, val, test = [prob(0, 1), prob(1, 5)], [prob(2, 5), prob(3, 1)], [prob(4, 6)]
+    splits = build_splits(train, val, test, lambda p: p.difficulty >= 5)
+    assert tuple(splits) == SPLITS
+    assert [p.id for p in splits["hard"]] == ["p4"]
+    assert [p.id for p in splits["train_hard"]] == ["p1"]
+    assert [p.id for p in splits["validation_hard"]] == ["p2"]
+    with pytest.raises(ValueError, match="validation and test"):
+        build_splits(train, val, [val[0]], lambda p: True)
+    with pytest.raises(ValueError, match="validation and train"):
+        build_splits([val[1]], val, test, lambda p: True)
+
+
 def test_arith_gold_answer_matches_left_to_right_mod7():
     task = ArithTask(n_train=0, n_test=50, seed=1)
     for p in task.problems("test"):
@@ -62,6 +120,26 @@ def test_arith_prompts_are_short_and_reader_prompt_holds_problem_and_draft():
         and "1+2=3 \\boxed{3}" in msg["content"]
         and "rival" in msg["content"]
     )
+
+
+def test_proposals_prompts_number_the_rivals_compactly():
+    arith, code = ArithTask(n_train=0, n_test=5), ToyCodeTask(n_train=0, n_test=5)
+    p = arith.problems("test")[0]
+    (msg,) = arith.proposals_prompt(p, ["1+2=3 \\boxed{3}", " 1+2=4 \\boxed{4}\n"])
+    assert msg == {
+        "role": "user",
+        "content": f"solve: {p.question}\nrival 1 (may be wrong): 1+2=3 \\boxed{{3}}"
+        "\nrival 2 (may be wrong): 1+2=4 \\boxed{4}",
+    }
+    assert arith.proposals_prompt(p, ["x"]) == arith.reader_prompt(p, "x")  # one: a read
+    c = code.problems("test")[0]
+    prog1, prog2 = code.solution(c), "```python\nprint(0)\n```"
+    (msg,) = code.proposals_prompt(c, [prog1, prog2])
+    assert msg["content"] == (
+        f"code: {c.question}\nrival 1 (may be wrong):\n{prog1}\nrival 2 (may be wrong):\n{prog2}"
+    )
+    with pytest.raises(ValueError, match="at least one"):
+        arith.proposals_prompt(p, [])
 
 
 def test_arith_grades_through_the_math_pool():

@@ -1,9 +1,14 @@
-"""What a task is: problems, the solve and reader prompts, and a grade function.
+"""What a task is: problems, the solve, reader and proposals prompts, and a grade function.
 
 Prompts are chat messages (``[{"role": ..., "content": ...}]``); the engine applies each
 family's chat template and persona. The reader prompt holds the problem, the rival's draft,
 marked as a possibly wrong attempt by a rival, and the instruction to solve the problem itself
-(``docs/method.md``, the duel). What of the draft is shown is the family's ``draft_view``.
+(``docs/method.md``, the duel). What of the draft is shown is the family's ``draft_view``. The
+proposals prompt is the reader prompt for several rival attempts at once, numbered (what a
+Mixture-of-Agents aggregator reads under ``moa.prompt: reader``).
+
+Every task has the six splits of :data:`SPLITS`, built from three disjoint ones (train,
+validation, test) and a hardness predicate by :func:`build_splits`.
 """
 
 from __future__ import annotations
@@ -11,15 +16,21 @@ from __future__ import annotations
 import hashlib
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agon.grading.verdict import Verdict
 
 Messages = list[dict[str, str]]
-SPLITS = ("train", "test", "hard", "train_hard")
-"""``hard`` is the hard part of ``test`` (table 1 reports it); ``train_hard`` that of ``train``."""
+SPLITS = ("train", "validation", "test", "hard", "train_hard", "validation_hard")
+"""The splits of every task. ``train``: what training draws problems from. ``validation``:
+held out from training like ``test`` and disjoint from it; whatever tunes or monitors reads it
+(the training-time probe, the toy world's pretrain gates), so ``test`` is only ever reported.
+``test``: the held-out problems. ``hard``: the hard part of ``test``, the only split table 1
+reads (``eval.split``). ``train_hard`` and ``validation_hard``: the hard parts of ``train`` and
+``validation`` (``train.split`` may train on the former; the probe and the gates read the
+latter)."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,55 @@ READER_TEMPLATE = (
     "solve the problem yourself and put your final answer in \\boxed{{}}.\n\n"
     "<rival_attempt>\n{draft}\n</rival_attempt>"
 )
+PROPOSALS_TEMPLATE = (
+    "{question}\n\n"
+    "Below are {n} attempts at this problem by rivals. Any of them may be wrong, and they may "
+    "disagree. Check each critically, keep what is right, then solve the problem yourself and "
+    "put your final answer in \\boxed{{}}.\n\n"
+    "{attempts}"
+)
+
+
+def numbered_attempts(proposals: Sequence[str]) -> str:
+    """The proposals as ``<rival_attempt_1>...</rival_attempt_1>`` blocks, one after another."""
+    return "\n\n".join(
+        f"<rival_attempt_{i}>\n{p}\n</rival_attempt_{i}>" for i, p in enumerate(proposals, 1)
+    )
+
+
+def build_splits(
+    train: Sequence[Problem],
+    validation: Sequence[Problem],
+    test: Sequence[Problem],
+    is_hard: Callable[[Problem], bool],
+) -> dict[str, list[Problem]]:
+    """The six splits of :data:`SPLITS` from the three disjoint ones and a hardness predicate:
+    ``hard``, ``train_hard`` and ``validation_hard`` are the problems of ``test``, ``train`` and
+    ``validation`` for which ``is_hard`` holds, in their order.
+
+    Raises ValueError when a validation problem id is also in train or test: the validation
+    split is held out from training and disjoint from test. Train and test are the task's
+    own (the toy tasks and DeepMath draw them disjoint; a code source's split is its own)."""
+    val_ids = {p.id for p in validation}
+    for name, ps in (("train", train), ("test", test)):
+        shared = val_ids & {p.id for p in ps}
+        if shared:
+            raise ValueError(
+                f"splits validation and {name} share {len(shared)} problem(s), e.g. "
+                f"{sorted(shared)[:3]}"
+            )
+
+    def hard(ps: Sequence[Problem]) -> list[Problem]:
+        return [p for p in ps if is_hard(p)]
+
+    return {
+        "train": list(train),
+        "validation": list(validation),
+        "test": list(test),
+        "hard": hard(test),
+        "train_hard": hard(train),
+        "validation_hard": hard(validation),
+    }
 
 
 def apply_draft_view(draft: str, view: str, tokenizer: Any = None) -> str:
@@ -113,6 +173,19 @@ class Task(ABC):
                 "content": READER_TEMPLATE.format(question=problem.question, draft=draft),
             }
         ]
+
+    def proposals_prompt(self, problem: Problem, proposals: Sequence[str]) -> Messages:
+        """The reader prompt for several rival attempts: the problem, the proposals numbered
+        (each marked as a rival's, possibly wrong; they may disagree), then solve it
+        (:data:`PROPOSALS_TEMPLATE`). One proposal is the ordinary reader prompt."""
+        if not proposals:
+            raise ValueError("proposals_prompt needs at least one proposal")
+        if len(proposals) == 1:
+            return self.reader_prompt(problem, proposals[0])
+        content = PROPOSALS_TEMPLATE.format(
+            question=problem.question, n=len(proposals), attempts=numbered_attempts(proposals)
+        )
+        return [{"role": "user", "content": content}]
 
     @abstractmethod
     def grade(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:

@@ -2,9 +2,11 @@
 
 Fields: question, final_answer, difficulty, topic, r1_solution_1..3. Loaded through `datasets`
 from the hub id, or from a local jsonl / json / parquet file with the same fields (tests and
-offline users). The hard split is ``difficulty >= hard_min_difficulty``. The train/test split is
-a seeded shuffle of the source; :meth:`DeepMathTask.write_split` records it with content hashes
-so that a run can prove which problems it trained and tested on.
+offline users). The hard splits are ``difficulty >= hard_min_difficulty``. The
+train/validation/test split is a seeded shuffle of the source: the first ``test_size`` problems
+of it are test, the next ``validation_size`` validation, the rest train (so the test split does
+not depend on ``validation_size``); :meth:`DeepMathTask.split_manifest` records it with content
+hashes so that a run can prove which problems it trained and tested on.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import hashlib
 import random
 from pathlib import Path
 
-from agon.tasks.base import MathTask, Problem
+from agon.tasks.base import MathTask, Problem, build_splits
 
 HUB_ID = "zwhe99/DeepMath-103K"
 REQUIRED_FIELDS = ("question", "final_answer", "difficulty")
@@ -46,7 +48,8 @@ def load_rows(source: str, revision: str | None = None) -> list[dict]:
 
 
 class DeepMathTask(MathTask):
-    """DeepMath-103K with a seeded train/test split and a difficulty-threshold hard split."""
+    """DeepMath-103K with a seeded train/validation/test split and difficulty-threshold hard
+    splits."""
 
     name = "deepmath"
     version = "1"
@@ -61,14 +64,20 @@ class DeepMathTask(MathTask):
         seed: int = 0,
         grading_timeout_s: float = 5.0,
         grading_workers: int = 0,
+        validation_size: int = 500,
     ):
-        """``source``: hub id or local jsonl/parquet. ``hard_min_difficulty``: the hard split is
-        difficulty >= this. ``test_size``: problems held out (seeded). ``max_train``: cap on
-        training problems (None: all). ``seed``: the split's shuffle seed."""
+        """``source``: hub id or local jsonl/parquet. ``hard_min_difficulty``: the hard splits
+        are difficulty >= this. ``test_size``: problems held out for test (seeded).
+        ``validation_size``: problems held out for validation, carved from the non-test ones by
+        the same seeded shuffle. ``max_train``: cap on training problems (None: all). ``seed``:
+        the split's shuffle seed."""
         super().__init__(grading_timeout_s, grading_workers)
         self.source, self.revision = source, revision
         self.hard_min_difficulty = float(hard_min_difficulty)
         self.test_size, self.max_train, self.seed = int(test_size), max_train, int(seed)
+        self.validation_size = int(validation_size)
+        if self.validation_size < 0:
+            raise ValueError(f"deepmath: validation_size must be >= 0, got {validation_size}")
         self._splits: dict[str, list[Problem]] | None = None
         self._source_hash = ""
 
@@ -88,22 +97,22 @@ class DeepMathTask(MathTask):
             meta = {"topic": row.get("topic")}
             problems.append(Problem(pid, q, a, float(row["difficulty"]), meta))
         self._source_hash = digest.hexdigest()
-        if self.test_size >= len(problems):
+        held_out = self.test_size + self.validation_size
+        if held_out >= len(problems):
             raise ValueError(
-                f"deepmath: test_size={self.test_size} leaves no training problems (source has "
-                f"{len(problems)})"
+                f"deepmath: test_size={self.test_size} + validation_size={self.validation_size} "
+                f"leave no training problems (source has {len(problems)})"
             )
         order = list(range(len(problems)))
         random.Random(self.seed).shuffle(order)
         test = [problems[i] for i in sorted(order[: self.test_size])]
-        train = [problems[i] for i in sorted(order[self.test_size :])]
+        validation = [problems[i] for i in sorted(order[self.test_size : held_out])]
+        train = [problems[i] for i in sorted(order[held_out:])]
         if self.max_train is not None:
             train = train[: self.max_train]
-
-        def hard(ps: list[Problem]) -> list[Problem]:
-            return [p for p in ps if p.difficulty >= self.hard_min_difficulty]
-
-        self._splits = {"train": train, "test": test, "hard": hard(test), "train_hard": hard(train)}
+        self._splits = build_splits(
+            train, validation, test, lambda p: p.difficulty >= self.hard_min_difficulty
+        )
         return self._splits
 
     def _manifest_extra(self) -> dict:
@@ -112,6 +121,7 @@ class DeepMathTask(MathTask):
             "source": self.source,
             "revision": self.revision,
             "seed": self.seed,
+            "validation_size": self.validation_size,
             "hard_min_difficulty": self.hard_min_difficulty,
             "source_sha256": self._source_hash,
         }

@@ -13,14 +13,19 @@ What makes them a usable pair for the Agon method:
   mistake profile plus random slips, so the untrained cascade A drafts -> B reads already
   works in-distribution. A reader may also *anchor*: copy a wrong draft step as it stands
   (``toy.reader.{arith,code}_copy_wrong``), a habit that training the reader can remove.
+- *Mixture-of-Agents, too.* MoA examples show two proposals, one with the model's own habit
+  and one with its rival's, through the task's proposals prompt; the target keeps a step that
+  either has right. So the untrained MoA baseline (A's and B's answers, read by one of them)
+  is read in a format the models know, as the cascade is.
 - *Trained for real, and checked.* A curriculum raises the maximum level from
   ``curriculum_start_level`` to the task's top level over the first ``curriculum_frac`` of the
   steps (without it the model may never "click"). A guard compares the running loss with
   thresholds along the way and at the end and retries with another seed, then fails loudly:
   a model at chance is never returned.
-- *Gates.* After training, each model's greedy pass@1 on the hard split of both tasks, its
-  per-operation error rates, and both untrained cascades are measured, printed, and written to
-  ``DIR/report.json`` with the timings.
+- *Gates.* After training, each model's greedy pass@1 on the gate split of both tasks
+  (``toy.gates.split``: the hard problems of the validation split, never a test split), its
+  per-operation error rates, both untrained cascades and the untrained MoA are measured,
+  printed, and written to ``DIR/report.json`` with the timings.
 
 The two models train in parallel, one process and one thread each (``toy.train.parallel``),
 which is what fits the 2-core budget. Departures from a plain SFT recipe are all named config
@@ -47,6 +52,9 @@ from agon.toy.sft import ROLES, train_with_guard
 from agon.toy.sft_data import KINDS, Mistake, make_example
 from agon.toy.tasks import ArithTask
 from agon.toy.toycode import ToyCodeTask
+
+MOA_AGGREGATOR = "A"  # the gates' untrained MoA aggregator (the config's moa.aggregator is not
+# in the pretrain config; A is its default)
 
 
 def tokenizer_corpus(tasks: dict[str, Any], n: int, seed: int = 0) -> list[str]:
@@ -175,7 +183,7 @@ def pretrain(
 
         t_gate = time.perf_counter()
         g = cfg["gates"]
-        hard = {name: t.problems("hard")[: g["max_problems"]] for name, t in tasks.items()}
+        hard = {name: t.problems(g["split"])[: g["max_problems"]] for name, t in tasks.items()}
         names = list(hard)
         # solo: each model answers the solve prompts of both tasks (one job per model)
         solve = [tasks[n].solve_prompt(p) for n in names for p in hard[n]]
@@ -193,12 +201,24 @@ def pretrain(
                 for p, d in zip(hard[n], solo[drafter][n])
             ]
             read_jobs.append((cfg, str(out / reader), prompts))
-        read_raw = dict(zip(ROLES, _map(pool, _worker_generate, read_jobs)))
+        # untrained MoA: proposer 0 is A, proposer 1 is B (their greedy solo answers above);
+        # the aggregator is A (moa.aggregator is not part of the pretrain config), reading them
+        # through the proposals prompt. A third job: it runs beside the two reads.
+        moa_prompts = [
+            tasks[n].proposals_prompt(p, [da, db])
+            for n in names
+            for p, da, db in zip(hard[n], solo["A"][n], solo["B"][n])
+        ]
+        moa_job = (cfg, str(out / MOA_AGGREGATOR), moa_prompts)
+        *read_out, moa_raw = _map(pool, _worker_generate, [*read_jobs, moa_job])
+        read_raw = dict(zip(ROLES, read_out))
         reads = {r: _split(read_raw[r][0], names, hard) for r in ROLES}
+        moa = _split(moa_raw[0], names, hard)
     finally:
         if pool is not None:
             pool.shutdown()
     gen_seconds = {r: solo_raw[r][1] + read_raw[r][1] for r in ROLES}
+    gen_seconds[MOA_AGGREGATOR] += moa_raw[1]
 
     gates: dict[str, Any] = {"tasks": {}}
     try:
@@ -216,6 +236,7 @@ def pretrain(
                 "B": pass1(solo["B"][n]),
                 "cascade_A_drafts_B_reads": pass1(reads["B"][n]),
                 "cascade_B_drafts_A_reads": pass1(reads["A"][n]),
+                "moa": {**pass1(moa[n]), "aggregator": MOA_AGGREGATOR},
                 "op_error_rates": {r: op_error_rates(n, hard[n], solo[r][n]) for r in ROLES},
                 "examples": {
                     r: [
@@ -252,6 +273,7 @@ def pretrain(
             "engine": "agon.engines.hf.HFEngine",
             "decoding": "greedy",
             "max_new_tokens": g["max_new_tokens"],
+            "split": g["split"],
         },
     }
     shutil.rmtree(tok_dir, ignore_errors=True)
@@ -276,12 +298,15 @@ def _split(flat: list[str], names: list[str], hard: dict[str, list]) -> dict[str
 
 def format_report(payload: dict) -> str:
     """The human-readable gate table printed at the end of pretraining."""
-    lines = [f"toy pretrain (seed {payload['seed']}): gates on the hard split, greedy pass@1"]
+    split = payload.get("generation", {}).get("split", "validation_hard")
+    lines = [f"toy pretrain (seed {payload['seed']}): gates on {split}, greedy pass@1"]
     for n, row in payload["gates"]["tasks"].items():
         lines.append(
             f"  {n:8s} A {row['A']['pass@1']:.3f}  B {row['B']['pass@1']:.3f}  "
             f"A->B {row['cascade_A_drafts_B_reads']['pass@1']:.3f}  "
-            f"B->A {row['cascade_B_drafts_A_reads']['pass@1']:.3f}  (n={row['A']['n']})"
+            f"B->A {row['cascade_B_drafts_A_reads']['pass@1']:.3f}  "
+            f"MoA(A+B, {row['moa']['aggregator']} aggregates) {row['moa']['pass@1']:.3f}  "
+            f"(n={row['A']['n']})"
         )
         for r in ROLES:
             rates = "  ".join(

@@ -2,8 +2,9 @@
 
 Each model's solutions carry its own characteristic mistake (:class:`Mistake`), and the mix
 holds both roles: solving a problem, and reading a rival's possibly wrong draft and then
-solving (:func:`make_example`). :class:`SFTStream` draws examples with a curriculum over the
-levels, never a test question. Why the pair needs each of these: :mod:`agon.toy.pretrain`.
+solving (:func:`make_example`), plus reading two proposals at once, as a Mixture-of-Agents
+aggregator does. :class:`SFTStream` draws examples with a curriculum over the levels, never a
+test or validation question. Why the pair needs each of these: :mod:`agon.toy.pretrain`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from agon.toy.tasks import (
 )
 from agon.toy.toycode import code_line, code_program
 
-KINDS = ("arith_solve", "arith_read", "code_solve", "code_read")
+KINDS = ("arith_solve", "arith_read", "arith_moa", "code_solve", "code_read", "code_moa")
 
 
 # ---------------------------------------------------------------------------------------
@@ -70,28 +71,32 @@ def written_arith_steps(
     rng: random.Random,
     mistake: Mistake | None,
     slip: float = 0.0,
-    keep: Sequence[ArithStep] = (),
+    keep: Sequence[Sequence[ArithStep]] = (),
     copy_wrong: float = 0.0,
 ) -> list[ArithStep]:
     """The steps a model with ``mistake`` writes for a chain, continuing from its own results.
 
     ``slip``: extra probability per step of a random wrong result (a rival's careless errors).
-    ``keep``: a draft being read; its step ``i`` is copied when it starts from the same value
-    and is right (the reader keeps the draft's correct steps), else the step is redone.
-    ``copy_wrong``: probability that a wrong draft step is copied anyway (the reader anchors
-    on the draft instead of checking it).
+    ``keep``: the drafts being read (one for a read, several for a Mixture-of-Agents
+    aggregator's proposals), in the order shown. Step ``i`` of a draft is *aligned* when it
+    starts from the same value as the reader's own step ``i`` with the same operation and
+    operand. The reader copies an aligned step that is right, from any draft (they all agree on
+    it); when no aligned step is right it redoes the step with its own habit, except that with
+    probability ``copy_wrong`` it copies the first draft's aligned (so wrong) step as it stands
+    (the reader anchors on a draft instead of checking it).
     """
     out, value = [], start
     for i, (op, k) in enumerate(ops):
-        step = keep[i] if i < len(keep) else None
-        if (
-            step is not None
-            and step.lhs == value
-            and step.op == op
-            and step.rhs == k
-            and (step.correct or (copy_wrong and rng.random() < copy_wrong))
-        ):
-            result = step.result
+        aligned = [
+            d[i]
+            for d in keep
+            if i < len(d) and d[i].lhs == value and d[i].op == op and d[i].rhs == k
+        ]
+        right = next((s for s in aligned if s.correct), None)
+        if right is not None:
+            result = right.result
+        elif aligned and copy_wrong and rng.random() < copy_wrong:
+            result = aligned[0].result
         else:
             result = apply_op(value, op, k)
             if mistake is not None and mistake.hits(op, k) and rng.random() < mistake.arith_rate:
@@ -108,20 +113,25 @@ def written_code_lines(
     rng: random.Random,
     mistake: Mistake | None,
     slip: float = 0.0,
-    keep: Sequence[tuple[str, int] | None] = (),
+    keep: Sequence[Sequence[tuple[str, int] | None]] = (),
     copy_wrong: float = 0.0,
 ) -> list[tuple[str, int]]:
     """The (op, operand) of each program line a model with ``mistake`` writes.
 
-    As :func:`written_arith_steps`: ``slip`` adds random wrong operands or operations, a
-    draft's correct line ``i`` in ``keep`` is copied rather than rewritten, and a wrong one is
-    copied too with probability ``copy_wrong``.
+    As :func:`written_arith_steps`: ``slip`` adds random wrong operands or operations; ``keep``
+    holds the drafts being read, in the order shown; a line ``i`` that any draft has right is
+    copied rather than rewritten; when every draft that has a line ``i`` has it wrong, the
+    first such draft's line is copied with probability ``copy_wrong`` (lines do not depend on
+    each other, so any draft's line ``i`` is aligned).
     """
     out = []
     for i, (op, k) in enumerate(ops):
-        shown = keep[i] if i < len(keep) else None
-        if shown is not None and (shown == (op, k) or (copy_wrong and rng.random() < copy_wrong)):
-            out.append(shown)
+        shown = [d[i] for d in keep if i < len(d) and d[i] is not None]
+        if (op, k) in shown:
+            out.append((op, k))
+            continue
+        if shown and copy_wrong and rng.random() < copy_wrong:
+            out.append(shown[0])
             continue
         w_op, w_k = op, k
         if mistake is not None and mistake.hits(op, k) and rng.random() < mistake.code_rate:
@@ -147,48 +157,78 @@ def make_example(
 
     Solve targets carry the model's own mistakes; read examples show a draft written with the
     rival's mistakes and slips (or a clean one), and the target keeps its correct steps.
+    Mixture-of-Agents examples (``*_moa``) show two proposals through the task's proposals
+    prompt, as the untrained MoA shows its aggregator A's and B's answers: one written with the
+    model's own habit, one with its rival's, in random order, each independently clean with
+    probability ``draft_clean``, else with its habit plus ``draft_slip``. The target keeps a
+    step (line) that either proposal has right, anchors on the first proposal's wrong one with
+    the ``*_copy_wrong`` probability, and is the model's own work elsewhere.
     """
     ops = problem.meta["ops"]
     clean = rng.random() < reader_cfg["draft_clean"]
     slip = 0.0 if clean else reader_cfg["draft_slip"]
     rival_habit = None if clean else rival
+    if kind.endswith("_moa"):
+        # the rival's proposal uses the draw above; the model's own proposal draws its own
+        own_clean = rng.random() < reader_cfg["draft_clean"]
+        writers = [
+            (None if own_clean else own, 0.0 if own_clean else reader_cfg["draft_slip"]),
+            (rival_habit, slip),
+        ]
+        if rng.random() < 0.5:
+            writers.reverse()
     if kind == "arith_solve":
         return task.solve_prompt(problem), arith_solution(
             written_arith_steps(problem.meta["start"], ops, rng, own)
         )
-    if kind == "arith_read":
-        draft = written_arith_steps(problem.meta["start"], ops, rng, rival_habit, slip)
+    if kind in ("arith_read", "arith_moa"):
+        start = problem.meta["start"]
+        if kind == "arith_read":
+            drafts = [written_arith_steps(start, ops, rng, rival_habit, slip)]
+        else:
+            drafts = [written_arith_steps(start, ops, rng, h, sl) for h, sl in writers]
         target = written_arith_steps(
-            problem.meta["start"],
-            ops,
-            rng,
-            own,
-            keep=draft,
-            copy_wrong=reader_cfg.get("arith_copy_wrong", 0.0),
+            start, ops, rng, own, keep=drafts, copy_wrong=reader_cfg.get("arith_copy_wrong", 0.0)
         )
-        return task.reader_prompt(problem, arith_solution(draft)), arith_solution(target)
+        shown = [arith_solution(d) for d in drafts]
+        prompt = (
+            task.reader_prompt(problem, shown[0])
+            if kind == "arith_read"
+            else task.proposals_prompt(problem, shown)
+        )
+        return prompt, arith_solution(target)
     if kind == "code_solve":
         return task.solve_prompt(problem), program_text(written_code_lines(ops, rng, own))
-    if kind == "code_read":
-        draft = written_code_lines(ops, rng, rival_habit, slip)
+    if kind in ("code_read", "code_moa"):
+        if kind == "code_read":
+            drafts = [written_code_lines(ops, rng, rival_habit, slip)]
+        else:
+            drafts = [written_code_lines(ops, rng, h, sl) for h, sl in writers]
         target = written_code_lines(
-            ops, rng, own, keep=draft, copy_wrong=reader_cfg.get("code_copy_wrong", 0.0)
+            ops, rng, own, keep=drafts, copy_wrong=reader_cfg.get("code_copy_wrong", 0.0)
         )
-        return task.reader_prompt(problem, program_text(draft)), program_text(target)
+        shown = [program_text(d) for d in drafts]
+        prompt = (
+            task.reader_prompt(problem, shown[0])
+            if kind == "code_read"
+            else task.proposals_prompt(problem, shown)
+        )
+        return prompt, program_text(target)
     raise ValueError(f"unknown example kind {kind!r}; expected one of {KINDS}")
 
 
 class SFTStream:
     """The seeded stream of SFT examples of one model: curriculum, task mix, both roles.
 
-    Problems are drawn fresh from the task generators, skipping every test question, so the
-    splits the gates (and table 1) evaluate on are never trained on.
+    Problems are drawn fresh from the task generators, skipping every test and validation
+    question, so the splits the gates (validation) and table 1 (test) evaluate on are never
+    trained on.
     """
 
     def __init__(self, tasks: dict[str, Any], cfg: dict, own: Mistake, rival: Mistake, seed: int):
         self.tasks, self.cfg, self.own, self.rival = tasks, cfg, own, rival
         self.rng = random.Random(f"toy-sft-{seed}")
-        self.test = {name: t.test_questions() for name, t in tasks.items()}
+        self.heldout = {name: t.heldout_questions() for name, t in tasks.items()}
         mix = cfg["train"]["mix"]
         self.kinds = [k for k in KINDS if mix.get(k, 0) > 0]
         self.weights = [mix[k] for k in self.kinds]
@@ -218,6 +258,6 @@ class SFTStream:
         top = min(self.max_level(task, progress), task.levels)
         while True:
             problem = task.sample(self.rng, self.rng.randint(1, top))
-            if problem.question not in self.test[name]:
+            if problem.question not in self.heldout[name]:
                 break
         return make_example(kind, problem, task, self.rng, self.own, self.rival, self.cfg["reader"])

@@ -15,9 +15,11 @@ each ``x`` through the chain (mod 7 after every step), and prints the sum of the
 chain of thought. Since the hidden inputs are never shown, copying the prompt (or printing a
 constant) does not pass; only a program that computes the chain does.
 
-Both tasks have levels 1..``levels`` (number of operations) and a hard split
-(level >= ``hard_min_level``). The test split is drawn first from its own seed stream; the
-train split excludes every test question, so no test problem is ever trained on.
+Both tasks have levels 1..``levels`` (number of operations) and hard splits
+(level >= ``hard_min_level``). The test split is drawn first from its own seed stream, the
+validation split from another one, skipping every test question; the train split excludes
+every test and validation question, so no held-out problem is ever trained on, and the SFT
+stream of the base models skips them too (:meth:`ToySplits.heldout_questions`).
 
 This module holds the chain both share, the splits and ``arith``; ``toycode`` is
 :mod:`agon.toy.toycode`.
@@ -31,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agon.tasks.base import MathTask, Messages, Problem
+from agon.tasks.base import MathTask, Messages, Problem, build_splits
 
 MOD = 7  # the modulus; mod 13 stayed at chance for the 0.3M model (docs/method.md)
 OPS = ("+", "-", "*")
@@ -39,11 +41,13 @@ OPERANDS = tuple(range(1, MOD))  # 0 is left out: `x*0` would erase the whole ch
 
 # Reader prompts mark the draft as a rival's, possibly wrong (docs/method.md, the duel, step 1),
 # in as few tokens as the tiny model can afford; the tokenizer merges these words into one or
-# two tokens.
+# two tokens. The proposals prompt (a Mixture-of-Agents aggregator's) numbers several drafts.
 ARITH_SOLVE = "solve: {question}"
 ARITH_READ = "solve: {question}\nrival (may be wrong): {draft}"
+ARITH_RIVAL = "\nrival {i} (may be wrong): {draft}"
 CODE_SOLVE = "code: {question}"
 CODE_READ = "code: {question}\nrival (may be wrong):\n{draft}"
+CODE_RIVAL = "\nrival {i} (may be wrong):\n{draft}"
 
 
 def apply_op(a: int, op: str, b: int) -> int:
@@ -127,13 +131,14 @@ def _level_of(
 
 
 class ToySplits:
-    """What both toy tasks share: a seeded test set, a train set that excludes it, hard = the
-    top levels, and the two prompts (``SOLVE``, ``READ``: short, since every prompt token costs
-    the tiny model; a read marks the rival's draft as possibly wrong)."""
+    """What both toy tasks share: seeded test and validation sets, a train set that excludes
+    both, hard = the top levels, and the prompts (``SOLVE``, ``READ``, ``RIVAL``: short, since
+    every prompt token costs the tiny model; a read marks the rival's draft as possibly wrong)."""
 
     name = ""
     SOLVE: ClassVar[str]
     READ: ClassVar[str]
+    RIVAL: ClassVar[str]  # one numbered proposal of the proposals prompt
 
     def solve_prompt(self, problem: Problem) -> Messages:
         """``solve: 4*3+2-5`` (arith), ``code: sum x*3+2-5`` (toycode)."""
@@ -144,6 +149,19 @@ class ToySplits:
         content = self.READ.format(question=problem.question, draft=draft.strip())
         return [{"role": "user", "content": content}]
 
+    def proposals_prompt(self, problem: Problem, proposals: Sequence[str]) -> Messages:
+        """The problem, then each proposal numbered and marked as possibly wrong:
+        ``solve: Q\\nrival 1 (may be wrong): d1\\nrival 2 (may be wrong): d2`` (toycode: each
+        program on its own lines after its mark). One proposal is the ordinary reader prompt."""
+        if not proposals:
+            raise ValueError("proposals_prompt needs at least one proposal")
+        if len(proposals) == 1:
+            return self.reader_prompt(problem, proposals[0])
+        content = self.SOLVE.format(question=problem.question) + "".join(
+            self.RIVAL.format(i=i, draft=d.strip()) for i, d in enumerate(proposals, 1)
+        )
+        return [{"role": "user", "content": content}]
+
     def __init__(
         self,
         n_train: int,
@@ -152,20 +170,22 @@ class ToySplits:
         hard_min_level: int,
         seed: int,
         hard_fraction: float | None,
+        n_validation: int = 300,
     ):
         if not 1 <= hard_min_level <= levels:
             raise ValueError(
                 f"{self.name}: hard_min_level must be in 1..levels={levels}, got {hard_min_level}"
             )
-        if n_train < 0 or n_test < 1:
+        if n_train < 0 or n_test < 1 or n_validation < 0:
             raise ValueError(
-                f"{self.name}: need n_train >= 0 and n_test >= 1, got {n_train}, {n_test}"
+                f"{self.name}: need n_train >= 0, n_test >= 1 and n_validation >= 0, got "
+                f"{n_train}, {n_test}, {n_validation}"
             )
         if hard_fraction is not None and not 0.0 <= hard_fraction <= 1.0:
             raise ValueError(
                 f"{self.name}: hard_fraction must be in [0, 1] or null, got {hard_fraction}"
             )
-        self.n_train, self.n_test = int(n_train), int(n_test)
+        self.n_train, self.n_test, self.n_validation = int(n_train), int(n_test), int(n_validation)
         self.levels, self.hard_min_level = int(levels), int(hard_min_level)
         self.seed, self.hard_fraction = int(seed), hard_fraction
         self._splits: dict[str, list[Problem]] | None = None
@@ -174,26 +194,44 @@ class ToySplits:
         """One fresh problem of ``level`` drawn with ``rng`` (ids are content hashes)."""
         raise NotImplementedError
 
-    def test_questions(self) -> frozenset[str]:
-        """Questions of the test split: generators of training data must avoid them."""
-        return frozenset(p.question for p in self.problems("test"))
+    def heldout_questions(self) -> frozenset[str]:
+        """Questions of the test and validation splits: generators of training data (the train
+        split, the SFT stream of the base models) must avoid them."""
+        return frozenset(
+            p.question for split in ("test", "validation") for p in self.problems(split)
+        )
+
+    def _level(self, rng: random.Random) -> int:
+        return _level_of(rng, self.levels, self.hard_min_level, self.hard_fraction)
+
+    def _draw_unique(self, rng: random.Random, n: int, seen: set[str]) -> list[Problem]:
+        """Up to ``n`` problems with distinct questions not in ``seen`` (which gains them),
+        giving up after ``50 * n`` draws (a small world may hold fewer)."""
+        out: list[Problem] = []
+        for _ in range(n * 50):
+            if len(out) == n:
+                break
+            p = self.sample(rng, self._level(rng))
+            if p.question not in seen:
+                seen.add(p.question)
+                out.append(p)
+        return out
 
     def _load(self) -> dict[str, list[Problem]]:
-        """Every split, generated once, deterministic in ``seed`` (``Task.problems`` reads it)."""
+        """Every split, generated once, deterministic in ``seed`` (``Task.problems`` reads it).
+
+        Separate seed streams, drawn in this order: test (unique questions), validation (unique,
+        none of test's), train (any question but a test or validation one; train problems may
+        repeat each other). So changing ``n_train`` or ``n_validation`` never changes the test
+        set, and changing ``n_train`` never changes the validation set."""
         if self._splits is None:
-            # separate streams, so changing n_train never changes the test set
-            test_rng = random.Random(f"{self.name}-test-{self.seed}")
-            test, seen = [], set()
-            for _ in range(self.n_test * 50):
-                if len(test) == self.n_test:
-                    break
-                p = self.sample(
-                    test_rng,
-                    _level_of(test_rng, self.levels, self.hard_min_level, self.hard_fraction),
-                )
-                if p.question not in seen:
-                    seen.add(p.question)
-                    test.append(p)
+            seen: set[str] = set()
+            test = self._draw_unique(
+                random.Random(f"{self.name}-test-{self.seed}"), self.n_test, seen
+            )
+            validation = self._draw_unique(
+                random.Random(f"{self.name}-validation-{self.seed}"), self.n_validation, seen
+            )
             train_rng = random.Random(f"{self.name}-train-{self.seed}")
             train, tries = [], 0
             while len(train) < self.n_train:
@@ -201,17 +239,14 @@ class ToySplits:
                 if tries > 50 * self.n_train + 1000:
                     raise RuntimeError(
                         f"{self.name}: cannot draw {self.n_train} train problems disjoint from "
-                        "the test set; lower n_train or raise levels"
+                        "the test and validation sets; lower n_train or raise levels"
                     )
-                p = self.sample(
-                    train_rng,
-                    _level_of(train_rng, self.levels, self.hard_min_level, self.hard_fraction),
-                )
-                if p.question not in seen:  # train problems may repeat each other, never a test one
+                p = self.sample(train_rng, self._level(train_rng))
+                if p.question not in seen:  # never a test or validation question
                     train.append(p)
-            hard = [p for p in test if p.difficulty >= self.hard_min_level]
-            train_hard = [p for p in train if p.difficulty >= self.hard_min_level]
-            self._splits = {"train": train, "test": test, "hard": hard, "train_hard": train_hard}
+            self._splits = build_splits(
+                train, validation, test, lambda p: p.difficulty >= self.hard_min_level
+            )
         return self._splits
 
 
@@ -219,8 +254,8 @@ class ArithTask(ToySplits, MathTask):
     """Multi-step arithmetic mod 7 with chain-of-thought solutions and a boxed answer."""
 
     name = "arith"
-    SOLVE, READ = ARITH_SOLVE, ARITH_READ
-    version = "1"
+    SOLVE, READ, RIVAL = ARITH_SOLVE, ARITH_READ, ARITH_RIVAL
+    version = "2"  # 2: a validation split, which the train split now excludes too
 
     def __init__(
         self,
@@ -232,12 +267,16 @@ class ArithTask(ToySplits, MathTask):
         hard_fraction: float | None = None,
         grading_timeout_s: float = 5.0,
         grading_workers: int = 0,
+        n_validation: int = 300,
     ):
-        """``n_train`` / ``n_test``: split sizes. ``levels``: operations per problem 1..levels.
-        ``hard_min_level``: the hard split is level >= this. ``seed``: the generator's seed.
-        ``hard_fraction``: share of problems drawn from the hard levels (None: levels uniform)."""
+        """``n_train`` / ``n_test`` / ``n_validation``: split sizes. ``levels``: operations per
+        problem 1..levels. ``hard_min_level``: the hard splits are level >= this. ``seed``: the
+        generator's seed. ``hard_fraction``: share of problems drawn from the hard levels (None:
+        levels uniform)."""
         MathTask.__init__(self, grading_timeout_s, grading_workers)
-        ToySplits.__init__(self, n_train, n_test, levels, hard_min_level, seed, hard_fraction)
+        ToySplits.__init__(
+            self, n_train, n_test, levels, hard_min_level, seed, hard_fraction, n_validation
+        )
 
     def sample(self, rng: random.Random, level: int) -> Problem:
         """A chain of ``level`` operations from a random start value."""

@@ -18,6 +18,7 @@ from agon.grading.verdict import Verdict
 from agon.tasks.base import Problem, Task
 from agon.toy.tasks import (
     CODE_READ,
+    CODE_RIVAL,
     CODE_SOLVE,
     MOD,
     OPERANDS,
@@ -68,9 +69,9 @@ class ToyCodeTask(ToySplits, Task):
     """Write a Python program that maps each input integer through a chain mod 7 and sums."""
 
     name = "toycode"
-    SOLVE, READ = CODE_SOLVE, CODE_READ
+    SOLVE, READ, RIVAL = CODE_SOLVE, CODE_READ, CODE_RIVAL
     kind = "code"
-    version = "1"
+    version = "2"  # 2: a validation split, which the train split now excludes too
 
     def __init__(
         self,
@@ -86,12 +87,15 @@ class ToyCodeTask(ToySplits, Task):
         grading_timeout_s: float = 5.0,
         grading_workers: int = 0,
         memory_mb: int = 512,
+        n_validation: int = 300,
     ):
         """Split params as :class:`ArithTask`. ``n_tests``: hidden tests per problem.
         ``input_len``: (min, max) integers per test input. ``input_max``: inputs are 0..this.
         ``grading_timeout_s``: per-program wall-clock limit. ``grading_workers``: sandbox
         workers (0 = one per core). ``memory_mb``: address-space cap of a graded program."""
-        ToySplits.__init__(self, n_train, n_test, levels, hard_min_level, seed, hard_fraction)
+        ToySplits.__init__(
+            self, n_train, n_test, levels, hard_min_level, seed, hard_fraction, n_validation
+        )
         if n_tests < 1 or not 1 <= input_len[0] <= input_len[1] or input_max < 1:
             raise ValueError(
                 f"toycode: bad test settings n_tests={n_tests}, input_len={input_len}, "

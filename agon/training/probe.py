@@ -1,4 +1,4 @@
-"""The hard-split probe during training: the points of the report's training curves.
+"""The validation probe during training: the points of the report's training curves.
 
 Both trainers, the duel's loop (:func:`agon.training.loop.train`) and the GRPO baseline
 (:mod:`baselines.grpo`), call :func:`hard_pass1` at the steps :func:`is_eval_step` picks and
@@ -14,9 +14,13 @@ model was trained on.
 
 *How.* Each model alone on the task's solve prompt, greedy (temperature 0), one completion per
 problem, the family's ``max_new_tokens``, on the first ``train.eval_problems`` problems of the
-``hard`` split; graded by ``task.grade``; an answer that cannot be graded counts as wrong (as
-in the report's pass@1). This is a cheap progress probe, not table 1's pass@1, which samples
-``eval.n_samples`` completions at ``eval.temperature`` on ``eval.max_problems`` problems.
+split ``train.eval_split`` (default ``validation_hard``: the hard problems of the validation
+split, never the test split table 1 reports, so the curves may be watched and tuned on without
+touching test); graded by ``task.grade``; an answer that cannot be graded counts as wrong (as
+in the report's pass@1). The metric keys keep their names (``eval/hard_pass@1/...``): under
+the default they are the pass@1 on the hard problems of the validation split. This is a cheap
+progress probe, not table 1's pass@1, which samples ``eval.n_samples`` completions at
+``eval.temperature`` on ``eval.max_problems`` problems of ``eval.split``.
 
 *Training is untouched.* The evaluation runs without gradients, with the models in eval mode
 (their mode restored after) and inside a saved-and-restored RNG state (python, numpy, torch,
@@ -38,9 +42,7 @@ import torch
 from agon.engines.base import Engine, SamplingParams
 from agon.tasks.base import Problem, Task
 from agon.training.metrics import EVAL_S, HARD_PASS1, HARD_PROBLEMS, HARD_TOKENS, STEP, TOKENS
-from agon.training.settings import check_eval_settings
-
-HARD_SPLIT = "hard"
+from agon.training.settings import EVAL_SPLITS, check_eval_settings
 
 
 def is_eval_step(step: int, every: int) -> bool:
@@ -53,16 +55,19 @@ def is_eval_step(step: int, every: int) -> bool:
     return every > 0 and step % every == 0
 
 
-def hard_problems(task: Task, limit: int | None) -> list[Problem]:
-    """The first ``limit`` problems of ``task``'s hard split (all when ``limit`` is None)."""
+def hard_problems(task: Task, limit: int | None, split: str) -> list[Problem]:
+    """The first ``limit`` problems of ``task``'s ``split`` (``train.eval_split``, one of
+    ``validation_hard`` and ``validation``), all when ``limit`` is None."""
     check_eval_settings(0, limit)
-    problems = task.problems(HARD_SPLIT)
+    if split not in EVAL_SPLITS:
+        raise ValueError(f"train.eval_split must be one of {EVAL_SPLITS}, got {split!r}")
+    problems = task.problems(split)
     if limit is not None:
         problems = problems[:limit]
     if not problems:
         raise ValueError(
-            f"task {task.name!r} has no {HARD_SPLIT!r} problems to evaluate on; set "
-            "train.eval_every: 0"
+            f"task {task.name!r} has no {split!r} problems to evaluate on; set "
+            "train.eval_every: 0 or another train.eval_split"
         )
     return problems
 

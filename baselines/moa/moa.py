@@ -13,8 +13,10 @@ compute on the same models as the cascade. Each of the ``n`` evaluation samples 
 independent MoA run (its own proposals). The synthesis prompt is the paper's (its Table 1),
 given as the system turn, with the task's solve prompt as the user turn, as in the paper's
 reference implementation. ``prompt: reader`` instead shows the proposals through the task's
-own reader prompt (the proposals joined as one "rival attempt"): for models too small to
-follow the paper's long instruction or to fit it in their context, such as the toy world's.
+proposals prompt (:meth:`agon.tasks.base.Task.proposals_prompt`: its reader prompt with the
+proposals numbered as several rival attempts, each possibly wrong): for models too small to
+follow the paper's long instruction or to fit it in their context, such as the toy world's,
+whose base models are trained on that prompt with two proposals (``docs/method.md``).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ class MixtureOfAgents:
     layers: int = 1
     proposers: int = 4
     aggregator: str = "a"
-    prompt: str = "synthesize"  # "synthesize" (the paper's) or "reader" (the task's reader prompt)
+    prompt: str = "synthesize"  # "synthesize" (the paper's) or "reader" (the proposals prompt)
     name: str = "moa"
 
     def __post_init__(self) -> None:
@@ -80,7 +82,7 @@ class MixtureOfAgents:
 
         def show(chain: int, proposals: list[str]) -> Messages:
             if self.prompt == "reader":
-                return task.reader_prompt(chains[chain], "\n\n".join(proposals))
+                return task.proposals_prompt(chains[chain], proposals)
             return synthesis_prompt(solve[chain], proposals)
 
         previous: list[list[str]] | None = None  # per chain, the last layer's proposals

@@ -10,7 +10,8 @@ the same spec parsed. Solutions run with the standard library only (see
 :mod:`agon.sandbox`).
 
 The data sets differ only in how rows become problems, so a subclass supplies
-``_problems_of`` (or ``_train_test``) and inherits the rest.
+``_problems_of`` (or ``_train_test``) and inherits the rest. The validation split is carved
+from the source's train split (seeded), so the test split is the source's own.
 
 Departures from the sources' own judges, on purpose: per-problem time and memory limits in
 the data (CodeContests ``time_limit``, TACO ``time_limit``) are not used; every run gets the
@@ -23,10 +24,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import random
 from collections.abc import Sequence
 
 from agon.grading.verdict import Verdict
-from agon.tasks.base import Messages, Problem, Task
+from agon.tasks.base import Messages, Problem, Task, build_splits, numbered_attempts
 from agon.tasks.code.extract import extract_code
 
 CODE_SOLVE_STDIN = (
@@ -44,6 +46,12 @@ CODE_READER = (
     "Below is a rival's attempt at this problem. It may be wrong. Check it critically, then "
     "solve the problem yourself and put your complete program in one ```python code block at "
     "the end.\n\n<rival_attempt>\n{draft}\n</rival_attempt>"
+)
+CODE_PROPOSALS = (
+    "{prompt}\n\n"
+    "Below are {n} attempts at this problem by rivals. Any of them may be wrong, and they may "
+    "disagree. Check each critically, keep what is right, then solve the problem yourself and "
+    "put your complete program in one ```python code block at the end.\n\n{attempts}"
 )
 
 
@@ -66,6 +74,8 @@ class CodeTask(Task):
         grading_workers: int = 0,
         memory_mb: int = 512,
         site_packages: bool = False,
+        validation_size: int = 0,
+        seed: int = 0,
     ) -> None:
         """``source``: hub id (default: the task's). ``data_files``: local override,
         ``{"train": path, "test": path}`` in the source's schema. ``hard_min_difficulty``:
@@ -73,7 +83,11 @@ class CodeTask(Task):
         caps on problems (None: all). ``max_tests``: cap on tests per problem, in source order
         (None: all; every test must pass). ``grading_timeout_s`` / ``memory_mb``: limits per
         sandboxed run. ``grading_workers``: concurrent runs (0: one per core).
-        ``site_packages``: solutions may import installed packages (default: stdlib only)."""
+        ``site_packages``: solutions may import installed packages (default: stdlib only).
+        ``validation_size``: problems carved from the source's train split (before
+        ``max_train`` caps what is left) into the validation split; 0 means 10% of it, at most
+        500 (so a source with fewer than 10 train problems has an empty validation split).
+        ``seed``: which problems are carved (a seeded draw)."""
         self.source = source or self.hub_id
         self.data_files = dict(data_files) if data_files else None
         self.revision = revision
@@ -86,6 +100,9 @@ class CodeTask(Task):
             int(memory_mb),
         )
         self.site_packages = bool(site_packages)
+        if validation_size < 0:
+            raise ValueError(f"{self.name}: validation_size must be >= 0, got {validation_size}")
+        self.validation_size, self.seed = int(validation_size), int(seed)
         self._splits: dict[str, list[Problem]] | None = None
         self._pool = None
 
@@ -101,38 +118,55 @@ class CodeTask(Task):
     def _load(self) -> dict[str, list[Problem]]:
         if self._splits is None:
             train, test = self._train_test()
+            train, validation = self._carve_validation(train, test)
             if self.max_train is not None:
                 train = train[: self.max_train]
             if self.max_test is not None:
                 test = test[: self.max_test]
 
-            def hard(ps: list[Problem]) -> list[Problem]:
+            def is_hard(p: Problem) -> bool:
                 if self.hard_min_difficulty is None:
-                    return list(ps)
-                return [
-                    p
-                    for p in ps
-                    if p.difficulty is not None and p.difficulty >= self.hard_min_difficulty
-                ]
+                    return True
+                return p.difficulty is not None and p.difficulty >= self.hard_min_difficulty
 
-            self._splits = {
-                "train": train,
-                "test": test,
-                "hard": hard(test),
-                "train_hard": hard(train),
-            }
+            self._splits = build_splits(train, validation, test, is_hard)
         return self._splits
+
+    def _carve_validation(
+        self, train: list[Problem], test: list[Problem]
+    ) -> tuple[list[Problem], list[Problem]]:
+        """(train, validation): ``validation_size`` problems (0: 10% of train, at most 500)
+        drawn from train with a seeded draw, by id, never one whose id is in test (a source
+        may list a problem in both; which then stays in train, as the source has it)."""
+        test_ids = {p.id for p in test}
+        candidates = list(dict.fromkeys(p.id for p in train if p.id not in test_ids))
+        n_val = self.validation_size or min(500, len(train) // 10, len(candidates))
+        if n_val > len(candidates):
+            raise ValueError(
+                f"{self.name}: validation_size={n_val} exceeds the {len(candidates)} train "
+                "problems that are not in test"
+            )
+        rng = random.Random(f"{self.name}-validation-{self.seed}")
+        carved = set(rng.sample(candidates, n_val))
+        validation, seen = [], set()
+        for p in train:
+            if p.id in carved and p.id not in seen:
+                seen.add(p.id)
+                validation.append(p)
+        return [p for p in train if p.id not in carved], validation
 
     def _manifest_extra(self) -> dict:
         content = hashlib.sha256()  # the problems' text and tests, not only their ids
         splits = self._load()
-        for p in splits["train"] + splits["test"]:
+        for p in splits["train"] + splits["validation"] + splits["test"]:
             content.update(f"{p.id}\x00{p.question}\x00{p.answer}\x01".encode())
         return {
             "source": self.source,
             "data_files": self.data_files,
             "revision": self.revision,
             "hard_min_difficulty": self.hard_min_difficulty,
+            "validation_size": len(splits["validation"]),
+            "seed": self.seed,
             "problems_sha256": content.hexdigest(),
         }
 
@@ -156,6 +190,20 @@ class CodeTask(Task):
         """The solve prompt, then the rival's draft marked as possibly wrong."""
         prompt = self.solve_prompt(problem)[0]["content"]
         return [{"role": "user", "content": CODE_READER.format(prompt=prompt, draft=draft)}]
+
+    def proposals_prompt(self, problem: Problem, proposals: Sequence[str]) -> Messages:
+        """The solve prompt, then the rivals' attempts numbered, each possibly wrong (one
+        attempt: the reader prompt)."""
+        if not proposals:
+            raise ValueError("proposals_prompt needs at least one proposal")
+        if len(proposals) == 1:
+            return self.reader_prompt(problem, proposals[0])
+        content = CODE_PROPOSALS.format(
+            prompt=self.solve_prompt(problem)[0]["content"],
+            n=len(proposals),
+            attempts=numbered_attempts(proposals),
+        )
+        return [{"role": "user", "content": content}]
 
     # --- grading -------------------------------------------------------------------------
 
