@@ -1,6 +1,7 @@
 # The Agon replication workflow (docs/method.md, docs/architecture.md).
 #
 #   snakemake --cores all results/table1.csv                      # the offline toy world
+#   snakemake --cores all results/ablations.csv                   # its Agon variants
 #   snakemake -n --configfile config/paper.yaml results/table1.csv  # the paper's DAG
 #   snakemake --profile profiles/slurm --configfile config/paper.yaml  # on a SLURM cluster
 #
@@ -21,6 +22,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/ablations.smk"
 
 
 rule all:

@@ -120,8 +120,39 @@ def _check_semantics(config: dict) -> None:
             problems.append(
                 f"tasks[{i}] (name {row['name']!r}): field 'name': expected one of {known}"
             )
+    problems += _ablation_problems(config)
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+
+
+def _ablation_problems(config: dict) -> list[str]:
+    """Each ablation variant's agon section (the config's, with its changes) must be valid."""
+    variants = (config.get("ablations") or {}).get("variants") or []
+    names = [v["name"] for v in variants]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    out = [f"ablations.variants: names must be unique, repeated: {repeated}"] if repeated else []
+    reference = (config.get("ablations") or {}).get("reference")
+    if reference is not None and reference not in names:
+        out.append(f"ablations.reference: {reference!r} is not a variant; variants: {names}")
+    schema = _schema()["properties"]["agon"]
+    for i, v in enumerate(variants):
+        section = deep_merge(config.get("agon") or {}, v.get("agon") or {})
+        validator = _validator_with_defaults(schema)
+        for err in validator.iter_errors(section):
+            where = ".".join(str(p) for p in err.absolute_path) or "(whole section)"
+            out.append(
+                f"ablations.variants[{i}] (name {v['name']!r}): agon field {where!r}: {err.message}"
+            )
+    return out
+
+
+def ablation_config(config: dict, variant: str) -> dict:
+    """``config`` with the ``agon`` changes of ablation variant ``variant`` merged in."""
+    for v in (config.get("ablations") or {}).get("variants") or []:
+        if v["name"] == variant:
+            return deep_merge(config, {"agon": v.get("agon") or {}})
+    known = [v["name"] for v in (config.get("ablations") or {}).get("variants") or []]
+    raise ConfigError(f"no ablation variant {variant!r} in config; known: {known}")
 
 
 def load_config(path: str | Path, overrides: dict | None = None) -> dict:

@@ -9,7 +9,7 @@ untrained bases) and which of that run's two models plays each part.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -51,6 +51,15 @@ COLUMNS: dict[str, Column] = {
         Column("grpo_cascade", "grpo_cascade", "cascade", train="grpo", drafter="A", reader="B"),
         Column("agon", "agon", "cascade", train="agon", drafter="A", reader="B"),
         Column("agon_rev", "agon_rev", "cascade", train="agon", drafter="B", reader="A"),
+        # the same duel with reward.scheme independent: what the contest itself adds
+        Column(
+            "agon_independent",
+            "agon_independent",
+            "cascade",
+            train="agon_independent",
+            drafter="A",
+            reader="B",
+        ),
         Column("agon_single", "agon_single", "single", train="agon", model="A"),
         Column(
             "agon_single_b",
@@ -65,6 +74,12 @@ COLUMNS: dict[str, Column] = {
 
 # each model alone against that model's own base: (model, its base column, its trained columns)
 GAINS = (("A", "base", ("grpo", "agon_single")), ("B", "base_b", ("grpo_b", "agon_single_b")))
+
+# Matched compute (``train.budget``): these trainers run, per model, until they have spent
+# what the same model spent in the reference run (same family, task and seed); the duel
+# variants are matched by construction (the same steps, drafts and reads).
+BUDGET_REFERENCE = "agon"
+BUDGET_MATCHED: tuple[str, ...] = ("grpo",)
 
 # the trained methods, in the order of their first column (the report's order)
 TRAINED_METHODS: tuple[str, ...] = tuple(
@@ -83,6 +98,14 @@ def columns_for_methods(methods: Iterable[str]) -> list[str]:
     if unknown:
         raise ValueError(f"methods: unknown {sorted(unknown)}; known: {sorted(METHODS)}")
     return [name for name, c in COLUMNS.items() if c.method in wanted]
+
+
+def eval_seeds(column: str, seeds: Sequence[int]) -> list[int]:
+    """The seeds ``column`` is evaluated with: every training seed for a trained column; the
+    first seed only for an untrained one (no training seed; its sampling variance is in the
+    ``n_samples`` per problem)."""
+    seeds = [int(s) for s in seeds]
+    return seeds if COLUMNS[column].train else seeds[:1]
 
 
 def trained_methods_for(columns: Iterable[str]) -> list[str]:

@@ -92,6 +92,8 @@ TRAINERS = Registry(
     {
         "grpo": "baselines.grpo:TRAINER",  # each model alone with TRL's GRPOTrainer
         "agon": "agon.training.run:DUEL",  # the duel: both models together
+        # the same duel, each model rewarded for its own correctness only (no contest term)
+        "agon_independent": "agon.training.run:DUEL_INDEPENDENT",
     },
 )
 

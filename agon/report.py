@@ -1,45 +1,71 @@
-"""`agon report`: table 1 and the paper figures, from the evaluation and training results.
+# long: table 1's numbers (per-seed rates, paired comparisons, compute, the table) read in one
+# order; the ablations table is agon/ablations.py, the rendering agon/tables.py.
+"""`agon report`: table 1 and the paper figures, and the ablations table, from the evaluation
+and training results.
 
 Table 1 (``docs/method.md``) has one row per (family, task). For every evaluated system it gives
-pass@1 with its standard error and 95% bootstrap interval, the ratios ``agon / grpo`` (the
-paper's claim), ``agon / grpo_cascade`` (the two-model control) and ``(agon - base) / (moa -
-base)`` (each with a paired bootstrap interval: the same problems resampled for all systems;
-the last one *not defined*, with the reason, when MoA's gain is not positive or its interval
-holds 0), and per method the compute it used: tokens
-generated and wall hours.
+pass@1 with a standard error and a 95% interval over training seeds *and* problems, and its
+pass@1 at each training seed; the ratios ``agon / grpo`` (the paper's claim), ``agon /
+grpo_cascade`` (the two-model control) and ``(agon - base) / (moa - base)`` (*not defined*, with
+the reason, when MoA's gain is not positive or its interval holds 0), each model's gain over its
+own base, and ``agon - agon_independent`` (what the contest adds over the same duel without
+it), each with a paired interval; and per trained method the compute it used (per model steps,
+completions, tokens generated and trained on, CPU and GPU seconds, and for a budget-matched
+method how close it came to its budget).
 
 Where the numbers come from:
 
 - pass@1 is recounted from each evaluation's ``samples.jsonl`` (one line per sample with its
-  problem id and verdict), pooling the samples of all seeds per problem, then
-  :func:`agon.stats.summarize` (mean over problems, bootstrap over problems). An unscorable
-  sample (``correct: null``: timeout, sandbox error) counts as a failure, as in the paper's
-  pass@1. If a ``samples.jsonl`` does not carry problem ids and verdicts, the system falls
-  back to its ``summary.json`` numbers (mean over seeds) and the row says so
-  (``{system}_source = summary``).
-- compute: tokens generated are read from each run's ``summary.json``; wall time from the
-  Snakemake benchmark file of the job when there is one (the job's true elapsed time,
-  process start-up included), else from the summary.
+  problem id and verdict): per (seed, problem) the share of correct samples, then the mean
+  over seeds and problems. An unscorable sample (``correct: null``: timeout, sandbox error)
+  counts as a failure, as in the paper's pass@1. Trained systems are evaluated at every
+  training seed, untrained ones at the first only (:func:`agon.methods.eval_seeds`).
+- intervals: :func:`agon.stats.two_level_bootstrap`: each replicate draws problems with
+  replacement (the same draw for every system of a comparison) and, per system, that system's
+  seeds with replacement. The standard error is the replicates' standard deviation. If a
+  ``samples.jsonl`` does not carry problem ids and verdicts, the system falls back to its
+  ``summary.json`` numbers (mean over seeds, its interval the mean of the seeds' intervals
+  over problems: no seed variance), the row says so (``{system}_source = summary``) and the
+  comparisons involving it have no interval.
+- compute: a training run's ``summary.json`` (keys of
+  :func:`agon.training.metrics.summarize_metrics`, and ``budget`` for a budget-matched run);
+  wall time from the Snakemake benchmark file of the job when there is one (the job's true
+  elapsed time), else from the summary. A key a summary lacks (older code) leaves its cell
+  empty.
 - figures (:mod:`agon.figures`): training curves and duel dynamics are read from the trainers'
   ``metrics.jsonl`` (keys in :mod:`agon.training.metrics`).
 
-Which systems exist, where each result lives and how results are read back is
-:mod:`agon.results`.
+Where a number is not meaningful (a ratio not defined, an interval unbounded, an effect whose
+interval holds no effect, a budget missed by more than 5%), its ``{key}_note`` column says why
+and the Markdown repeats it; an undefined number is an empty cell.
 
-Everything is written atomically; the CSV gets a sidecar ``.provenance.json``, the Markdown
-and figures carry the same config hash.
+The ablations table (:func:`agon.ablations.build_ablations_report`) reads its variants with
+the same functions.
+
+Which systems exist, where each result lives and how results are read back is
+:mod:`agon.results`. Everything is written atomically; each CSV gets a sidecar
+``.provenance.json``, the Markdown and figures carry the same config hash.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from agon.figures import plot_duel_dynamics, plot_pass1, plot_training_curves
-from agon.methods import GAINS, columns_for_methods, trained_methods_for
+from agon.methods import (
+    BUDGET_MATCHED,
+    BUDGET_REFERENCE,
+    GAINS,
+    columns_for_methods,
+    eval_seeds,
+    trained_methods_for,
+)
 from agon.results import (
     TOKEN_KEYS,
     WALL_KEYS,
@@ -49,172 +75,315 @@ from agon.results import (
     read_jsonl,
     summary_number,
 )
+from agon.stats import percentile_interval, two_level_bootstrap
 from agon.tables import table_csv, table_markdown
-from agon.training.metrics import cumulative_tokens
+from agon.training.metrics import MODELS, cumulative_tokens
 
-# ----------------------------------------------------------------------------- table 1
+# a budget-matched run whose spend is further than this from its target is flagged
+BUDGET_TOLERANCE = 0.05
+# per model keys of a training summary (``{model}/{key}``) shown as compute columns
+MODEL_COMPUTE = ("steps", "completions", "tokens_generated", "tokens_trained", "cpu_s")
+# fixed bootstrap seeds, one per comparison, so every interval is reproducible on its own
+RNG = {
+    "pass@1": 0,
+    "agon_over_grpo": 1,
+    "moa": 2,
+    "gain": 3,
+    "agon_over_grpo_cascade": 4,
+    "agon_minus_agon_independent": 5,
+    "ablation": 6,
+}
 
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    if a is None or b is None or b == 0 or any(map(math.isnan, (a, b))):
-        return None
-    return a / b
-
-
-def _paired_means(series: Sequence[dict[str, float]], n_boot: int, seed: int) -> list | None:
-    """Bootstrap means of each per-problem series over the problems they all share, every
-    series resampled with the same draw (paired); None with fewer than two shared problems."""
-    import numpy as np
-
-    ids = sorted(set.intersection(*(set(s) for s in series)))
-    if len(ids) < 2:
-        return None
-    idx = np.random.default_rng(seed).integers(0, len(ids), size=(n_boot, len(ids)))
-    return [np.array([s[i] for i in ids])[idx].mean(1) for s in series]
+# ----------------------------------------------------------------------------- per-seed rates
 
 
-def paired_ratio_ci(
-    num: dict[str, float],
-    den: dict[str, float],
-    base: dict[str, float] | None,
-    n_boot: int,
-    seed: int,
-) -> tuple[float | None, float | None]:
-    """95% bootstrap interval of mean(num)/mean(den) (or of the gains over ``base``),
-    resampling the problems the systems share, the same draw for all of them."""
-    import numpy as np
+@dataclass(frozen=True)
+class SeedRates:
+    """One system's pass@1 on each problem at each of its seeds: ``{seed: {problem: rate}}``."""
 
-    means = _paired_means([num, den] if base is None else [num, den, base], n_boot, seed)
-    if means is None:
-        return None, None
-    z = means[2] if base is not None else 0.0
-    top, bottom = means[0] - z, means[1] - z
-    b_lo, b_hi = np.quantile(bottom, [0.025, 0.975])
-    if b_lo <= 0 <= b_hi:
-        # the denominator's own interval holds 0 (e.g. MoA no better than base): the ratio
-        # is unbounded at 95%, which is what the table should say rather than a fake interval
-        return -math.inf, math.inf
-    with np.errstate(
-        divide="ignore", invalid="ignore"
-    ):  # a rare resample at exactly 0: +-inf, in the tails
-        lo, hi = np.quantile(top / bottom, [0.025, 0.975])
-    return float(lo), float(hi)
+    per_seed: Mapping[int, Mapping[str, float]]
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(self.per_seed)
+
+    def ids(self) -> set[str]:
+        """The problems every seed was evaluated on."""
+        return set.intersection(*(set(v) for v in self.per_seed.values()))
+
+    def matrix(self, ids: Sequence[str]) -> np.ndarray:
+        """(seeds, problems) array of the rates of ``ids``, seeds in :attr:`seeds` order."""
+        return np.array([[self.per_seed[s][i] for i in ids] for s in self.seeds], dtype=float)
 
 
-def paired_gain_ci(
-    num: dict[str, float], base: dict[str, float], n_boot: int, seed: int
-) -> tuple[float | None, float | None]:
-    """95% bootstrap interval of mean(num) - mean(base), paired over the problems both share
-    (the gain of a trained model over its own base)."""
-    import numpy as np
+def read_seed_rates(samples: Mapping[int, str | Path]) -> SeedRates | None:
+    """Per seed and problem the share of correct samples of each ``samples.jsonl``; None if a
+    file is missing or lacks problem ids or verdicts."""
+    per_seed = {}
+    for seed, path in samples.items():
+        counts = problem_counts([path]) if Path(path).is_file() else None
+        if counts is None:
+            return None
+        per_seed[seed] = {pid: c / n for pid, (n, c) in counts.items()}
+    return SeedRates(per_seed)
 
-    means = _paired_means([num, base], n_boot, seed)
-    if means is None:
-        return None, None
-    lo, hi = np.quantile(means[0] - means[1], [0.025, 0.975])
-    return float(lo), float(hi)
+
+def _sd(replicates: np.ndarray) -> float:
+    return float(np.std(replicates, ddof=1)) if replicates.size > 1 else 0.0
 
 
 def system_stats(
-    layout: Layout, family: str, task: str, system: str, seeds: Sequence[int], n_boot: int
-) -> tuple[dict, dict[str, float] | None]:
-    """pass@1 (with se, interval) of one system, and its per-problem pass@1 for paired ratios."""
-    from agon.stats import summarize
+    label: str,
+    samples: Mapping[int, str | Path],
+    summaries: Mapping[int, str | Path],
+    n_boot: int,
+) -> tuple[dict[str, Any], SeedRates | None]:
+    """pass@1 of one system over its seeds (mean, se, 95% interval over seeds and problems,
+    per seed value under ``per_seed``), and its per-(seed, problem) rates for comparisons.
 
-    samples = [layout.eval_samples(family, task, system, s) for s in seeds]
-    counts = problem_counts(samples) if all(Path(p).is_file() for p in samples) else None
-    if counts is not None:
-        ids = sorted(counts)
-        stats = summarize([counts[i] for i in ids], ks=(1,), n_boot=n_boot, seed=0)
-        per_problem = {i: counts[i][1] / counts[i][0] for i in ids}
-        return {**stats, "source": "samples"}, per_problem
-    summaries = [
-        json.loads(Path(layout.eval_summary(family, task, system, s)).read_text()) for s in seeds
-    ]
+    ``samples`` and ``summaries``: the system's ``samples.jsonl`` and ``summary.json`` per
+    seed; ``label`` names the system in errors."""
+    rates = read_seed_rates(samples)
+    if rates is not None:
+        ids = sorted(rates.ids())
+        if not ids:
+            raise ValueError(f"{label}: its seeds {rates.seeds} share no evaluated problem")
+        x = rates.matrix(ids)
+        reps = two_level_bootstrap([x], n_boot=n_boot, seed=RNG["pass@1"])[0]
+        lo, hi = percentile_interval(reps)
+        stats = {"pass@1": float(x.mean()), "pass@1_se": _sd(reps), "pass@1_lo": lo}
+        stats |= {"pass@1_hi": hi, "n_problems": len(ids), "source": "samples"}
+        stats["per_seed"] = {s: float(row.mean()) for s, row in zip(rates.seeds, x)}
+        return stats, rates
+    loaded = {s: json.loads(Path(p).read_text()) for s, p in summaries.items()}
     keys = ("pass@1", "pass@1_se", "pass@1_lo", "pass@1_hi")
-    missing = [k for k in keys if any(k not in s for s in summaries)]
+    missing = [k for k in keys if any(k not in s for s in loaded.values())]
     if missing:
         raise ValueError(
-            f"{family}/{task}/{system}: summary.json lacks {missing} and samples.jsonl has no "
-            "problem ids/verdicts"
+            f"{label}: summary.json lacks {missing} and samples.jsonl has no problem ids/verdicts"
         )
-    stats = {k: sum(s[k] for s in summaries) / len(summaries) for k in keys}
-    stats["n_problems"] = summaries[0].get("n_problems")
-    return {**stats, "source": "summary"}, None
+    stats = {k: sum(s[k] for s in loaded.values()) / len(loaded) for k in keys}
+    stats["n_problems"] = next(iter(loaded.values())).get("n_problems")
+    stats["source"] = "summary"
+    stats["per_seed"] = {s: float(v["pass@1"]) for s, v in loaded.items()}
+    return stats, None
 
 
-def compute_used(layout: Layout, family: str, task: str, system: str, seeds: Sequence[int]) -> dict:
-    """Mean per seed of eval tokens and wall hours of ``system``, and of its training run."""
-    out: dict[str, float | None] = {}
-
-    def mean(values: list[float | None]) -> float | None:
-        vals = [v for v in values if v is not None]
-        return sum(vals) / len(vals) if len(vals) == len(values) and vals else None
-
-    ev = [json.loads(Path(layout.eval_summary(family, task, system, s)).read_text()) for s in seeds]
-    out["eval_tokens"] = mean([summary_number(e, TOKEN_KEYS) for e in ev])
-    wall = [
-        benchmark_seconds(layout.benchmark(f"eval/{family}/{task}/{system}/seed{s}"))
-        or summary_number(e, WALL_KEYS)
-        for s, e in zip(seeds, ev)
-    ]
-    w = mean(wall)
-    out["eval_wall_h"] = w / 3600 if w is not None else None
+def stats_columns(prefix: str, stats: Mapping[str, Any]) -> dict[str, Any]:
+    """A system's pass@1 columns: value, se, interval, seeds, per seed value, source."""
+    out = {f"{prefix}{k}": stats[k] for k in ("pass@1", "pass@1_se", "pass@1_lo", "pass@1_hi")}
+    out[f"{prefix}n_seeds"] = len(stats["per_seed"])
+    out |= {f"{prefix}pass@1_seed{s}": v for s, v in stats["per_seed"].items()}
+    out[f"{prefix}source"] = stats["source"]
     return out
 
 
-def train_compute(
-    layout: Layout, family: str, task: str, method: str, seeds: Sequence[int]
-) -> dict:
-    """Mean per seed of the training run's generated tokens and wall hours."""
-    toks, walls = [], []
-    for s in seeds:
-        summary = json.loads(Path(layout.train_summary(family, task, method, s)).read_text())
-        t = summary_number(summary, TOKEN_KEYS)
-        if t is None:
-            rows = read_jsonl(layout.train_metrics(family, task, method, s))
-            t = cumulative_tokens(rows)[-1] if rows else None
-        toks.append(t)
-        walls.append(
-            benchmark_seconds(layout.benchmark(f"train/{family}/{task}/{method}/seed{s}"))
-            or summary_number(summary, WALL_KEYS)
+# ----------------------------------------------------------------------------- comparisons
+
+
+def paired_replicates(
+    rates: Sequence[SeedRates | None], n_boot: int, seed: int
+) -> np.ndarray | None:
+    """Two-level bootstrap replicates (systems x n_boot) of ``rates`` over the problems they all
+    share; None when one lacks per-problem results or they share no problem."""
+    if any(r is None for r in rates):
+        return None
+    ids = sorted(set.intersection(*(r.ids() for r in rates)))
+    if not ids:
+        return None
+    return two_level_bootstrap([r.matrix(ids) for r in rates], n_boot=n_boot, seed=seed)
+
+
+def _holds(lo: float, hi: float, value: float) -> bool:
+    return lo <= value <= hi
+
+
+def empty_columns(key: str) -> dict[str, Any]:
+    return {key: None, f"{key}_lo": None, f"{key}_hi": None, f"{key}_note": ""}
+
+
+def ratio_columns(
+    key: str, num: str, den: str, p: Mapping[str, float], reps: np.ndarray | None
+) -> dict[str, Any]:
+    """``p[num] / p[den]`` with the interval of its paired replicates ``reps`` (num, den)."""
+    out = empty_columns(key)
+    if not p[den] > 0:
+        out[f"{key}_note"] = f"not defined: {den}'s pass@1 is {p[den]:.3g}"
+        return out
+    out[key] = p[num] / p[den]
+    if reps is None:
+        out[f"{key}_note"] = "no interval: per-problem results missing (summary source)"
+        return out
+    d_lo, d_hi = percentile_interval(reps[1])
+    if _holds(d_lo, d_hi, 0.0):
+        # the denominator's own interval holds 0: the ratio is unbounded at 95%, which is what
+        # the table should say rather than a fake interval
+        out[f"{key}_note"] = (
+            f"interval unbounded: {den}'s 95% interval [{d_lo:.3g}, {d_hi:.3g}] holds 0"
         )
-    mean = lambda v: sum(v) / len(v) if v and all(x is not None for x in v) else None  # noqa: E731
-    w = mean(walls)
-    return {"train_tokens": mean(toks), "train_wall_h": w / 3600 if w is not None else None}
+        return out
+    with np.errstate(divide="ignore", invalid="ignore"):  # a rare replicate at 0: in the tails
+        lo, hi = percentile_interval(reps[0] / reps[1])
+    out[f"{key}_lo"], out[f"{key}_hi"] = lo, hi
+    if _holds(lo, hi, 1.0):
+        out[f"{key}_note"] = "no effect shown: the 95% interval holds 1"
+    return out
+
+
+def difference_columns(
+    key: str, a: str, b: str, p: Mapping[str, float], reps: np.ndarray | None, what: str
+) -> dict[str, Any]:
+    """``p[a] - p[b]`` with the interval of its paired replicates ``reps`` (a, b); ``what``
+    names the effect in the note when the interval holds 0."""
+    out = empty_columns(key)
+    out[key] = p[a] - p[b]
+    if reps is None:
+        out[f"{key}_note"] = "no interval: per-problem results missing (summary source)"
+        return out
+    lo, hi = percentile_interval(reps[0] - reps[1])
+    out[f"{key}_lo"], out[f"{key}_hi"] = lo, hi
+    if _holds(lo, hi, 0.0):
+        out[f"{key}_note"] = f"no {what} shown: the 95% interval holds 0"
+    return out
 
 
 def moa_gain_ratio(
-    p: dict[str, float], per_problem: dict[str, dict[str, float] | None], n_boot: int
+    p: Mapping[str, float], rates: Mapping[str, SeedRates | None], n_boot: int
 ) -> dict[str, Any]:
     """``(agon - base) / (moa - base)`` with its paired interval, or not defined, with the
     reason, when MoA's gain over base is not positive or its paired interval holds 0: a
     negative or unbounded ratio is not a measurement of "times the gain"."""
     key = "agon_gain_over_moa_gain"
-    out: dict[str, Any] = {key: None, f"{key}_lo": None, f"{key}_hi": None, f"{key}_note": ""}
+    out = empty_columns(key)
     gain = p["moa"] - p["base"]
-    paired = all(per_problem[s] for s in ("agon", "moa", "base"))
-    g_lo, g_hi = (
-        paired_gain_ci(per_problem["moa"], per_problem["base"], n_boot, 2)
-        if paired
-        else (None, None)
-    )
+    reps = paired_replicates([rates[s] for s in ("agon", "moa", "base")], n_boot, RNG["moa"])
     if gain <= 0:
         out[f"{key}_note"] = f"not defined: MoA's gain over base is {100 * gain:+.1f} points"
-    elif g_lo is not None and g_lo <= 0:
-        out[f"{key}_note"] = (
-            f"not defined: MoA's gain over base, {100 * gain:+.1f} points, has a 95% interval "
-            f"[{100 * g_lo:+.1f}, {100 * g_hi:+.1f}] that holds 0"
+        return out
+    if reps is not None:
+        g_lo, g_hi = percentile_interval(reps[1] - reps[2])
+        if g_lo <= 0:
+            out[f"{key}_note"] = (
+                f"not defined: MoA's gain over base, {100 * gain:+.1f} points, has a 95% "
+                f"interval [{100 * g_lo:+.1f}, {100 * g_hi:+.1f}] that holds 0"
+            )
+            return out
+    out[key] = (p["agon"] - p["base"]) / gain
+    if reps is None:
+        out[f"{key}_note"] = "no interval: per-problem results missing (summary source)"
+        return out
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out[f"{key}_lo"], out[f"{key}_hi"] = percentile_interval(
+            (reps[0] - reps[2]) / (reps[1] - reps[2])
         )
-    else:
-        out[key] = _ratio(p["agon"] - p["base"], gain)
-        lo, hi = (
-            paired_ratio_ci(per_problem["agon"], per_problem["moa"], per_problem["base"], n_boot, 2)
-            if paired
-            else (None, None)
-        )
-        out[f"{key}_lo"], out[f"{key}_hi"] = lo, hi
     return out
+
+
+# ----------------------------------------------------------------------------- compute
+
+
+def _number(d: Mapping[str, Any] | None, key: str) -> float | None:
+    v = (d or {}).get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    """The mean, or None when a value is missing (a partial mean would mislead)."""
+    if not values or any(v is None for v in values):
+        return None
+    return sum(values) / len(values)
+
+
+def compute_used(
+    layout: Layout, family: str, task: str, system: str, seeds: Sequence[int]
+) -> dict[str, float | None]:
+    """Mean per evaluated seed of ``system``'s eval tokens and wall hours."""
+    ev = [json.loads(Path(layout.eval_summary(family, task, system, s)).read_text()) for s in seeds]
+    wall = _mean(
+        [
+            benchmark_seconds(layout.benchmark(f"eval/{family}/{task}/{system}/seed{s}"))
+            or summary_number(e, WALL_KEYS)
+            for s, e in zip(seeds, ev)
+        ]
+    )
+    return {
+        "eval_tokens": _mean([summary_number(e, TOKEN_KEYS) for e in ev]),
+        "eval_wall_h": wall / 3600 if wall is not None else None,
+    }
+
+
+def train_compute(
+    summaries: Sequence[str | Path],
+    metrics: Sequence[str | Path] = (),
+    benchmarks: Sequence[str | Path] = (),
+) -> dict[str, Any]:
+    """Mean per seed of a trained method's compute, from its runs' ``summary.json`` (one per
+    seed; ``metrics``: their ``metrics.jsonl``, for tokens an old summary lacks;
+    ``benchmarks``: their Snakemake benchmark files, preferred for wall time).
+
+    Keys: ``train_tokens``, ``train_wall_h``, ``cpu_s``, ``gpu_s``, ``{model}_{k}`` for ``k``
+    in :data:`MODEL_COMPUTE`, and for a run with a ``budget``: ``budget_match``,
+    ``{model}_budget_rel_diff`` (mean over seeds), ``{model}_budget_hit_step_cap`` (any seed)
+    and ``{model}_budget_note``. A key no summary has is None."""
+    loaded = [json.loads(Path(p).read_text()) for p in summaries]
+    toks = []
+    for i, s in enumerate(loaded):
+        t = summary_number(s, TOKEN_KEYS)
+        if t is None and i < len(metrics) and Path(metrics[i]).is_file():
+            rows = read_jsonl(metrics[i])
+            t = cumulative_tokens(rows)[-1] if rows else None
+        toks.append(t)
+    walls = [
+        (benchmark_seconds(benchmarks[i]) if i < len(benchmarks) else None)
+        or summary_number(s, WALL_KEYS)
+        for i, s in enumerate(loaded)
+    ]
+    w = _mean(walls)
+    out: dict[str, Any] = {
+        "train_tokens": _mean(toks),
+        "train_wall_h": w / 3600 if w is not None else None,
+        "cpu_s": _mean([_number(s, "cpu_s") for s in loaded]),
+        "gpu_s": _mean([_number(s, "gpu_s") for s in loaded]),
+    }
+    for m in MODELS:
+        for k in MODEL_COMPUTE:
+            out[f"{m}_{k}"] = _mean([_number(s, f"{m}/{k}") for s in loaded])
+    budgets = [s.get("budget") if isinstance(s.get("budget"), dict) else None for s in loaded]
+    if any(budgets):
+        out |= budget_columns(budgets)
+    return out
+
+
+def budget_columns(budgets: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
+    """What a budget-matched method's runs (one ``budget`` per seed, None for a run without
+    one) spent against their targets, and a note where that is not a match."""
+    given = [b for b in budgets if b]
+    matches = sorted({str(b.get("match")) for b in given})
+    out: dict[str, Any] = {"budget_match": ",".join(matches)}
+    for m in MODELS:
+        rels = [_number(b, f"{m}/relative_difference") if b else None for b in budgets]
+        capped = sum(b.get(f"{m}/hit_step_cap") is True for b in given)
+        out[f"{m}_budget_rel_diff"] = _mean(rels)
+        out[f"{m}_budget_hit_step_cap"] = capped > 0
+        notes = []
+        known = [r for r in rels if r is not None]
+        worst = max(known, key=abs) if known else None
+        if worst is not None and abs(worst) > BUDGET_TOLERANCE:
+            notes.append(
+                f"not matched: model {m} spent {100 * worst:+.1f}% of its {matches[0]} target "
+                f"in a seed (tolerance {100 * BUDGET_TOLERANCE:.0f}%)"
+            )
+        if capped:
+            notes.append(f"step cap: model {m} hit it before its target in {capped} seed(s)")
+        if len(known) < len(budgets):
+            notes.append(
+                f"incomplete: {len(budgets) - len(known)} seed(s) record no budget for model {m}"
+            )
+        out[f"{m}_budget_note"] = "; ".join(notes)
+    return out
+
+
+# ----------------------------------------------------------------------------- table 1
 
 
 def build_table(config: dict, layout: Layout) -> list[dict]:
@@ -233,45 +402,96 @@ def build_table(config: dict, layout: Layout) -> list[dict]:
                 "split": config["eval"]["split"],
                 "seeds": len(seeds),
             }
-            per_problem: dict[str, dict[str, float] | None] = {}
+            rates: dict[str, SeedRates | None] = {}
+            p: dict[str, float] = {}
             for s in systems:
-                stats, per_problem[s] = system_stats(layout, f, t, s, seeds, n_boot)
+                ss = eval_seeds(s, seeds)
+                stats, rates[s] = system_stats(
+                    f"{f}/{t}/{s}",
+                    {k: layout.eval_samples(f, t, s, k) for k in ss},
+                    {k: layout.eval_summary(f, t, s, k) for k in ss},
+                    n_boot,
+                )
                 row["n_problems"] = stats.get("n_problems")
-                for key in ("pass@1", "pass@1_se", "pass@1_lo", "pass@1_hi"):
-                    row[f"{s}_{key}"] = stats[key]
-                row[f"{s}_source"] = stats["source"]
-            p = {s: row[f"{s}_pass@1"] for s in systems}
-            # agon / grpo is the paper's literal claim (a two-model cascade over one model);
-            # agon / grpo_cascade is the control (two models both ways, trained apart)
-            for den, seed in (("grpo", 1), ("grpo_cascade", 4)):
-                if "agon" in p and den in p:
-                    key = f"agon_over_{den}"
-                    row[key] = _ratio(p["agon"], p[den])
-                    lo, hi = (
-                        paired_ratio_ci(per_problem["agon"], per_problem[den], None, n_boot, seed)
-                        if per_problem["agon"] and per_problem[den]
-                        else (None, None)
-                    )
-                    row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi
-            if {"agon", "moa", "base"} <= set(p):
-                row.update(moa_gain_ratio(p, per_problem, n_boot))
-            for _, base, trained_systems in GAINS:
-                for s in (x for x in trained_systems if x in p and base in p):
-                    row[f"{s}_gain"] = p[s] - p[base]
-                    lo, hi = (
-                        paired_gain_ci(per_problem[s], per_problem[base], n_boot, 3)
-                        if per_problem[s] and per_problem[base]
-                        else (None, None)
-                    )
-                    row[f"{s}_gain_lo"], row[f"{s}_gain_hi"] = lo, hi
-            for m in trained:
-                for k, v in train_compute(layout, f, t, m, seeds).items():
-                    row[f"{m}_{k}"] = v
+                row.update(stats_columns(f"{s}_", stats))
+                p[s] = stats["pass@1"]
+
+            row.update(comparison_columns(p, rates, n_boot))
+            row.update(training_columns(layout, f, t, trained, seeds))
             for s in systems:
-                for k, v in compute_used(layout, f, t, s, seeds).items():
+                for k, v in compute_used(layout, f, t, s, eval_seeds(s, seeds)).items():
                     row[f"{s}_{k}"] = v
             rows.append(row)
     return rows
+
+
+def comparison_columns(
+    p: Mapping[str, float], rates: Mapping[str, SeedRates | None], n_boot: int
+) -> dict[str, Any]:
+    """Table 1's comparisons of the systems present in ``p`` (pass@1) with per-(seed, problem)
+    ``rates``: the ratios, MoA's gain ratio, each model's gain, and what the contest adds."""
+    out: dict[str, Any] = {}
+
+    def paired(names: Sequence[str], rng: str) -> np.ndarray | None:
+        return paired_replicates([rates[n] for n in names], n_boot, RNG[rng])
+
+    # agon / grpo is the paper's literal claim (a two-model cascade over one model);
+    # agon / grpo_cascade is the control (two models both ways, trained apart)
+    for den in ("grpo", "grpo_cascade"):
+        if "agon" in p and den in p:
+            key = f"agon_over_{den}"
+            out.update(ratio_columns(key, "agon", den, p, paired(["agon", den], key)))
+    if {"agon", "moa", "base"} <= set(p):
+        out.update(moa_gain_ratio(p, rates, n_boot))
+    for _, base, trained_systems in GAINS:
+        for s in (x for x in trained_systems if x in p and base in p):
+            reps = paired([s, base], "gain")
+            out.update(difference_columns(f"{s}_gain", s, base, p, reps, "gain"))
+    if {"agon", "agon_independent"} <= set(p):
+        key = "agon_minus_agon_independent"
+        reps = paired(["agon", "agon_independent"], key)
+        out.update(difference_columns(key, "agon", "agon_independent", p, reps, "contest effect"))
+    return out
+
+
+def training_columns(
+    layout: Layout, family: str, task: str, trained: Sequence[str], seeds: Sequence[int]
+) -> dict[str, Any]:
+    """The compute columns of every trained method of one (family, task): ``{method}_{key}``
+    (:func:`train_compute`), ``budget_match``, and for each method but the budget reference
+    ``{method}_{model}_tokens_vs_agon``: its model's tokens relative to the same model's in
+    the reference run (0 = the same)."""
+    out: dict[str, Any] = {}
+    if any(m in BUDGET_MATCHED for m in trained):
+        out["budget_match"] = None
+    per_method = {}
+    for m in trained:
+        c = train_compute(
+            [layout.train_summary(family, task, m, s) for s in seeds],
+            [layout.train_metrics(family, task, m, s) for s in seeds],
+            [layout.benchmark(f"train/{family}/{task}/{m}/seed{s}") for s in seeds],
+        )
+        per_method[m] = c
+        if m in BUDGET_MATCHED:
+            out["budget_match"] = out["budget_match"] or c.pop("budget_match", None)
+            for model in MODELS:  # the same columns whether or not the runs had a budget
+                for k in ("budget_rel_diff", "budget_hit_step_cap", "budget_note"):
+                    c.setdefault(f"{model}_{k}", "" if k == "budget_note" else None)
+        else:
+            c.pop("budget_match", None)
+        out |= {f"{m}_{k}": v for k, v in c.items()}
+    if BUDGET_REFERENCE in per_method:
+        ref = per_method[BUDGET_REFERENCE]
+        for m in (x for x in trained if x != BUDGET_REFERENCE):
+            for model in MODELS:
+                mine, theirs = (
+                    per_method[m][f"{model}_tokens_generated"],
+                    ref[f"{model}_tokens_generated"],
+                )
+                out[f"{m}_{model}_tokens_vs_{BUDGET_REFERENCE}"] = (
+                    mine / theirs - 1 if mine is not None and theirs else None
+                )
+    return out
 
 
 # ----------------------------------------------------------------------------- entry points
@@ -289,8 +509,8 @@ def code_versions(paths: Sequence[str | Path]) -> dict[str, list[str]]:
     return out
 
 
-def code_note(versions: dict[str, list[str]]) -> str:
-    """One line for table 1 on the code its numbers were made with; a warning for a mix."""
+def code_note(versions: dict[str, list[str]], sidecar: str = "table1.provenance.json") -> str:
+    """One line for a table on the code its numbers were made with; a warning for a mix."""
     if set(versions) == {"unknown"}:
         return "The code these results were made with is not recorded in their summaries."
     if len(versions) == 1:
@@ -299,18 +519,23 @@ def code_note(versions: dict[str, list[str]]) -> str:
     counts = ", ".join(f"{v[:12]}: {len(files)} files" for v, files in versions.items())
     return (
         f"**Warning: mixed code versions** ({counts}): the runs were made by different code; "
-        "rerun the stale ones (see table1.provenance.json) before comparing columns."
+        f"rerun the stale ones (see {sidecar}) before comparing columns."
     )
 
 
-def _summaries(config: dict, path_of: Any, names: Sequence[str]) -> list[str]:
-    """``path_of(family, task, name, seed)`` for every family, task, name and seed."""
+def result_paths(
+    config: dict,
+    path_of: Callable[[str, str, str, int], str],
+    names: Sequence[str],
+    seeds_of: Callable[[str], Sequence[int]],
+) -> list[str]:
+    """``path_of(family, task, name, seed)`` for every family, task, name and its seeds."""
     return [
         path_of(f["name"], t["name"], n, seed)
         for f in config["families"]
         for t in config["tasks"]
         for n in names
-        for seed in config["seeds"]
+        for seed in seeds_of(n)
     ]
 
 
@@ -324,8 +549,9 @@ def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, lis
     rows = build_table(config, layout)
     chash = config_hash(config)
     meta = {"config_hash": chash, "source": "agon report"}
-    inputs = _summaries(config, layout.eval_summary, systems)
-    runs = _summaries(config, layout.train_summary, trained)
+    seeds = [int(s) for s in config["seeds"]]
+    inputs = result_paths(config, layout.eval_summary, systems, lambda s: eval_seeds(s, seeds))
+    runs = result_paths(config, layout.train_summary, trained, lambda _: seeds)
     versions = code_versions(inputs + runs)
     markdown = table_markdown(rows, systems, chash) + "\n" + code_note(versions) + "\n"
     written: dict[str, list[Path]] = {}

@@ -68,6 +68,40 @@ class Layout:
     def eval_samples(self, family: str, task: str, system: str, seed: int | str) -> str:
         return f"{self.eval_dir(family, task, system, seed)}/samples.jsonl"
 
+    # ablations (results/ablations.csv): one duel variant per folder, trained and evaluated
+    def ablation_snapshot(self, family: str, task: str, variant: str) -> str:
+        """The config a variant's train and eval jobs run with (its agon changes applied)."""
+        return f"{self.out_dir}/{family}/{task}/config/ablation/{variant}.yaml"
+
+    def ablation_train_dir(self, family: str, task: str, variant: str, seed: int | str) -> str:
+        return f"{self.out_dir}/{family}/{task}/ablations/{variant}/train/seed{seed}"
+
+    def ablation_train_model(
+        self, family: str, task: str, variant: str, seed: int | str, which: str
+    ) -> str:
+        return f"{self.ablation_train_dir(family, task, variant, seed)}/{which}"
+
+    def ablation_train_summary(self, family: str, task: str, variant: str, seed: int | str) -> str:
+        return f"{self.ablation_train_dir(family, task, variant, seed)}/summary.json"
+
+    def ablation_eval_dir(self, family: str, task: str, variant: str, seed: int | str) -> str:
+        return f"{self.out_dir}/{family}/{task}/ablations/{variant}/eval/seed{seed}"
+
+    def ablation_eval_summary(self, family: str, task: str, variant: str, seed: int | str) -> str:
+        return f"{self.ablation_eval_dir(family, task, variant, seed)}/summary.json"
+
+    def ablation_eval_samples(self, family: str, task: str, variant: str, seed: int | str) -> str:
+        return f"{self.ablation_eval_dir(family, task, variant, seed)}/samples.jsonl"
+
+    def ablations_csv(self) -> str:
+        return f"{self.out_dir}/ablations.csv"
+
+    def ablations_md(self) -> str:
+        return f"{self.out_dir}/ablations.md"
+
+    def ablations_provenance(self) -> str:
+        return f"{self.out_dir}/ablations.provenance.json"
+
     def log(self, name: str) -> str:
         return f"{self.out_dir}/logs/{name}.log"
 

@@ -3,6 +3,9 @@
 pass@k is the unbiased estimator of Chen et al. (2021, "Codex"): with n samples of which c are
 correct, pass@k = 1 - C(n-c, k) / C(n, k), averaged over problems. The standard error is that of
 the mean over problems; the 95% interval is a seeded percentile bootstrap over problems.
+
+Table 1 compares trained systems, whose pass@1 also varies with the training seed:
+:func:`two_level_bootstrap` resamples problems (paired across systems) and each system's seeds.
 """
 
 from __future__ import annotations
@@ -67,3 +70,57 @@ def summarize(
         lo, hi = bootstrap_ci(vals, n_boot=n_boot, seed=seed)
         out.update({f"pass@{k}": mean, f"pass@{k}_se": se, f"pass@{k}_lo": lo, f"pass@{k}_hi": hi})
     return out
+
+
+def two_level_bootstrap(
+    systems: Sequence[np.ndarray | Sequence[Sequence[float]]], n_boot: int = 1000, seed: int = 0
+) -> np.ndarray:
+    """Bootstrap replicates of each system's mean pass@1 over training seeds and problems.
+
+    ``systems[i]`` is an (n_seeds_i, n_problems) array: system i's pass rate on each problem
+    at each of its training seeds (one row for a system evaluated at one seed). Every system
+    has the same problems, in the same column order. Each replicate draws n_problems problems
+    with replacement, the same draw for every system (so differences and ratios are paired),
+    and then, independently for each system, n_seeds_i of that system's seeds with
+    replacement, and averages the system's rates over the drawn (seed, problem) pairs.
+
+    Returns an array of shape (len(systems), n_boot). The problem draw comes first from
+    ``default_rng(seed)`` with the shape :func:`bootstrap_ci` draws, so a system whose seeds
+    are all alike (or that has one seed) gets :func:`bootstrap_ci`'s replicates.
+    """
+    mats = [np.atleast_2d(np.asarray(x, dtype=float)) for x in systems]
+    if not mats:
+        raise ValueError("no systems")
+    n_problems = mats[0].shape[1]
+    if n_problems == 0 or any(m.shape[1] != n_problems or m.shape[0] == 0 for m in mats):
+        raise ValueError(
+            f"every system needs >= 1 seed and the same >= 1 problems, got shapes "
+            f"{[m.shape for m in mats]}"
+        )
+    rng = np.random.default_rng(seed)
+
+    def weights(draws: np.ndarray, n: int) -> np.ndarray:
+        """(n_boot, n): the share of each replicate's draws that fell on each index."""
+        offsets = draws + n * np.arange(draws.shape[0])[:, None]
+        counts = np.bincount(offsets.ravel(), minlength=draws.shape[0] * n)
+        return counts.reshape(draws.shape[0], n) / draws.shape[1]
+
+    problem_w = weights(rng.integers(0, n_problems, size=(n_boot, n_problems)), n_problems)
+    out = np.empty((len(mats), n_boot))
+    for i, x in enumerate(mats):
+        n_seeds = x.shape[0]
+        seed_w = weights(rng.integers(0, n_seeds, size=(n_boot, n_seeds)), n_seeds)
+        # replicate b: sum over s, p of seed_w[b, s] * x[s, p] * problem_w[b, p]
+        out[i] = ((seed_w @ x) * problem_w).sum(axis=1)
+    return out
+
+
+def percentile_interval(replicates: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """The percentile interval of bootstrap ``replicates`` (NaN replicates dropped)."""
+    x = np.asarray(replicates, dtype=float)
+    x = x[~np.isnan(x)]
+    if x.size == 0:
+        raise ValueError("no replicates")
+    alpha = (1.0 - level) / 2
+    lo, hi = np.quantile(x, [alpha, 1.0 - alpha])
+    return float(lo), float(hi)

@@ -1,7 +1,10 @@
-"""Table 1 as text: the CSV every number is read from, and its Markdown rendering.
+"""Table 1 and the ablations table as text: the CSV every number is read from, and its Markdown
+rendering.
 
-The rows come from :func:`agon.report.build_table`; nothing here computes a number, it only
-formats what the rows hold (``NA`` for a number that is not defined).
+The rows come from :func:`agon.report.build_table` and :func:`agon.ablations.build_ablation_table`;
+nothing here computes a number, it only formats what the rows hold. A number that is not
+meaningful has a ``{key}_note`` in its row: its Markdown cell says so in a word and refers to
+a numbered note under the table that gives the reason.
 """
 
 from __future__ import annotations
@@ -9,10 +12,18 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from agon.methods import COLUMNS, GAINS
+from agon.methods import BUDGET_MATCHED, BUDGET_REFERENCE, COLUMNS, GAINS, trained_methods_for
+from agon.training.metrics import MODELS
+
+INTERVAL_TEXT = (
+    "a two-level bootstrap over training seeds and problems, each replicate resampling the "
+    "problems (the same draw for every system of a comparison) and, per system, its training "
+    "seeds"
+)
 
 
 def _fmt(v: Any) -> str:
@@ -24,8 +35,11 @@ def _fmt(v: Any) -> str:
 
 
 def _short(v: Any) -> str:
-    """A number for reading (3 significant digits); the CSV keeps full precision."""
-    return f"{v:.3g}" if isinstance(v, float) and math.isfinite(v) else _fmt(v)
+    """A number for reading (3 significant digits, whole with thousands separators from 1000
+    up); the CSV keeps full precision."""
+    if not (isinstance(v, float) and math.isfinite(v)):
+        return _fmt(v)
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
 
 
 def table_csv(rows: list[dict]) -> str:
@@ -41,101 +55,286 @@ def table_csv(rows: list[dict]) -> str:
     return buf.getvalue()
 
 
+class _Notes:
+    """Numbered notes: a cell refers to one, the lines under its table give the reasons."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.pending: list[str] = []
+
+    def ref(self, where: str, note: str | None) -> str:
+        """`` *tag* (note N)`` for a note (its tag: the words before the first colon)."""
+        if not note:
+            return ""
+        self.count += 1
+        self.pending.append(f"{self.count}. {where}: {note}")
+        return f" *{note.split(':')[0]}* (note {self.count})"
+
+    def flush(self) -> list[str]:
+        """The lines of the notes referred to since the last flush."""
+        lines, self.pending = (["", "Notes:", "", *self.pending] if self.pending else []), []
+        return lines
+
+
+def _pct(r: dict, prefix: str) -> str:
+    v, lo, hi = (r.get(f"{prefix}pass@1{k}") for k in ("", "_lo", "_hi"))
+    if v is None:
+        return ""
+    return f"{100 * v:.1f}" + (f" [{100 * lo:.1f}, {100 * hi:.1f}]" if lo is not None else "")
+
+
+def _points(r: dict, key: str, notes: _Notes, where: str) -> str:
+    """A difference in points with its interval, and its note."""
+    v, lo, hi = r.get(key), r.get(f"{key}_lo"), r.get(f"{key}_hi")
+    cell = "" if v is None else f"{100 * v:+.1f}"
+    if lo is not None:
+        cell += f" [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+    return (cell or "n/a") + notes.ref(where, r.get(f"{key}_note"))
+
+
+def _ratio(r: dict, key: str, notes: _Notes, where: str) -> str:
+    v, lo, hi = r.get(key), r.get(f"{key}_lo"), r.get(f"{key}_hi")
+    cell = "n/a" if v is None else f"{v:.2f}"
+    if lo is not None:
+        cell += f" [{lo:.2f}, {hi:.2f}]"
+    return cell + notes.ref(where, r.get(f"{key}_note"))
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _head(cells: Sequence[str]) -> list[str]:
+    return [_row(cells), "|" + "---|" * len(cells)]
+
+
+def _seed_keys(rows: list[dict], prefix: str) -> list[int]:
+    """The seeds of the ``{prefix}pass@1_seed{k}`` columns of ``rows``, in order."""
+    pattern = re.compile(rf"^{re.escape(prefix)}pass@1_seed(\d+)$")
+    found = [int(m[1]) for r in rows for k in r if (m := pattern.match(k))]
+    return sorted(set(found))
+
+
 def table_markdown(rows: list[dict], systems: Sequence[str], config_hash_: str) -> str:
-    """A readable rendering: pass@1 [95% CI] per system, the ratios, then compute."""
-
-    def pct(r: dict, s: str) -> str:
-        v, lo, hi = r.get(f"{s}_pass@1"), r.get(f"{s}_pass@1_lo"), r.get(f"{s}_pass@1_hi")
-        return "" if v is None else f"{100 * v:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
-
-    def ratio(r: dict, k: str) -> str:
-        v = r.get(k)
-        if v is None:
-            return r.get(f"{k}_note") or "n/a"
-        lo, hi = r.get(f"{k}_lo"), r.get(f"{k}_hi")
-        if lo is not None and math.isinf(lo):
-            return f"{v:.2f} [unbounded: denominator's interval holds 0]"
-        return f"{v:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None else "")
-
-    lines = ["# Table 1: pass@1 (%) [95% bootstrap interval over problems]", ""]
-    head = [
-        "family",
-        "task",
-        *systems,
-        "agon / grpo",
-        "agon / grpo_cascade",
-        "(agon-base) / (moa-base)",
+    """A readable rendering: pass@1 [95% interval] per system and the comparisons, each model
+    against its base, pass@1 per training seed, then training and evaluation compute."""
+    notes = _Notes()
+    comparisons = [
+        (k, title, kind)
+        for k, title, kind in (
+            ("agon_over_grpo", "agon / grpo", "ratio"),
+            ("agon_over_grpo_cascade", "agon / grpo_cascade", "ratio"),
+            ("agon_gain_over_moa_gain", "(agon-base) / (moa-base)", "ratio"),
+            ("agon_minus_agon_independent", "agon - agon_independent (points)", "points"),
+        )
+        if any(k in r for r in rows)
     ]
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [
+        "# Table 1: pass@1 (%) [95% interval over training seeds and problems]",
+        "",
+        f"95% intervals: {INTERVAL_TEXT}; an untrained system is evaluated at one seed, so "
+        "only its problems vary.",
+        "",
+        *_head(["family", "task", *systems, *(title for _, title, _ in comparisons)]),
+    ]
     for r in rows:
-        cells = [
-            r["family"],
-            r["task"],
-            *(pct(r, s) for s in systems),
-            ratio(r, "agon_over_grpo"),
-            ratio(r, "agon_over_grpo_cascade"),
-            ratio(r, "agon_gain_over_moa_gain"),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+        cells = [r["family"], r["task"], *(_pct(r, f"{s}_") for s in systems)]
+        for k, title, kind in comparisons:
+            where = f"{r['family']}/{r['task']}, {title}"
+            cells.append((_ratio if kind == "ratio" else _points)(r, k, notes, where))
+        lines.append(_row(cells))
+    lines += notes.flush()
+
     gain_rows = [
         (r, model, base, ts)
         for r in rows
         for model, base, ts in GAINS
-        if r.get(f"{base}_pass@1") is not None
+        if r.get(f"{base}_pass@1") is not None and any(f"{s}_gain" in r for s in ts)
     ]
     if gain_rows:
         lines += [
             "",
             "## Each model alone: trained vs. its own base "
-            "(pass@1 %, gain in points [paired 95% interval])",
+            "(pass@1 %; gain in points [paired 95% interval])",
             "",
-            "| family | task | model | base | grpo | agon (alone) |",
-            "|---|---|---|---|---|---|",
+            *_head(["family", "task", "model", "base", "grpo", "agon (alone)"]),
         ]
         for r, model, base, ts in gain_rows:
-            cells = [r["family"], r["task"], model, pct(r, base)]
+            cells = [r["family"], r["task"], model, _pct(r, f"{base}_")]
             for s in ts:
-                g, lo, hi = r.get(f"{s}_gain"), r.get(f"{s}_gain_lo"), r.get(f"{s}_gain_hi")
-                gain = (
-                    ""
-                    if g is None
-                    else f"; {100 * g:+.1f}"
-                    + (f" [{100 * lo:+.1f}, {100 * hi:+.1f}]" if lo is not None else "")
-                )
+                if r.get(f"{s}_pass@1") is None:
+                    cells.append("")
+                    continue
+                where = f"{r['family']}/{r['task']}, {s} - {base}"
                 cells.append(
-                    f"{100 * r[f'{s}_pass@1']:.1f}{gain}"
-                    if r.get(f"{s}_pass@1") is not None
-                    else ""
+                    f"{100 * r[f'{s}_pass@1']:.1f}; " + _points(r, f"{s}_gain", notes, where)
                 )
-            lines.append("| " + " | ".join(cells) + " |")
+            lines.append(_row(cells))
+        lines += notes.flush()
+
+    trained_systems = [s for s in systems if COLUMNS[s].train]
+    seeds = sorted({k for s in trained_systems for k in _seed_keys(rows, f"{s}_")})
+    if trained_systems and seeds:
+        lines += [
+            "",
+            "## Per training seed: pass@1 (%) of each trained system",
+            "",
+            *_head(["family", "task", "system", *(f"seed {k}" for k in seeds), "mean [95%]"]),
+        ]
+        for r in rows:
+            for s in trained_systems:
+                per = [r.get(f"{s}_pass@1_seed{k}") for k in seeds]
+                cells = [r["family"], r["task"], s]
+                cells += ["" if v is None else f"{100 * v:.1f}" for v in per]
+                lines.append(_row([*cells, _pct(r, f"{s}_")]))
+
+    trained = trained_methods_for(systems)
+    if trained:
+        lines += _training_compute(rows, trained, notes)
+
     lines += [
         "",
-        "## Compute (mean per seed)",
+        "## Evaluation compute (mean per evaluated seed)",
         "",
-        "| family | task | system | eval tokens | eval wall h | train tokens | train wall h |",
-        "|---|---|---|---|---|---|---|",
+        *_head(["family", "task", "system", "seeds", "eval tokens", "eval wall h"]),
     ]
     for r in rows:
         for s in systems:
-            m = COLUMNS[s].train
-            tt, tw = (r.get(f"{m}_train_tokens"), r.get(f"{m}_train_wall_h")) if m else (0, 0)
-            cells = [
-                r["family"],
-                r["task"],
-                s,
-                *(
-                    _short(v)
-                    for v in (r.get(f"{s}_eval_tokens"), r.get(f"{s}_eval_wall_h"), tt, tw)
-                ),
-            ]
-            lines.append("| " + " | ".join(cells) + " |")
+            vals = (r.get(f"{s}_eval_tokens"), r.get(f"{s}_eval_wall_h"))
+            lines.append(
+                _row([r["family"], r["task"], s, _fmt(r.get(f"{s}_n_seeds")), *map(_short, vals)])
+            )
     n = rows[0].get("n_problems") if rows else None
     lines += [
         "",
         f"Split: {rows[0]['split'] if rows else ''}; problems per row: {n}; "
-        f"seeds: {rows[0]['seeds'] if rows else ''}; config hash: {config_hash_}. "
-        "Trained systems' train columns are those of their training run "
+        f"training seeds: {rows[0]['seeds'] if rows else ''} (trained systems are evaluated at "
+        f"each, untrained ones at the first); config hash: {config_hash_}. "
+        "Each trained system's training compute is its run's "
         "(grpo_b and grpo_cascade share grpo's; agon_rev and agon_single(_b) share agon's).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _training_compute(rows: list[dict], trained: Sequence[str], notes: _Notes) -> list[str]:
+    """Per (family, task, method) a row per model and one for the run: what each spent."""
+    ref = BUDGET_REFERENCE
+    lines = [
+        "",
+        "## Training compute (mean per seed)",
+        "",
+        f"Per model: optimizer steps, completions and tokens it generated, tokens it was trained "
+        f"on, its CPU seconds where the trainer records them per model; `vs {ref}`: its tokens "
+        f"generated relative to the same model's in the {ref} run (0% = the same); budget: what "
+        f"a budget-matched run (train.budget) spent against its target, per seed, on average. "
+        f"Row `A+B`: the whole run (CPU and GPU seconds of its training work, probes excluded).",
+        "",
+        *_head(
+            [
+                "family",
+                "task",
+                "method",
+                "model",
+                "steps",
+                "completions",
+                "tokens generated",
+                "tokens trained",
+                "cpu s",
+                "gpu s",
+                "wall h",
+                f"tokens vs {ref}",
+                "budget",
+            ]
+        ),
+    ]
+    for r in rows:
+        for m in trained:
+            for model in MODELS:
+                vs = r.get(f"{m}_{model}_tokens_vs_{ref}")
+                budget = ""
+                if m in BUDGET_MATCHED:
+                    rel = r.get(f"{m}_{model}_budget_rel_diff")
+                    budget = (
+                        f"{r.get('budget_match') or ''}: {100 * rel:+.1f}%"
+                        if rel is not None
+                        else "none recorded"
+                    )
+                    where = f"{r['family']}/{r['task']}, {m} model {model} budget"
+                    budget += notes.ref(where, r.get(f"{m}_{model}_budget_note"))
+                cells = [
+                    r["family"],
+                    r["task"],
+                    m,
+                    model,
+                    *(
+                        _short(r.get(f"{m}_{model}_{k}"))
+                        for k in ("steps", "completions", "tokens_generated", "tokens_trained")
+                    ),
+                    _short(r.get(f"{m}_{model}_cpu_s")),
+                    "",
+                    "",
+                    ("reference" if m == ref else "") if vs is None else f"{100 * vs:+.1f}%",
+                    budget,
+                ]
+                lines.append(_row(cells))
+            run = [r.get(f"{m}_{k}") for k in ("train_tokens", "cpu_s", "gpu_s", "train_wall_h")]
+            cells = [r["family"], r["task"], m, "A+B", "", "", _short(run[0]), ""]
+            lines.append(_row([*cells, *map(_short, run[1:]), "", ""]))
+    return lines + notes.flush()
+
+
+def ablations_markdown(rows: list[dict], config_hash_: str) -> str:
+    """The ablations table: per (family, task, variant) its changes, its cascade's pass@1 [95%
+    interval] and per seed, the difference from the reference variant, and its compute."""
+    notes = _Notes()
+    seeds = _seed_keys(rows, "")
+    ref = rows[0]["reference"] if rows else ""
+    lines = [
+        "# Ablations: the cascade (A drafts, B reads) of each Agon variant, pass@1 (%) "
+        "[95% interval over training seeds and problems]",
+        "",
+        f"95% intervals: {INTERVAL_TEXT}. Differences are in points against the reference "
+        f"variant `{ref}`, paired (the same problems drawn for both).",
+        "",
+        *_head(
+            [
+                "family",
+                "task",
+                "variant",
+                "changes",
+                "pass@1",
+                *(f"seed {k}" for k in seeds),
+                f"- {ref}",
+                "A tokens",
+                "B tokens",
+                "cpu s",
+                "gpu s",
+            ]
+        ),
+    ]
+    for r in rows:
+        per = [r.get(f"pass@1_seed{k}") for k in seeds]
+        where = f"{r['family']}/{r['task']}, {r['variant']} - {ref}"
+        cells = [
+            r["family"],
+            r["task"],
+            r["variant"],
+            f"`{r['changes']}`",
+            _pct(r, ""),
+            *("" if v is None else f"{100 * v:.1f}" for v in per),
+            "reference" if r["variant"] == ref else _points(r, "minus_reference", notes, where),
+            *(_short(r.get(k)) for k in ("A_tokens_generated", "B_tokens_generated")),
+            *(_short(r.get(k)) for k in ("cpu_s", "gpu_s")),
+        ]
+        lines.append(_row(cells))
+    lines += notes.flush()
+    n = rows[0].get("n_problems") if rows else None
+    lines += [
+        "",
+        f"Split: {rows[0]['split'] if rows else ''}; problems per row: {n}; "
+        f"training seeds: {rows[0]['seeds'] if rows else ''}; compute: mean per seed of each "
+        f"variant's training run; config hash: {config_hash_}.",
         "",
     ]
     return "\n".join(lines)

@@ -97,6 +97,8 @@ def tiny_config(root: Path, arch: str = "qwen3", **sections) -> Path:
             "num_generations": 4,
             "learning_rate": 1e-2,
             "checkpoint_every": 1,
+            # GRPO alone: train.steps; tests of the matched budget set it (tests/test_budget.py)
+            "budget": {"match": "steps"},
         },
         "agon": {"num_reads": 2},
     }

@@ -1,100 +1,155 @@
 """`agon report` on synthetic results written by the test in the layout the workflow uses.
 
-Every expected number is recomputed here from the synthetic samples the test wrote, never
-hard-coded: pooled pass@1, the headline ratios, the compute columns, the figures' files.
+Every expected number is recomputed here from the synthetic samples and summaries the test
+wrote, never hard-coded: pass@1 over seeds and problems and its two-level interval, the per-seed
+values, the ratios and differences, the compute columns, the figures' files.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
-from report_helpers import ALL_METHODS, make_config, read_csv, write_synthetic
+from report_helpers import (
+    ALL_METHODS,
+    RATES,
+    make_config,
+    rate_matrix,
+    read_csv,
+    write_synthetic,
+)
 
 from agon.config import config_hash
-from agon.methods import COLUMNS, columns_for_methods
-from agon.report import build_report
+from agon.methods import COLUMNS, GAINS, columns_for_methods, eval_seeds, trained_methods_for
+from agon.report import (
+    BUDGET_TOLERANCE,
+    MODEL_COMPUTE,
+    RNG,
+    SeedRates,
+    build_report,
+    difference_columns,
+    ratio_columns,
+)
 from agon.results import Layout, problem_counts
+from agon.stats import percentile_interval, two_level_bootstrap
 
 
-def test_table_pass1_ratios_and_compute_recounted_from_samples(tmp_path):
-    cfg = make_config(tmp_path / "results", families=("fam1", "fam2"), tasks=("arith", "toycode"))
+def _mean(xs):
+    return sum(xs) / len(xs)
+
+
+def _paired_interval(mats, n_boot, rng, combine):
+    reps = two_level_bootstrap(mats, n_boot=n_boot, seed=rng)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return percentile_interval(combine(*reps))
+
+
+def test_table_pass1_over_seeds_and_problems_recounted_from_samples(tmp_path):
+    cfg = make_config(tmp_path / "results", families=("fam1", "fam2"), seeds=(0, 1, 2))
     layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
     truth = write_synthetic(cfg, layout)
     written = build_report(cfg, layout)
+    n_boot = cfg["eval"]["bootstrap"]
+    systems = columns_for_methods(cfg["methods"])
 
     rows = read_csv(layout.table_csv())
-    assert [(r["family"], r["task"]) for r in rows] == [
-        (f, t) for f in ("fam1", "fam2") for t in ("arith", "toycode")
-    ]
+    assert [(r["family"], r["task"]) for r in rows] == [("fam1", "arith"), ("fam2", "arith")]
     for r in rows:
-        expected = {}
-        for s in columns_for_methods(cfg["methods"]):
-            per_problem = truth[(r["family"], r["task"], s)]
-            # pooled over both seeds: mean over problems of each problem's success fraction
-            expected[s] = sum(sum(v) / len(v) for v in per_problem.values()) / len(per_problem)
+        x = {s: rate_matrix(truth[(r["family"], r["task"], s)]) for s in systems}
+        expected = {s: float(x[s].mean()) for s in systems}
+        for s in systems:
+            seeds = eval_seeds(s, cfg["seeds"])
+            assert x[s].shape[0] == len(seeds)  # untrained: the first seed only
             assert float(r[f"{s}_pass@1"]) == pytest.approx(expected[s], abs=1e-9)
-            assert float(r[f"{s}_pass@1_lo"]) <= expected[s] <= float(r[f"{s}_pass@1_hi"])
-            assert float(r[f"{s}_pass@1_se"]) > 0
+            assert int(r[f"{s}_n_seeds"]) == len(seeds)
+            for k, per_seed in zip(seeds, x[s]):
+                assert float(r[f"{s}_pass@1_seed{k}"]) == pytest.approx(per_seed.mean())
+            assert all(f"{s}_pass@1_seed{k}" not in r for k in cfg["seeds"] if k not in seeds)
+            reps = two_level_bootstrap([x[s]], n_boot=n_boot, seed=RNG["pass@1"])[0]
+            lo, hi = percentile_interval(reps)
+            assert float(r[f"{s}_pass@1_lo"]) == pytest.approx(lo)
+            assert float(r[f"{s}_pass@1_hi"]) == pytest.approx(hi)
+            assert float(r[f"{s}_pass@1_se"]) == pytest.approx(reps.std(ddof=1))
             assert r[f"{s}_source"] == "samples"
-        assert float(r["agon_over_grpo"]) == pytest.approx(
-            expected["agon"] / expected["grpo"], rel=1e-6
+
+        for den in ("grpo", "grpo_cascade"):
+            key = f"agon_over_{den}"
+            assert float(r[key]) == pytest.approx(expected["agon"] / expected[den], rel=1e-9)
+            lo, hi = _paired_interval([x["agon"], x[den]], n_boot, RNG[key], lambda a, b: a / b)
+            assert (float(r[f"{key}_lo"]), float(r[f"{key}_hi"])) == pytest.approx((lo, hi))
+            assert (r[f"{key}_note"] != "") == (lo <= 1 <= hi)
+
+        key = "agon_minus_agon_independent"
+        assert float(r[key]) == pytest.approx(
+            expected["agon"] - expected["agon_independent"], abs=1e-9
         )
-        assert float(r["agon_over_grpo_cascade"]) == pytest.approx(
-            expected["agon"] / expected["grpo_cascade"], rel=1e-6
+        lo, hi = _paired_interval(
+            [x["agon"], x["agon_independent"]], n_boot, RNG[key], lambda a, b: a - b
         )
+        assert (float(r[f"{key}_lo"]), float(r[f"{key}_hi"])) == pytest.approx((lo, hi))
+        assert (r[f"{key}_note"] != "") == (lo <= 0 <= hi)
+
         moa_gain = expected["moa"] - expected["base"]
         if r["agon_gain_over_moa_gain_note"]:  # MoA's gain not positive, or its interval holds 0
-            assert (
-                r["agon_gain_over_moa_gain"] == ""
-                and "not defined" in r["agon_gain_over_moa_gain_note"]
-            )
+            assert r["agon_gain_over_moa_gain"] == ""
+            assert "not defined" in r["agon_gain_over_moa_gain_note"]
         else:
             gain = (expected["agon"] - expected["base"]) / moa_gain
             assert float(r["agon_gain_over_moa_gain"]) == pytest.approx(gain, rel=1e-6)
-        assert (
-            float(r["agon_over_grpo_lo"])
-            <= float(r["agon_over_grpo"])
-            <= float(r["agon_over_grpo_hi"])
-        )
         # each model alone against its own base: A's trained columns vs base, B's vs base_b
-        for trained, base in (
-            ("grpo", "base"),
-            ("agon_single", "base"),
-            ("grpo_b", "base_b"),
-            ("agon_single_b", "base_b"),
-        ):
-            assert float(r[f"{trained}_gain"]) == pytest.approx(
-                expected[trained] - expected[base], abs=1e-9
+        for _, base, trained_systems in GAINS:
+            for s in trained_systems:
+                assert float(r[f"{s}_gain"]) == pytest.approx(
+                    expected[s] - expected[base], abs=1e-9
+                )
+                lo, hi = _paired_interval([x[s], x[base]], n_boot, RNG["gain"], np.subtract)
+                assert float(r[f"{s}_gain_lo"]) == pytest.approx(lo)
+                assert float(r[f"{s}_gain_hi"]) == pytest.approx(hi)
+
+        # evaluation compute: mean over the seeds each system was evaluated at
+        for s in systems:
+            evs = [
+                json.loads(Path(layout.eval_summary(r["family"], r["task"], s, k)).read_text())
+                for k in eval_seeds(s, cfg["seeds"])
+            ]
+            assert float(r[f"{s}_eval_tokens"]) == pytest.approx(
+                _mean([e["total_generated_tokens"] for e in evs])
             )
-            assert (
-                float(r[f"{trained}_gain_lo"])
-                <= float(r[f"{trained}_gain"])
-                <= float(r[f"{trained}_gain_hi"])
+            assert float(r[f"{s}_eval_wall_h"]) == pytest.approx(
+                _mean([e["session_wall_s"] for e in evs]) / 3600
             )
-        # compute: mean per seed of the runs' summaries (no benchmark files here)
-        assert float(r["agon_train_tokens"]) == pytest.approx((1000 + 2000) / 2)
-        assert float(r["grpo_train_wall_h"]) == pytest.approx(2.0)
-        assert float(r["moa_eval_tokens"]) == pytest.approx(1000.5)
-        assert float(r["moa_eval_wall_h"]) == pytest.approx(0.01)
 
     md = Path(layout.table_md()).read_text()
-    table, compute = md.split("## Compute")
-    table, gains = table.split("## Each model alone")
-    assert table.count("| fam1 | arith |") == 1 and "agon / grpo" in table
-    assert gains.count("| fam1 | arith | A |") == 1 and gains.count("| fam1 | arith | B |") == 1
-    b = rows[0]
-    assert f"{100 * float(b['grpo_b_pass@1']):.1f}; {100 * float(b['grpo_b_gain']):+.1f} [" in gains
-    assert compute.count("| fam1 | arith |") == len(columns_for_methods(cfg["methods"]))
+    assert md.splitlines()[0].endswith("[95% interval over training seeds and problems]")
+    table, rest = md.split("## Each model alone")
+    gains, rest = rest.split("## Per training seed")
+    per_seed, rest = rest.split("## Training compute")
+    compute, evals = rest.split("## Evaluation compute")
+    assert table.count("| fam1 | arith |") == 1 and "agon - agon_independent" in table
     first = rows[0]
-    assert f"{100 * float(first['agon_pass@1']):.1f}" in md
+    assert f"{100 * float(first['agon_pass@1']):.1f} [" in table
+    assert gains.count("| fam1 | arith | A |") == 1 and gains.count("| fam1 | arith | B |") == 1
+    assert (
+        f"{100 * float(first['grpo_b_pass@1']):.1f}; {100 * float(first['grpo_b_gain']):+.1f} ["
+        in gains
+    )
+    trained_systems = [s for s in systems if COLUMNS[s].train]
+    assert per_seed.count("| fam1 | arith |") == len(trained_systems)
+    agon_line = next(ln for ln in per_seed.splitlines() if ln.startswith("| fam1 | arith | agon |"))
+    for k in cfg["seeds"]:
+        assert f"| {100 * float(first[f'agon_pass@1_seed{k}']):.1f} |" in agon_line
+    assert evals.count("| fam1 | arith |") == len(systems)
 
     prov = json.loads(Path(layout.table_provenance()).read_text())
     assert prov["provenance"]["config_hash"] == config_hash(cfg)
-    assert prov["rows"] == 4
+    assert prov["rows"] == 2
+    # every evaluation the table read, untrained systems at the first seed only
+    assert len(prov["inputs"]) == 2 * sum(len(eval_seeds(s, cfg["seeds"])) for s in systems)
 
     figs = {p.name for p in written["figures"]}
     assert figs == {
@@ -111,6 +166,157 @@ def test_table_pass1_ratios_and_compute_recounted_from_samples(tmp_path):
     )
 
 
+def test_training_compute_columns_from_the_run_summaries(tmp_path):
+    """Per trained method and model the means over seeds of the summaries' keys, GRPO's budget
+    against Agon, and the Markdown's training compute table showing both spent the same."""
+    cfg = make_config(
+        tmp_path / "results", seeds=(0, 1), methods=["base", "grpo", "agon", "agon_independent"]
+    )
+    layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
+    write_synthetic(cfg, layout, n_problems=6)
+    build_report(cfg, layout)
+    r = read_csv(layout.table_csv())[0]
+    trained = trained_methods_for(columns_for_methods(cfg["methods"]))
+    runs = {
+        m: [
+            json.loads(Path(layout.train_summary("fam1", "arith", m, s)).read_text())
+            for s in cfg["seeds"]
+        ]
+        for m in trained
+    }
+    for m, sums in runs.items():
+        for model in ("A", "B"):
+            for k in MODEL_COMPUTE:
+                if all(f"{model}/{k}" in s for s in sums):
+                    assert float(r[f"{m}_{model}_{k}"]) == pytest.approx(
+                        _mean([s[f"{model}/{k}"] for s in sums])
+                    )
+                else:  # the duel records CPU seconds per run, not per model
+                    assert r[f"{m}_{model}_{k}"] == ""
+        for k in ("cpu_s", "gpu_s"):
+            assert float(r[f"{m}_{k}"]) == pytest.approx(_mean([s[k] for s in sums]))
+        assert float(r[f"{m}_train_tokens"]) == pytest.approx(
+            _mean([s["tokens_generated"] for s in sums])
+        )
+        assert float(r[f"{m}_train_wall_h"]) == pytest.approx(
+            _mean([s["wall_s"] for s in sums]) / 3600
+        )
+    assert r["budget_match"] == "tokens"
+    for model in ("A", "B"):
+        budgets = [s["budget"] for s in runs["grpo"]]
+        assert float(r[f"grpo_{model}_budget_rel_diff"]) == pytest.approx(
+            _mean([b[f"{model}/relative_difference"] for b in budgets])
+        )
+        assert r[f"grpo_{model}_budget_hit_step_cap"] == "False"
+        assert r[f"grpo_{model}_budget_note"] == ""  # within the tolerance
+        for m in ("grpo", "agon_independent"):
+            mine = _mean([s[f"{model}/tokens_generated"] for s in runs[m]])
+            theirs = _mean([s[f"{model}/tokens_generated"] for s in runs["agon"]])
+            assert float(r[f"{m}_{model}_tokens_vs_agon"]) == pytest.approx(mine / theirs - 1)
+    assert "agon_A_budget_rel_diff" not in r and "agon_A_tokens_vs_agon" not in r
+
+    compute = Path(layout.table_md()).read_text().split("## Training compute")[1]
+    compute = compute.split("## Evaluation compute")[0]
+    assert compute.count("| fam1 | arith |") == 3 * len(trained)  # A, B and the run
+    grpo_a = next(ln for ln in compute.splitlines() if ln.startswith("| fam1 | arith | grpo | A |"))
+    assert f"tokens: {100 * float(r['grpo_A_budget_rel_diff']):+.1f}%" in grpo_a
+    assert f"{100 * float(r['grpo_A_tokens_vs_agon']):+.1f}%" in grpo_a
+    assert "not matched" not in compute
+
+
+@pytest.mark.parametrize(
+    ("miss", "capped"), [({("A", 1): 3 * BUDGET_TOLERANCE}, False), ({("B", 0): -0.2}, True)]
+)
+def test_a_missed_budget_is_said_in_the_table(tmp_path, miss, capped):
+    cfg = make_config(tmp_path / "results", seeds=(0, 1), methods=["base", "grpo", "agon"])
+    layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
+    write_synthetic(cfg, layout, n_problems=5, budget_miss=miss)
+    build_report(cfg, layout)
+    r = read_csv(layout.table_csv())[0]
+    ((model, seed),) = miss
+    other = "B" if model == "A" else "A"
+    note = r[f"grpo_{model}_budget_note"]
+    assert note.startswith("not matched") and f"{100 * miss[(model, seed)]:+.1f}%" in note
+    assert ("step cap" in note) == capped
+    assert r[f"grpo_{model}_budget_hit_step_cap"] == str(capped)
+    assert r[f"grpo_{other}_budget_note"] == ""
+    md = Path(layout.table_md()).read_text()
+    line = next(ln for ln in md.splitlines() if ln.startswith(f"| fam1 | arith | grpo | {model} |"))
+    assert "*not matched* (note" in line
+    assert f"grpo model {model} budget: {note}" in md
+
+
+def test_summaries_of_older_code_leave_cells_empty(tmp_path):
+    """Training summaries without the per-model keys or a budget: empty cells, no error."""
+    cfg = make_config(tmp_path / "results", seeds=(0, 1), methods=["base", "grpo", "agon"])
+    layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
+    write_synthetic(cfg, layout, n_problems=5, old_summaries=True)
+    build_report(cfg, layout)
+    r = read_csv(layout.table_csv())[0]
+    for m in ("grpo", "agon"):
+        sums = [
+            json.loads(Path(layout.train_summary("fam1", "arith", m, s)).read_text())
+            for s in cfg["seeds"]
+        ]
+        assert float(r[f"{m}_train_tokens"]) == pytest.approx(
+            _mean([s["tokens_generated"] for s in sums])
+        )
+        for k in ("cpu_s", "gpu_s", *(f"{x}_{k}" for x in ("A", "B") for k in MODEL_COMPUTE)):
+            assert r[f"{m}_{k}"] == ""
+    assert r["budget_match"] == "" and r["grpo_A_budget_rel_diff"] == ""
+    assert r["grpo_A_tokens_vs_agon"] == ""
+    assert "none recorded" in Path(layout.table_md()).read_text()
+
+
+def test_not_meaningful_numbers_are_said_so(tmp_path, monkeypatch):
+    """A ratio over a system at 0 is not defined; a difference of two systems with the same
+    samples has an interval at 0: the CSV has a note, the Markdown says it in the cell."""
+    import report_helpers
+
+    monkeypatch.setitem(report_helpers.RATES, "grpo", 0.0)
+    cfg = make_config(
+        tmp_path / "results", seeds=(0,), methods=["base", "grpo", "agon", "agon_independent"]
+    )
+    layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
+    write_synthetic(cfg, layout, n_problems=6)
+    src = Path(layout.eval_samples("fam1", "arith", "agon", 0))
+    shutil.copy(src, layout.eval_samples("fam1", "arith", "agon_independent", 0))
+    build_report(cfg, layout)
+    r = read_csv(layout.table_csv())[0]
+    assert float(r["grpo_pass@1"]) == 0.0
+    assert r["agon_over_grpo"] == "" and r["agon_over_grpo_lo"] == ""
+    assert r["agon_over_grpo_note"].startswith("not defined: grpo's pass@1 is 0")
+    key = "agon_minus_agon_independent"
+    assert float(r[key]) == 0.0 and float(r[f"{key}_lo"]) == float(r[f"{key}_hi"]) == 0.0
+    assert r[f"{key}_note"] == "no contest effect shown: the 95% interval holds 0"
+    md = Path(layout.table_md()).read_text()
+    table = md.split("## ")[0]
+    row = next(ln for ln in table.splitlines() if ln.startswith("| fam1 | arith |"))
+    assert "n/a *not defined* (note 1)" in row
+    assert "+0.0 [+0.0, +0.0] *no contest effect shown* (note 2)" in row
+    assert f"2. fam1/arith, agon - agon_independent (points): {r[f'{key}_note']}" in table
+
+
+def test_ratio_and_difference_columns_from_replicates():
+    """Hand-made replicates: an interval at the value, one holding 1 or 0, and a denominator
+    whose own interval holds 0 (the ratio's interval is then unbounded and left empty)."""
+    p = {"a": 0.6, "b": 0.3}
+    num, den = np.full(100, 0.6), np.linspace(0.2, 0.4, 100)
+    out = ratio_columns("r", "a", "b", p, np.vstack([num, den]))
+    assert out["r"] == pytest.approx(2.0) and out["r_note"] == ""
+    assert (out["r_lo"], out["r_hi"]) == pytest.approx(percentile_interval(num / den))
+    out = ratio_columns("r", "a", "b", p, np.vstack([den, den]))
+    assert out["r_note"] == "no effect shown: the 95% interval holds 1"
+    at_zero = np.r_[np.zeros(10), np.linspace(0.1, 0.4, 90)]  # over 2.5% of replicates at 0
+    out = ratio_columns("r", "a", "b", p, np.vstack([num, at_zero]))
+    assert out["r"] == pytest.approx(2.0) and out["r_lo"] is None and out["r_hi"] is None
+    assert out["r_note"].startswith("interval unbounded: b's 95% interval")
+    out = difference_columns("d", "a", "b", p, np.vstack([num, den]), "gain")
+    assert out["d"] == pytest.approx(0.3) and out["d_note"] == ""
+    out = difference_columns("d", "a", "b", p, np.vstack([den, den[::-1]]), "gain")
+    assert out["d_note"] == "no gain shown: the 95% interval holds 0"
+
+
 def test_benchmark_file_is_preferred_for_wall_time(tmp_path):
     cfg = make_config(tmp_path / "results", seeds=(0,), methods=["base", "agon"])
     layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
@@ -122,26 +328,32 @@ def test_benchmark_file_is_preferred_for_wall_time(tmp_path):
     row = read_csv(layout.table_csv())[0]
     assert float(row["agon_train_wall_h"]) == pytest.approx(0.5)
     assert "grpo_pass@1" not in row and "agon_over_grpo" not in row  # grpo not in methods
-    assert "moa_pass@1" not in row
+    assert "moa_pass@1" not in row and "budget_match" not in row
 
 
 def test_falls_back_to_summaries_when_samples_lack_ids(tmp_path):
-    cfg = make_config(tmp_path / "results", seeds=(0, 1), methods=["base"])
+    cfg = make_config(tmp_path / "results", seeds=(0, 1), methods=["base", "grpo"])
     layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
     write_synthetic(cfg, layout, n_problems=5, with_ids=False)
-    written = build_report(cfg, layout)
+    build_report(cfg, layout)
     row = read_csv(layout.table_csv())[0]
-    sums = [
-        json.loads(Path(layout.eval_summary("fam1", "arith", "base", s)).read_text())
-        for s in (0, 1)
-    ]
-    assert row["base_source"] == "summary"
-    assert float(row["base_pass@1"]) == pytest.approx(sum(s["pass@1"] for s in sums) / 2)
-    # no trained method: only the pass@1 figure
-    assert {p.stem for p in written["figures"]} == {"pass1_by_system"}
+    for s in ("base", "grpo"):
+        seeds = eval_seeds(s, cfg["seeds"])
+        sums = [
+            json.loads(Path(layout.eval_summary("fam1", "arith", s, k)).read_text()) for k in seeds
+        ]
+        assert row[f"{s}_source"] == "summary"
+        assert float(row[f"{s}_pass@1"]) == pytest.approx(_mean([x["pass@1"] for x in sums]))
+        for k, x in zip(seeds, sums):
+            assert float(row[f"{s}_pass@1_seed{k}"]) == pytest.approx(x["pass@1"])
+    # a comparison needs per-problem results: the number without an interval, and why
+    assert float(row["grpo_gain"]) == pytest.approx(
+        float(row["grpo_pass@1"]) - float(row["base_pass@1"])
+    )
+    assert row["grpo_gain_lo"] == "" and row["grpo_gain_note"].startswith("no interval")
 
 
-def test_cli_writes_table_and_figures(tmp_path, monkeypatch):
+def test_cli_writes_table_and_figures(tmp_path):
     from agon.cli import main
 
     cfg = make_config(tmp_path / "results", seeds=(0,), methods=["base", "grpo", "agon"])
@@ -177,6 +389,12 @@ def test_problem_counts_skips_torn_tail_and_rejects_unparseable(tmp_path):
     assert problem_counts([q]) is None
 
 
+def test_seeds_evaluated_on_different_problems_are_intersected():
+    rates = SeedRates({0: {"p1": 1.0, "p2": 0.0, "p3": 0.5}, 1: {"p2": 1.0, "p3": 0.0}})
+    assert rates.ids() == {"p2", "p3"}
+    assert rates.matrix(["p2", "p3"]).tolist() == [[0.0, 0.5], [1.0, 0.0]]
+
+
 def test_systems_follow_methods():
     assert columns_for_methods(["agon_single", "base"]) == [
         "base",
@@ -185,6 +403,7 @@ def test_systems_follow_methods():
         "agon_single_b",
     ]
     assert columns_for_methods(ALL_METHODS) == list(COLUMNS)
+    assert set(RATES) == set(COLUMNS)
     with pytest.raises(ValueError, match="unknown"):
         columns_for_methods(["base", "nope"])
 
@@ -224,17 +443,23 @@ def test_moa_ratio_is_defined_only_for_a_clear_moa_gain(moa, defined):
     ids = [f"p{i}" for i in range(200)]
     rng = random.Random(0)
 
-    def series(rate):
-        return {i: float(rng.random() < rate) for i in ids}
+    def series(rate, n_seeds=1):
+        return SeedRates({k: {i: float(rng.random() < rate) for i in ids} for k in range(n_seeds)})
 
-    per = {"base": series(0.3), "moa": series(moa), "agon": series(0.7)}
-    p = {k: sum(v.values()) / len(v) for k, v in per.items()}
-    out = moa_gain_ratio(p, per, n_boot=500)
+    rates = {"base": series(0.3), "moa": series(moa), "agon": series(0.7, n_seeds=3)}
+    p = {k: float(v.matrix(ids).mean()) for k, v in rates.items()}
+    out = moa_gain_ratio(p, rates, n_boot=500)
     if defined:
         assert out["agon_gain_over_moa_gain"] == pytest.approx(
             (p["agon"] - p["base"]) / (p["moa"] - p["base"])
         )
-        assert out["agon_gain_over_moa_gain_lo"] < out["agon_gain_over_moa_gain_hi"]
+        reps = two_level_bootstrap(
+            [rates[s].matrix(sorted(ids)) for s in ("agon", "moa", "base")],
+            n_boot=500,
+            seed=RNG["moa"],
+        )
+        lo, hi = percentile_interval((reps[0] - reps[2]) / (reps[1] - reps[2]))
+        assert (out["agon_gain_over_moa_gain_lo"], out["agon_gain_over_moa_gain_hi"]) == (lo, hi)
         assert out["agon_gain_over_moa_gain_note"] == ""
     else:
         assert out["agon_gain_over_moa_gain"] is None

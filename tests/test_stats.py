@@ -1,11 +1,18 @@
-"""pass@k, standard error and the bootstrap interval against values computed by hand."""
+"""pass@k, standard error and the bootstrap intervals against values computed by hand."""
 
 import math
 
 import numpy as np
 import pytest
 
-from agon.stats import bootstrap_ci, mean_se, pass_at_k, summarize
+from agon.stats import (
+    bootstrap_ci,
+    mean_se,
+    pass_at_k,
+    percentile_interval,
+    summarize,
+    two_level_bootstrap,
+)
 
 
 @pytest.mark.parametrize(
@@ -57,3 +64,65 @@ def test_summarize_counts():
     assert out["pass@1"] == pytest.approx((0 + 0.5 + 1) / 3)
     assert out["pass@2"] == pytest.approx((0 + (1 - 1 / 6) + 1) / 3)
     assert out["pass@1_lo"] <= out["pass@1"] <= out["pass@1_hi"]
+
+
+def test_two_level_bootstrap_one_problem_is_the_seed_spread():
+    """One problem: only the seeds vary. Each replicate is the mean of 3 seeds drawn with
+    replacement from {lo, mid, hi}; the extremes each come up with probability 1/27 > 2.5%,
+    so the 95% interval is [lo, hi]; the replicates' sd is that of a mean of 3 draws."""
+    rates = [0.2, 0.5, 0.8]
+    reps = two_level_bootstrap([np.array(rates)[:, None]], n_boot=20_000, seed=0)[0]
+    assert percentile_interval(reps) == pytest.approx((min(rates), max(rates)))
+    population_var = np.var(rates)  # ddof=0: the variance of one draw
+    assert reps.mean() == pytest.approx(np.mean(rates), abs=0.005)
+    assert reps.std() == pytest.approx(math.sqrt(population_var / len(rates)), rel=0.03)
+    # the interval widens with the spread of the seeds, and is a point without one
+    narrow = two_level_bootstrap([np.array([0.4, 0.5, 0.6])[:, None]], n_boot=2000, seed=0)
+    same = two_level_bootstrap([np.full((3, 1), 0.5)], n_boot=2000, seed=0)
+    width = lambda r: np.subtract(*percentile_interval(r)[::-1])  # noqa: E731
+    assert width(same[0]) == 0 < width(narrow[0]) < width(reps)
+
+
+def test_two_level_bootstrap_with_identical_seeds_is_the_problem_bootstrap():
+    """Seeds that agree (or one seed) add nothing: the replicates are the problem bootstrap's,
+    draw for draw, and so is the interval."""
+    vals = np.random.default_rng(5).random(40)
+    one = two_level_bootstrap([vals[None, :]], n_boot=800, seed=3)[0]
+    three = two_level_bootstrap([np.vstack([vals, vals, vals])], n_boot=800, seed=3)[0]
+    idx = np.random.default_rng(3).integers(0, vals.size, size=(800, vals.size))
+    assert one == pytest.approx(vals[idx].mean(axis=1)) and three == pytest.approx(one)
+    assert percentile_interval(three) == pytest.approx(bootstrap_ci(vals, n_boot=800, seed=3))
+
+
+def test_two_level_bootstrap_pairs_problems_and_resamples_seeds_per_system():
+    rng = np.random.default_rng(1)
+    a = rng.random((3, 25))
+    b = a + 0.1  # the same problems, 0.1 better at every seed
+    reps = two_level_bootstrap([a, a, b], n_boot=500, seed=4)
+    assert reps.shape == (3, 500)
+    # the same problem draw for all: the seeds' draws differ, so a != a, but a constant shift
+    # of every (seed, problem) moves every replicate by exactly that shift
+    assert not np.allclose(reps[0], reps[1])
+    shift = two_level_bootstrap([a, a + 0.1], n_boot=500, seed=4)
+    assert shift[1] - reps[1] == pytest.approx(np.full(500, 0.1))
+    # the point the replicates scatter around is the mean over seeds and problems
+    assert reps[2].mean() == pytest.approx(b.mean(), abs=0.02)
+    # seeded: the same replicates again
+    assert np.array_equal(reps, two_level_bootstrap([a, a, b], n_boot=500, seed=4))
+
+
+def test_two_level_bootstrap_checks_shapes():
+    with pytest.raises(ValueError, match="same"):
+        two_level_bootstrap([np.zeros((2, 3)), np.zeros((2, 4))])
+    with pytest.raises(ValueError):
+        two_level_bootstrap([])
+    with pytest.raises(ValueError):
+        two_level_bootstrap([np.zeros((0, 3))])
+
+
+def test_percentile_interval_drops_undefined_replicates():
+    assert percentile_interval(np.r_[np.linspace(0, 1, 101), np.nan]) == pytest.approx(
+        (0.025, 0.975)
+    )
+    with pytest.raises(ValueError):
+        percentile_interval(np.array([np.nan]))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from agon.methods import COLUMNS, columns_for_methods
+from agon.methods import COLUMNS, columns_for_methods, eval_seeds
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -71,12 +71,13 @@ def expected_counts(cfg: dict) -> Counter:
     n_ft = len(cfg["families"]) * len(cfg["tasks"])
     seeds = len(cfg.get("seeds", [0]))
     systems = columns_for_methods(cfg["methods"])
+    evals = sum(len(eval_seeds(s, cfg.get("seeds", [0]))) for s in systems)
     trained = {COLUMNS[s].train for s in systems} - {None}
     toy = any(f.get("toy") for f in cfg["families"])
     return (
         Counter(
             {
-                "evaluate": n_ft * len(systems) * seeds,
+                "evaluate": n_ft * evals,
                 "train": n_ft * len(trained) * seeds,
                 "data_split": n_ft,
                 "config_snapshot": n_ft * (3 if trained else 2),
@@ -109,10 +110,10 @@ def test_paper_dag_lists_every_job_without_a_gpu(tmp_path):
                         in outputs
                     )
                 for system in columns_for_methods(cfg["methods"]):
-                    assert (
-                        f"results/{fam['name']}/{task['name']}/eval/{system}/seed{seed}/summary.json"
-                        in outputs
-                    )
+                    folder = f"results/{fam['name']}/{task['name']}/eval/{system}"
+                    path = f"{folder}/seed{seed}/summary.json"
+                    # untrained systems have no training seed: evaluated at the first seed only
+                    assert (path in outputs) == (seed in eval_seeds(system, cfg["seeds"]))
     # per-rule resources come from the config's resources section (what SLURM receives)
     train = next(j for j in jobs if j["rule"] == "train")
     assert train["resources"]["gpu"] == str(cfg["resources"]["train"]["gpus"])
@@ -133,6 +134,50 @@ def test_default_config_is_the_toy_world(tmp_path):
         "results/toy/models/B",
         "results/toy/models/report.json",
     }
+
+
+def _job_details(workdir: Path, *args: str) -> str:
+    res = snakemake(workdir, "-n", "-p", *args)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return res.stdout
+
+
+def test_grpo_waits_for_the_agon_run_it_matches(tmp_path):
+    """train.budget.match tokens: each GRPO job takes the agon run of its seed as an input and
+    passes it as --match-run; with match steps the two run independently."""
+    wd = workdir_with(tmp_path)
+    out = _job_details(wd, "results/toy/arith/train/grpo/seed1/summary.json")
+    block = out[out.index("rule train:") :]
+    grpo = next(b for b in block.split("\n\n") if "method=grpo" in b)
+    assert "results/toy/arith/train/agon/seed1/summary.json" in grpo.split("output:")[0]
+    assert "results/toy/arith/train/agon/seed1/summary.json" in out  # the agon job is in the DAG
+    cfg = load(wd / "config" / "config.yaml")
+    cfg["train"]["budget"] = {"match": "steps"}
+    wd2 = workdir_with(tmp_path / "steps", cfg)
+    jobs = dry_run_jobs(wd2, "results/toy/arith/train/grpo/seed1/summary.json")
+    assert {tuple(j["output"]) for j in jobs if j["rule"] == "train"} == {
+        (
+            "results/toy/arith/train/grpo/seed1/A",
+            "results/toy/arith/train/grpo/seed1/B",
+            "results/toy/arith/train/grpo/seed1/summary.json",
+        )
+    }
+
+
+def test_ablations_are_one_target_away(tmp_path):
+    """results/ablations.csv: every variant x task x ablation seed trained and evaluated; not
+    part of the default target."""
+    wd = workdir_with(tmp_path)
+    cfg = load(wd / "config" / "config.yaml")
+    jobs = dry_run_jobs(wd, "results/ablations.csv")
+    counts = Counter(j["rule"] for j in jobs)
+    n = len(cfg["families"]) * len(cfg["tasks"]) * len(cfg["ablations"]["seeds"])
+    variants = cfg["ablations"]["variants"]
+    assert counts["ablation_train"] == counts["ablation_eval"] == n * len(variants)
+    assert counts["ablation_config"] == len(cfg["families"]) * len(cfg["tasks"]) * len(variants)
+    assert counts["ablations_report"] == 1 and "train" not in counts and "report" not in counts
+    default = Counter(j["rule"] for j in dry_run_jobs(wd))
+    assert not any(r.startswith("ablation") for r in default)
 
 
 def test_a_family_is_a_row(tmp_path):

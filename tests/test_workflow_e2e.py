@@ -51,17 +51,24 @@ def test_reduced_toy_dag_end_to_end(tmp_path):
         # the table recounts what the evaluation itself wrote
         summary = json.loads((out / f"toy/arith/eval/{s}/seed0/summary.json").read_text())
         assert p == pytest.approx(summary["pass@1"], abs=1e-9)
-    for m in ("grpo", "agon"):
+    for m in ("grpo", "agon", "agon_independent"):
         assert float(rows[0][f"{m}_train_tokens"]) > 0
         assert float(rows[0][f"{m}_train_wall_h"]) > 0
-        metrics = [
-            json.loads(x)
-            for x in (out / f"toy/arith/train/{m}/seed0/metrics.jsonl").read_text().splitlines()
-        ]
-        # train.eval_every 1: both models on the hard split before each update and after the last
+        run_dir = out / f"toy/arith/train/{m}/seed0"
+        metrics = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        steps = json.loads((run_dir / "summary.json").read_text())["steps"]
+        # train.eval_every 1: both models probed before each update and after the last
         assert [
             r["step"] for r in metrics if "eval/hard_pass@1/A" in r and "eval/hard_pass@1/B" in r
-        ] == [0, 1, 2], m
+        ] == list(range(steps + 1)), m
+        assert steps == 2 or m == "grpo"
+    # matched compute: GRPO ran each model to the agon run's tokens (within one step's worth)
+    grpo = json.loads((out / "toy/arith/train/grpo/seed0/summary.json").read_text())
+    agon = json.loads((out / "toy/arith/train/agon/seed0/summary.json").read_text())
+    for name in ("A", "B"):
+        assert grpo["budget"]["targets"][name] == agon[f"{name}/tokens_generated"]
+        assert grpo[f"{name}/tokens_generated"] >= agon[f"{name}/tokens_generated"]
+        assert float(rows[0][f"grpo_{name}_tokens_generated"]) == grpo[f"{name}/tokens_generated"]
     assert (out / "table1.md").read_text().count("| toy | arith |") >= 1
     assert json.loads((out / "table1.provenance.json").read_text())["provenance"]["config_hash"]
     for name in ("pass1_by_system", "training_curves", "duel_dynamics"):

@@ -1,9 +1,11 @@
-"""`agon report --config C`: table 1 (CSV + Markdown, with provenance) and the figures."""
+"""`agon report --config C`: table 1 (CSV + Markdown, with provenance) and the figures;
+`agon report --config C --ablations`: the ablations table (CSV + Markdown, with provenance)."""
 
 from __future__ import annotations
 
 import argparse
 
+from agon.ablations import build_ablations_report
 from agon.report import build_report
 from agon.results import Layout
 
@@ -18,6 +20,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--smooth", type=int, default=5, help="steps in the moving average of duel win rates"
     )
+    p.add_argument(
+        "--ablations",
+        action="store_true",
+        help="write results/ablations.csv and .md (the config's ablations section) instead",
+    )
     p.set_defaults(func=_cli)
 
 
@@ -26,7 +33,11 @@ def _cli(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     config.pop("resources", None)  # resources never change results (same as the workflow)
-    written = build_report(config, Layout(config["out_dir"], args.figures), smooth=args.smooth)
+    layout = Layout(config["out_dir"], args.figures)
+    if args.ablations:
+        written = build_ablations_report(config, layout)
+    else:
+        written = build_report(config, layout, smooth=args.smooth)
     for kind, paths in written.items():
         for p in paths:
             print(f"wrote {kind}: {p}")

@@ -32,6 +32,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--out", required=True, help="output folder (A/, B/, metrics.jsonl, summary.json, ...)"
     )
     p.add_argument("--steps", type=int, default=None, help="override train.steps (smoke runs)")
+    p.add_argument(
+        "--match-run",
+        default=None,
+        help="the reference (agon) run's summary.json whose per-model spend a budget-matched "
+        "method (grpo) trains to (train.budget)",
+    )
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.set_defaults(func=_cli)
 
@@ -46,7 +52,14 @@ def _cli(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     try:
         payload = run(
-            args.config, args.family, args.task, args.method, args.seed, args.out, steps=args.steps
+            args.config,
+            args.family,
+            args.task,
+            args.method,
+            args.seed,
+            args.out,
+            steps=args.steps,
+            match_run=args.match_run,
         )
     except ConfigError as err:
         print(f"agon train: {err}")

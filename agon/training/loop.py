@@ -3,7 +3,7 @@
 :func:`train` runs :func:`agon.duel.duel_step` for ``settings.steps`` steps and does the
 plumbing around it: problems in a seeded order that is part of a checkpoint, a complete
 checkpoint every ``checkpoint_every`` steps (:mod:`agon.training.checkpoint`), one JSON row
-per step in ``metrics.jsonl`` (keys: :mod:`agon.training.metrics`), and the hard-split probe
+per step in ``metrics.jsonl`` (keys: :mod:`agon.training.metrics`), and the validation probe
 of each model alone (:mod:`agon.training.probe`) on its steps. A run killed at any point
 restarts from its last complete checkpoint and reproduces the uninterrupted run.
 """
@@ -22,7 +22,8 @@ from agon import duel
 from agon.tasks.base import Problem, Task
 from agon.training import checkpoint as ckpt
 from agon.training import probe
-from agon.training.metrics import STEP
+from agon.training.cost import measured
+from agon.training.metrics import CPU_S, GPU_S, STEP
 from agon.training.policy import Policy
 from agon.training.settings import DuelSettings
 
@@ -80,7 +81,7 @@ def train(
     A run killed at any point restarts from its last complete checkpoint; the metrics of steps
     after it are dropped and recomputed, so the file never has a step twice.
 
-    With ``s.eval_every`` > 0, each policy is also probed alone on the hard split before the
+    With ``s.eval_every`` > 0, each policy is also probed alone on ``train.eval_split`` before the
     update of step 0, every ``eval_every`` steps and after the last update; the scores go into
     the rows (the last one into a row ``step = s.steps`` of its own, not in the returned
     list). The probes do not touch the training RNG.
@@ -101,7 +102,7 @@ def train(
     if acc is None or acc.is_main_process:
         ckpt.truncate_jsonl(metrics_path, keep=lambda row: row.get(STEP, -1) < start)
     rank, world = (acc.process_index, acc.num_processes) if acc is not None else (0, 1)
-    eval_set = probe.hard_problems(task, s.eval_problems) if s.eval_every else []
+    eval_set = probe.hard_problems(task, s.eval_problems, s.eval_split) if s.eval_every else []
 
     def evaluate(updates: int) -> dict[str, float]:
         # every rank probes the whole set: sharded (FSDP) models need every rank in each forward
@@ -112,7 +113,7 @@ def train(
             s.max_new_tokens,
             models=[p.model for p in policies.values()],
         )
-        log.info("hard-split pass@1 after %d updates: %s", updates, probe.describe(m))
+        log.info("%s pass@1 after %d updates: %s", s.eval_split, updates, probe.describe(m))
         return m
 
     def write(row: dict) -> None:
@@ -127,7 +128,9 @@ def train(
         problems = stream.take(s.problems_per_step)[rank::world]
         # the probe scores the models before this step's update
         evaluation = evaluate(step) if probe.is_eval_step(step, s.eval_every) else {}
-        row = duel.duel_step(task, policies, problems, s, step) | evaluation
+        with measured() as cost:
+            row = duel.duel_step(task, policies, problems, s, step)
+        row |= {CPU_S: cost["cpu_s"], GPU_S: cost["gpu_s"]} | evaluation
         rows.append(row)
         write(row)
         if on_step:

@@ -24,6 +24,13 @@ STEP = "step"
 TOKENS = "tokens_generated"  # completion tokens generated this step, both models together
 ROLLOUT_S = "time/rollout_s"
 UPDATE_S = "time/update_s"
+# CPU seconds of the step's training work (rollout, grading, update; the probe excluded), of
+# this process and every live or finished process under it (agon.training.cost), and GPU
+# seconds (wall seconds times the GPUs in use; 0 on CPU). A GRPO row also has {model}/cpu_s.
+CPU_S = "time/cpu_s"
+GPU_S = "time/gpu_s"
+MODEL_CPU_S = "{model}/cpu_s"
+SUMMED = (CPU_S, GPU_S)  # per-step totals that add up when per-model files are merged
 
 # rollout, per model and role
 ROLE_REWARD = "{model}/{role}/reward"
@@ -33,6 +40,7 @@ ROLE_ZERO_SPREAD = "{model}/{role}/frac_zero_spread"  # groups whose rewards wer
 ROLE_LENGTH = "{model}/{role}/mean_length"
 ROLE_TRUNCATED = "{model}/{role}/truncated"  # share stopped by max_new_tokens
 ROLE_TOKENS = "{model}/{role}/tokens"  # completion tokens the role generated this step
+ROLE_COMPLETIONS = "{model}/{role}/completions"  # completions the role generated this step
 DRAFTS_CUT = "{model}/reader/drafts_cut"  # drafts shortened to fit the reader prompt
 
 # duel outcomes, per direction and pooled: fractions of graded (draft, read) pairs
@@ -46,6 +54,8 @@ DIRECTION_PATTERN = (
 # update, per model
 # {model}/loss, /grad_norm (before clipping), /entropy, /kl, /clip_ratio, /lr, /trained_tokens
 SKIPPED = "{model}/skipped"  # 1 when the update was dropped (non-finite loss or gradient)
+LR = "{model}/lr"  # present on every step the model took an optimizer step
+TRAINED_TOKENS = "{model}/trained_tokens"  # completion tokens in the step's loss (one pass)
 
 # hard-split probe (agon.training.probe), on the steps it runs
 HARD_PASS1 = "eval/hard_pass@1/{model}"
@@ -98,6 +108,7 @@ def role_metrics(
             else 0.0
         ),
         k(ROLE_TOKENS): float(sum(lengths)),
+        k(ROLE_COMPLETIONS): float(len(completions)),
     }
 
 
@@ -145,20 +156,38 @@ def is_eval_only(row: Mapping[str, Any]) -> bool:
 
 
 def summarize_metrics(path: str | Path, models: Iterable[str] = MODELS) -> dict[str, Any]:
-    """Totals and last values of a run: steps, tokens generated per model and in all, skipped
-    updates, each model's last hard-split probe, training and probing seconds."""
+    """Totals and last values of a run: steps, and per model the optimizer steps, completions
+    and tokens generated, tokens trained on, skipped updates, the last probe; training CPU and
+    GPU seconds, and probing seconds. These are what ``train.budget`` matches and what table
+    1's compute columns show."""
     rows = read_rows(path)
     out: dict[str, Any] = {"steps": sum(not is_eval_only(r) for r in rows)}
     for name in models:
-        drafter, reader = (key(ROLE_TOKENS, model=name, role=r) for r in ("drafter", "reader"))
-        out[f"{name}/tokens_generated"] = sum(r.get(drafter, 0) + r.get(reader, 0) for r in rows)
-        out[f"{name}/skipped_updates"] = sum(r.get(key(SKIPPED, model=name), 0) for r in rows)
+
+        def total(
+            template: str, roles: Sequence[str] = ("drafter", "reader"), name: str = name
+        ) -> float:
+            keys = [key(template, model=name, role=r) for r in roles]
+            return float(sum(r.get(k, 0) or 0 for r in rows for k in keys))
+
+        out[f"{name}/steps"] = sum(
+            key(LR, model=name) in r or key(SKIPPED, model=name) in r for r in rows
+        )
+        out[f"{name}/completions"] = total(ROLE_COMPLETIONS)
+        out[f"{name}/tokens_generated"] = total(ROLE_TOKENS)
+        out[f"{name}/tokens_trained"] = total(TRAINED_TOKENS, roles=("",))
+        out[f"{name}/skipped_updates"] = total(SKIPPED, roles=("",))
+        if any(key(MODEL_CPU_S, model=name) in r for r in rows):
+            out[f"{name}/cpu_s"] = total(MODEL_CPU_S, roles=("",))
         probes = [r[key(HARD_PASS1, model=name)] for r in rows if key(HARD_PASS1, model=name) in r]
         if probes:
             out[f"{name}/last_hard_pass@1"] = probes[-1]
     out[TOKENS] = sum(r.get(TOKENS, 0) for r in rows)
     if any(ROLLOUT_S in r for r in rows):  # a trainer that times its own phases (the duel)
         out["train_time_s"] = sum(r.get(ROLLOUT_S, 0) + r.get(UPDATE_S, 0) for r in rows)
+    if any(CPU_S in r for r in rows):
+        out["cpu_s"] = float(sum(r.get(CPU_S, 0) for r in rows))
+        out["gpu_s"] = float(sum(r.get(GPU_S, 0) for r in rows))
     out["eval_time_s"] = sum(r.get(EVAL_S, 0) for r in rows)
     return out
 
@@ -166,17 +195,17 @@ def summarize_metrics(path: str | Path, models: Iterable[str] = MODELS) -> dict[
 def merge_metrics(paths: Sequence[str | Path]) -> list[dict]:
     """Per-model metrics files (one model each) as one row per step, side by side.
 
-    The evaluation after the last update is a step too; evaluation seconds add up, and each
+    The evaluation after the last update is a step too; evaluation, CPU and GPU seconds add
+    up, and each
     row's ``tokens_generated`` is the sum of the models' finite ``drafter/tokens``.
     """
     by_step: dict[int, dict] = {}
     for p in paths:
         for r in read_rows(p):
             row = by_step.setdefault(r[STEP], {STEP: r[STEP]})
-            seconds = row.get(EVAL_S, 0.0) + r.get(EVAL_S, 0.0)
+            sums = {k: row.get(k, 0.0) + r.get(k, 0.0) for k in (EVAL_S, *SUMMED)}
             row.update(r)
-            if seconds:
-                row[EVAL_S] = seconds
+            row.update({k: v for k, v in sums.items() if v})
     for r in by_step.values():
         r[TOKENS] = sum(
             v

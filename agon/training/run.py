@@ -30,11 +30,14 @@ def prepare(
     method: str,
     seed: int,
     steps: int | None = None,
+    match_run: str | Path | None = None,
 ) -> tuple[dict, dict, Any]:
     """Load and check everything that can be checked before a model loads.
 
-    Returns (config, family row, the trainer's settings). Raises ConfigError naming the bad
-    field.
+    ``match_run``: the reference run's ``summary.json`` whose per-model spend a
+    budget-matched trainer (:data:`agon.methods.BUDGET_MATCHED`) runs to
+    (:mod:`agon.training.budget`). Returns (config, family row, the trainer's settings).
+    Raises ConfigError naming the bad field.
     """
     overrides = {"train": {"steps": steps}} if steps else None
     config = load_config(config_path, overrides)
@@ -46,9 +49,37 @@ def prepare(
         settings = TRAINERS.get(method).settings_from_config(config, fam, seed)
     except ValueError as err:
         raise ConfigError(f"{config_path}: {err}") from None
-    if config["train"]["backend"] == "vllm" and method == "agon":
+    _set_budget(settings, method, match_run)
+    if config["train"]["backend"] == "vllm" and isinstance(settings, DuelSettings):
         _check_vllm()
     return config, fam, settings
+
+
+def _set_budget(settings: Any, method: str, match_run: str | Path | None) -> None:
+    """Give a budget-matched trainer its per-model targets from ``match_run``."""
+    from agon.methods import BUDGET_MATCHED, BUDGET_REFERENCE
+    from agon.training.budget import Budget
+
+    if method not in BUDGET_MATCHED:
+        if match_run is not None:
+            raise ConfigError(
+                f"--match-run: method {method!r} does not match a budget; only {BUDGET_MATCHED} do"
+            )
+        return
+    if match_run is None:
+        if settings.budget_match != "steps":
+            raise ConfigError(
+                f"train.budget.match is {settings.budget_match!r}: method {method!r} needs "
+                f"--match-run SUMMARY (the {BUDGET_REFERENCE!r} run's summary.json of the same "
+                "family, task and seed), or set train.budget.match: steps"
+            )
+        return
+    try:
+        budget = Budget.from_reference(match_run, settings.budget_match)
+    except ValueError as err:
+        raise ConfigError(f"--match-run: {err}") from None
+    settings.budget_targets = dict(budget.targets)
+    settings.budget_reference = budget.reference
 
 
 def _check_vllm() -> None:
@@ -108,6 +139,15 @@ def train_duel(config: dict, fam: dict, task_name: str, settings: DuelSettings, 
 
 
 DUEL = Trainer("agon", DuelSettings, train_duel, settings_overrides=(("mode", "duel"),))
+# The contest's control: the same duel (the same rollouts, cascade data and updates), but each
+# model is rewarded for its own correctness only; `agon` minus this column is what the rival
+# term adds (table 1's agon_minus_agon_independent).
+DUEL_INDEPENDENT = Trainer(
+    "agon_independent",
+    DuelSettings,
+    train_duel,
+    settings_overrides=(("mode", "duel"), ("reward_scheme", "independent")),
+)
 
 
 def _print_step(row: dict) -> None:
@@ -133,11 +173,12 @@ def run(
     seed: int,
     out: str | Path,
     steps: int | None = None,
+    match_run: str | Path | None = None,
 ) -> dict:
     """Prepare (fails fast), train, write OUT/A, OUT/B, metrics.jsonl and summary.json."""
     from agon.provenance import write_results
 
-    config, fam, settings = prepare(config_path, family, task, method, seed, steps)
+    config, fam, settings = prepare(config_path, family, task, method, seed, steps, match_run)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()

@@ -11,6 +11,7 @@ the same way, so a knob added to the schema and to a settings class needs no map
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -21,6 +22,8 @@ READER_GROUPS = ("draft", "problem")
 ROLE_SCHEDULES = ("alternate", "both")
 MODES = ("duel", "solo")
 TRAIN_SPLITS = ("train", "train_hard")
+EVAL_SPLITS = ("validation_hard", "validation")  # what the training-time probe may read
+BUDGET_MATCHES = ("tokens", "samples", "steps")
 
 
 def check_eval_settings(every: int, limit: int | None = None) -> None:
@@ -67,10 +70,17 @@ class TrainSettings:
     micro_batch_size: int = 64  # rows per forward/backward (gradient accumulation in a step)
     checkpoint_every: int = 10  # steps between checkpoints (0: only at the end)
     keep_checkpoints: int = 2  # complete checkpoints kept on disk
-    eval_every: int = 0  # steps between greedy hard-split probes (agon.training.probe); 0: none
-    eval_problems: int | None = None  # the first N hard problems in them (None: all)
+    eval_every: int = 0  # steps between greedy probes (agon.training.probe); 0: none
+    eval_problems: int | None = None  # the first N problems of eval_split in them (None: all)
+    eval_split: str = "validation_hard"  # validation_hard | validation: what the probe reads
     max_new_tokens: int = 256  # the family row's generation limit
     seed: int = 0  # the run's seed (from the command line, not the config)
+    # matched compute (agon.training.budget): read by trainers that match a reference run's
+    # spend (the GRPO baseline); the duel is the reference and runs `steps` steps
+    budget_match: str = "tokens"  # tokens | samples | steps
+    budget_max_steps_factor: float = 3.0  # step cap (and scheduler horizon) / steps
+    budget_targets: dict | None = None  # per model, from `agon train --match-run`
+    budget_reference: str = ""  # the reference run's summary.json
 
     # config sections read besides `train`, in order (later sections override earlier ones)
     SECTIONS: ClassVar[tuple[str, ...]] = ()
@@ -97,7 +107,18 @@ class TrainSettings:
 
     def _choices(self) -> dict[str, tuple]:
         """Settings that must be one of a fixed set (subclasses add theirs)."""
-        return {"split": TRAIN_SPLITS, "scale_rewards": SCALES, "loss_type": LOSS_TYPES}
+        return {
+            "split": TRAIN_SPLITS,
+            "eval_split": EVAL_SPLITS,
+            "scale_rewards": SCALES,
+            "loss_type": LOSS_TYPES,
+            "budget_match": BUDGET_MATCHES,
+        }
+
+    @property
+    def max_steps(self) -> int:
+        """The most optimizer steps a budget-matched trainer may take."""
+        return max(self.steps, math.ceil(self.budget_max_steps_factor * self.steps))
 
     @property
     def eps_high(self) -> float:

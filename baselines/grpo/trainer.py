@@ -9,8 +9,9 @@ when it cannot score, which TRL keeps out of the group baseline).
 Metrics: TRL's logs of every step go to ``metrics.jsonl`` (and to TensorBoard / W&B through
 ``train.report_to``), with the duel trainer's names added (``A/drafter/correct``,
 ``A/entropy``, ...) so the report plots both methods from one schema. With
-``train.eval_every`` > 0, the model is also evaluated on the hard split at the duel trainer's
-steps and into the same keys (``eval/hard_pass@1/A``; :mod:`agon.training.probe`).
+``train.eval_every`` > 0, the model is also evaluated on ``train.eval_split`` (by default the
+hard problems of the validation split) at the duel trainer's steps and into the same keys
+(``eval/hard_pass@1/A``; :mod:`agon.training.probe`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from agon.registry import Trainer
 from agon.tasks import task_from_config
 from agon.tasks.base import Problem, Task
 from agon.training import metrics as mk
+from agon.training.budget import Budget, spent
+from agon.training.budget import report as budget_report
 from agon.training.checkpoint import save_model, truncate_jsonl
 from agon.training.settings import TrainSettings
 
@@ -70,17 +73,30 @@ class GRPOSettings(TrainSettings):
                 return total, 1
         return per_device, total // per_device
 
+    def model_steps(self, name: str) -> int:
+        """TRL's ``max_steps`` for model ``name``: the reference's steps under
+        ``budget.match: steps``, else the cap (the budget callback stops the run earlier)."""
+        if self.budget_targets is None:
+            return self.steps
+        if self.budget_match == "steps":
+            return int(self.budget_targets[name])
+        return self.max_steps
+
     def grpo_config(
-        self, output_dir: str | Path, bf16: bool = False, chat_template_kwargs: dict | None = None
+        self,
+        output_dir: str | Path,
+        bf16: bool = False,
+        chat_template_kwargs: dict | None = None,
+        max_steps: int | None = None,
     ) -> Any:
-        """The TRL GRPOConfig of this run."""
+        """The TRL GRPOConfig of this run (``max_steps``: default ``steps``)."""
         import torch
         from trl import GRPOConfig
 
         per_device, accum = self.batch_shape()
         kw = dict(
             output_dir=str(output_dir),
-            max_steps=self.steps,
+            max_steps=max_steps or self.steps,
             per_device_train_batch_size=per_device,
             gradient_accumulation_steps=accum,
             num_generations=self.num_generations,
@@ -112,7 +128,7 @@ class GRPOSettings(TrainSettings):
             data_seed=self.seed,
             logging_steps=1,
             save_strategy="steps" if self.checkpoint_every else "no",
-            save_steps=self.checkpoint_every or self.steps,
+            save_steps=self.checkpoint_every or max_steps or self.steps,
             save_total_limit=self.keep_checkpoints or None,
             report_to=list(self.report_to) or "none",
             log_completions=False,
@@ -189,7 +205,10 @@ def _aliases(name: str, logs: dict, completions_per_step: int) -> dict:
         f"{name}/lr": get("learning_rate"),
     }
     if get("completions/mean_length") is not None:
-        out[role(mk.ROLE_TOKENS)] = float(get("completions/mean_length")) * completions_per_step
+        tokens = float(get("completions/mean_length")) * completions_per_step
+        out[role(mk.ROLE_TOKENS)] = tokens
+        out[mk.key(mk.TRAINED_TOKENS, model=name)] = tokens  # every completion is in the loss
+        out[role(mk.ROLE_COMPLETIONS)] = float(completions_per_step)
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -199,12 +218,15 @@ def _metrics_callback(
     completions_per_step: int,
     evaluate: Callable[[Any], dict] | None = None,
     eval_every: int = 0,
+    budget: Budget | None = None,
 ):
     """The callback that writes ``metrics.jsonl``; with ``evaluate`` (model -> metrics) and
     ``eval_every`` > 0 it also probes the model at the duel trainer's steps
-    (:mod:`agon.training.probe`)."""
+    (:mod:`agon.training.probe`); with a ``budget`` (tokens or samples) it stops training after
+    the first step at which the model has spent its target (:mod:`agon.training.budget`)."""
     from transformers import TrainerCallback
 
+    from agon.training.cost import StepCost
     from agon.training.probe import final_row, is_eval_step
 
     class JsonlMetrics(TrainerCallback):
@@ -217,10 +239,18 @@ def _metrics_callback(
 
         def __init__(self) -> None:
             self.pending: dict[int, dict] = {}  # step -> its probe, until the step's log
+            self.cost = StepCost()
+            # what this model spent before a resume (the file holds only steps before it)
+            self.spent = (
+                spent(mk.read_rows(path), name, budget.match)
+                if budget is not None and budget.match != "steps"
+                else 0.0
+            )
 
         def on_step_begin(self, args, state, control, model=None, **kwargs):
             if evaluate is not None and is_eval_step(state.global_step, eval_every):
                 self.pending = {state.global_step: evaluate(model)}
+            self.cost.start()  # after the probe: training work only
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "train_runtime" in logs:  # the end-of-training summary is not a step
@@ -229,8 +259,16 @@ def _metrics_callback(
             row.update(
                 {f"{name}/trl/{k}": v for k, v in logs.items() if isinstance(v, (int, float))}
             )
+            cpu_s, gpu_s = self.cost.stop()
+            row.update(
+                {mk.CPU_S: cpu_s, mk.GPU_S: gpu_s, mk.key(mk.MODEL_CPU_S, model=name): cpu_s}
+            )
             row.update(self.pending.pop(row[mk.STEP], {}))
             self._write(row)
+            if budget is not None and budget.match != "steps":
+                self.spent += spent([row], name, budget.match)
+                if self.spent >= budget.target(name):
+                    control.should_training_stop = True
 
         def on_train_end(self, args, state, control, model=None, **kwargs):
             # the trained model; a resume truncates this row with the rest and writes it again
@@ -271,7 +309,10 @@ def train_grpo(
     model = load_model(mrow["model"], dtype=fam["dtype"], revision=mrow.get("revision"))
     bf16 = fam["dtype"] == "bfloat16" and torch.cuda.is_available()
     args = settings.grpo_config(
-        work_dir, bf16=bf16, chat_template_kwargs=mrow.get("chat_template_kwargs")
+        work_dir,
+        bf16=bf16,
+        chat_template_kwargs=mrow.get("chat_template_kwargs"),
+        max_steps=settings.model_steps(name),
     )
     dataset = prompt_dataset(task, settings.split, mrow.get("system_prompt"))
     metrics = work_dir / "metrics.jsonl"
@@ -280,13 +321,19 @@ def train_grpo(
     truncate_jsonl(metrics, keep=lambda r: r.get(mk.STEP, -1) < resumed_step)
     per_step = settings.problems_per_step * settings.num_generations
     evaluate = _hard_eval(config, fam, task, settings, row, tok) if settings.eval_every else None
+    budget = (
+        Budget(settings.budget_match, settings.budget_targets, settings.budget_reference)
+        if settings.budget_targets is not None
+        else None
+    )
+    callback = _metrics_callback(metrics, name, per_step, evaluate, settings.eval_every, budget)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[make_reward_fn(task, task.problems(settings.split))],
         args=args,
         train_dataset=dataset,
         processing_class=tok,
-        callbacks=[_metrics_callback(metrics, name, per_step, evaluate, settings.eval_every)],
+        callbacks=[callback],
     )
     trainer.train(resume_from_checkpoint=last)
     save_model(trainer.model, tok, out_model)
@@ -296,15 +343,15 @@ def train_grpo(
 def _hard_eval(
     config: dict, fam: dict, task: Task, settings: GRPOSettings, row: str, tokenizer: Any
 ) -> Callable[[Any], dict]:
-    """model -> its greedy hard-split pass@1 (``eval/hard_pass@1/NAME``), as the duel trainer
-    probes it: the same engine as the duel's rollouts (the live model, the row's persona and
-    chat-template kwargs), so both methods are scored alike."""
+    """model -> its greedy pass@1 on ``train.eval_split`` (``eval/hard_pass@1/NAME``), as the
+    duel trainer probes it: the same engine as the duel's rollouts (the live model, the row's
+    persona and chat-template kwargs), so both methods are scored alike."""
     from agon.engines import engine_options
     from agon.engines.hf import HFEngine
     from agon.training.probe import describe, hard_pass1, hard_problems
 
     options = engine_options(fam[f"model_{row}"], fam)
-    problems = hard_problems(task, settings.eval_problems)
+    problems = hard_problems(task, settings.eval_problems, settings.eval_split)
 
     def evaluate(model: Any) -> dict:
         batch = config["train"]["rollout_batch_size"]
@@ -312,7 +359,7 @@ def _hard_eval(
         m = hard_pass1(
             {row.upper(): engine}, task, problems, settings.max_new_tokens, models=[model]
         )
-        print(f"[grpo {row.upper()}] hard-split pass@1: {describe(m)}", flush=True)
+        print(f"[grpo {row.upper()}] {settings.eval_split} pass@1: {describe(m)}", flush=True)
         return m
 
     return evaluate
@@ -334,7 +381,17 @@ def train_pair(config: dict, fam: dict, task_name: str, settings: GRPOSettings, 
         task.close()
     rows = mk.merge_metrics(paths)
     atomic_write_text(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
-    return mk.summarize_metrics(out / "metrics.jsonl")
+    summary = mk.summarize_metrics(out / "metrics.jsonl")
+    if settings.budget_targets is not None:
+        budget = Budget(settings.budget_match, settings.budget_targets, settings.budget_reference)
+        summary["budget"] = budget_report(budget, rows)
+        for name in budget.targets:
+            summary["budget"][f"{name}/hit_step_cap"] = summary[
+                f"{name}/steps"
+            ] >= settings.model_steps(name) and summary["budget"][f"{name}/spent"] < budget.target(
+                name
+            )
+    return summary
 
 
 TRAINER = Trainer("grpo", GRPOSettings, train_pair)

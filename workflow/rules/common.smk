@@ -10,8 +10,17 @@ import json
 import os
 import re
 
-from agon.config import ConfigError, validate_config
-from agon.methods import COLUMNS, METHODS, TRAINED_METHODS, columns_for_methods, trained_methods_for
+from agon.config import ConfigError, ablation_config, validate_config
+from agon.methods import (
+    BUDGET_MATCHED,
+    BUDGET_REFERENCE,
+    COLUMNS,
+    METHODS,
+    TRAINED_METHODS,
+    columns_for_methods,
+    eval_seeds,
+    trained_methods_for,
+)
 from agon.results import Layout
 
 try:
@@ -26,6 +35,8 @@ TASKS = {row["name"]: row for row in config["tasks"]}
 SEEDS = [int(s) for s in config["seeds"]]
 EVAL_SYSTEMS = columns_for_methods(config["methods"])
 TRAIN_METHODS = trained_methods_for(EVAL_SYSTEMS)
+ABLATIONS = config["ablations"]
+VARIANTS = [v["name"] for v in ABLATIONS["variants"]]
 TOY_FAMILIES = [name for name, row in FAMILIES.items() if row["toy"]]
 TOY_TASKS = ("arith", "toycode")  # the task rows `agon toy pretrain` reads
 ALL_METHODS = list(METHODS)
@@ -40,6 +51,8 @@ STAGE_SECTIONS = {
     "train": ["grading", "eval", "train", "agon", "grpo"],
     "eval": ["grading", "eval", "moa"],
 }
+# an ablation variant's one snapshot serves its training and its evaluation
+STAGE_SECTIONS["ablation"] = list(dict.fromkeys(STAGE_SECTIONS["train"] + STAGE_SECTIONS["eval"]))
 
 
 def _alternation(names):
@@ -53,6 +66,7 @@ wildcard_constraints:
     method=_alternation(TRAINED_METHODS),
     system=_alternation(COLUMNS),
     stage=_alternation(["data", "train", "eval"]),
+    variant=_alternation(VARIANTS) if VARIANTS else r"(?!)",
     seed=r"\d+",
 
 
@@ -127,6 +141,16 @@ def _snapshot(stage, family=None, task=None):
     return cfg
 
 
+def ablation_snapshot_params(wildcards):
+    """Params of the ``ablation_config`` rule: the train + eval snapshot of (family, task),
+    with the variant's agon changes applied."""
+    cfg = ablation_config(config, wildcards.variant)
+    snap = _snapshot("train", wildcards.family, wildcards.task)
+    for section in STAGE_SECTIONS["ablation"]:
+        snap[section] = cfg[section]
+    return _canonical(snap)
+
+
 def _model_names_only(family):
     """A family row cut to what names its models, for stages that read nothing else of it."""
     row = FAMILIES[family]
@@ -149,12 +173,42 @@ def base_model_inputs(wildcards):
     return {}
 
 
+def budget_matched(method):
+    """Whether ``method``'s run waits for the reference run of its seed (train.budget)."""
+    return method in BUDGET_MATCHED and config["train"]["budget"]["match"] != "steps"
+
+
 def train_inputs(wildcards):
-    """Inputs of one training run: its config snapshot, the data split, the base models."""
-    return {
+    """Inputs of one training run: its config snapshot, the data split, the base models, and
+    for a budget-matched method the reference run whose per-model spend it matches."""
+    inputs = {
         "config": LAYOUT.snapshot(wildcards.family, wildcards.task, "train"),
         "split": LAYOUT.split(wildcards.family, wildcards.task),
         **base_model_inputs(wildcards),
+    }
+    if budget_matched(wildcards.method):
+        inputs["match"] = LAYOUT.train_summary(
+            wildcards.family, wildcards.task, BUDGET_REFERENCE, wildcards.seed
+        )
+    return inputs
+
+
+def ablation_inputs(wildcards):
+    """Inputs of an ablation variant's training: its snapshot, the split, the base models."""
+    return {
+        "config": LAYOUT.ablation_snapshot(wildcards.family, wildcards.task, wildcards.variant),
+        "split": LAYOUT.split(wildcards.family, wildcards.task),
+        **base_model_inputs(wildcards),
+    }
+
+
+def ablation_eval_inputs(wildcards):
+    """Inputs of an ablation variant's evaluation: its training inputs and its run."""
+    return {
+        **ablation_inputs(wildcards),
+        "run": LAYOUT.ablation_train_summary(
+            wildcards.family, wildcards.task, wildcards.variant, wildcards.seed
+        ),
     }
 
 
@@ -188,9 +242,27 @@ def eval_model_flags(wildcards):
 def train_command(wildcards, input):
     """The `agon train` arguments of one training run (the script adds `--threads`: the job's
     thread count depends on --cores, and must not look like a change of the command)."""
+    match = ["--match-run", input.match] if "match" in input.keys() else []
     return ["train", "--config", input.config, "--family", wildcards.family, "--task", wildcards.task,
-            "--method", wildcards.method, "--seed", wildcards.seed,
+            "--method", wildcards.method, "--seed", wildcards.seed, *match,
             "--out", LAYOUT.train_dir(wildcards.family, wildcards.task, wildcards.method, wildcards.seed)]
+
+
+def ablation_train_command(wildcards, input):
+    """`agon train --method agon` with the variant's snapshot."""
+    return ["train", "--config", input.config, "--family", wildcards.family, "--task", wildcards.task,
+            "--method", BUDGET_REFERENCE, "--seed", wildcards.seed,
+            "--out", LAYOUT.ablation_train_dir(wildcards.family, wildcards.task, wildcards.variant, wildcards.seed)]
+
+
+def ablation_eval_command(wildcards, input):
+    """`agon eval --system agon`: the variant's cascade, its A drafts, its B reads."""
+    run = LAYOUT.ablation_train_dir(wildcards.family, wildcards.task, wildcards.variant, wildcards.seed)
+    return ["eval", "--config", input.config, "--family", wildcards.family, "--task", wildcards.task,
+            "--system", "agon", "--seed", wildcards.seed,
+            "--drafter", f"{run}/A", "--reader", f"{run}/B", "--drafter-row", "a", "--reader-row", "b",
+            "--no-progress",
+            "--out", LAYOUT.ablation_eval_dir(wildcards.family, wildcards.task, wildcards.variant, wildcards.seed)]
 
 
 def eval_command(wildcards, input):
@@ -207,19 +279,31 @@ def job_folder(wildcards, output):
 
 
 def all_eval_summaries():
-    """Every evaluation summary table 1 is built from."""
+    """Every evaluation summary table 1 is built from (untrained systems: the first seed)."""
     return [
         LAYOUT.eval_summary(f, t, s, seed)
         for f in FAMILIES
         for t in TASKS
         for s in EVAL_SYSTEMS
-        for seed in SEEDS
+        for seed in eval_seeds(s, SEEDS)
     ]
 
 
 def all_train_summaries():
     """Every training run's summary (the report reads their metrics.jsonl too)."""
     return [LAYOUT.train_summary(f, t, m, seed) for f in FAMILIES for t in TASKS for m in TRAIN_METHODS for seed in SEEDS]
+
+
+def ablation_results():
+    """Every ablation variant's training and evaluation summary (results/ablations.csv)."""
+    return [
+        path(f, t, v, seed)
+        for f in FAMILIES
+        for t in TASKS
+        for v in VARIANTS
+        for seed in ABLATIONS["seeds"]
+        for path in (LAYOUT.ablation_train_summary, LAYOUT.ablation_eval_summary)
+    ]
 
 
 def table_outputs():

@@ -1,0 +1,143 @@
+"""`agon report --ablations`: results/ablations.csv, one row per Agon variant of the config's
+``ablations`` section, from the variants' evaluations and runs.
+
+Each variant's cascade (A drafts, B reads) pass@1 is read as table 1 reads a system (over seeds
+and problems, :func:`agon.report.system_stats`), compared with the reference variant by a paired
+two-level bootstrap, and shown with its training compute.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from agon.report import (
+    RNG,
+    code_note,
+    code_versions,
+    difference_columns,
+    empty_columns,
+    paired_replicates,
+    result_paths,
+    stats_columns,
+    system_stats,
+    train_compute,
+)
+from agon.results import Layout
+from agon.tables import ablations_markdown, table_csv
+
+
+def changes_text(changes: Mapping[str, Any], prefix: str = "") -> str:
+    """A variant's agon changes as ``key.sub=value`` pairs: ``reward.scheme=zero_sum
+    reader_group=problem``; ``(none)`` for a variant that changes nothing."""
+    parts = []
+    for k, v in changes.items():
+        if isinstance(v, Mapping) and v:
+            parts.append(changes_text(v, f"{prefix}{k}."))
+        else:
+            parts.append(f"{prefix}{k}={json.dumps(v) if not isinstance(v, str) else v}")
+    return " ".join(parts) or ("(none)" if not prefix else "")
+
+
+def ablation_reference(config: dict) -> str:
+    """The variant every other is compared with: ``ablations.reference``, or the first."""
+    ab = config.get("ablations") or {}
+    names = [v["name"] for v in ab.get("variants") or []]
+    if not names:
+        raise ValueError("the config has no ablations.variants: there is nothing to report")
+    ref = ab.get("reference") or names[0]
+    if ref not in names:
+        raise ValueError(f"ablations.reference {ref!r} is not a variant; variants: {names}")
+    return ref
+
+
+def build_ablation_table(config: dict, layout: Layout) -> list[dict]:
+    """One dict per (family, task, variant): the variant's changes, its cascade's (A drafts, B
+    reads) pass@1 over seeds and problems, the paired difference from the reference variant,
+    and its training compute."""
+    ab = config["ablations"]
+    ref = ablation_reference(config)
+    variants = ab["variants"]
+    seeds = [int(s) for s in ab.get("seeds") or [0]]
+    n_boot = int(config["eval"]["bootstrap"])
+    rows = []
+    for fam in config["families"]:
+        for task in config["tasks"]:
+            f, t = fam["name"], task["name"]
+            stats, rates = {}, {}
+            for v in variants:
+                name = v["name"]
+                stats[name], rates[name] = system_stats(
+                    f"{f}/{t}/ablation {name}",
+                    {k: layout.ablation_eval_samples(f, t, name, k) for k in seeds},
+                    {k: layout.ablation_eval_summary(f, t, name, k) for k in seeds},
+                    n_boot,
+                )
+            p = {n: s["pass@1"] for n, s in stats.items()}
+            for v in variants:
+                name = v["name"]
+                row: dict[str, Any] = {
+                    "family": f,
+                    "task": t,
+                    "variant": name,
+                    "changes": changes_text(v.get("agon") or {}),
+                    "split": config["eval"]["split"],
+                    "seeds": len(seeds),
+                    "n_problems": stats[name].get("n_problems"),
+                    **stats_columns("", stats[name]),
+                    "reference": ref,
+                }
+                if name == ref:
+                    row |= empty_columns("minus_reference")
+                    row["minus_reference_note"] = "the reference variant"
+                else:
+                    reps = paired_replicates([rates[name], rates[ref]], n_boot, RNG["ablation"])
+                    row |= difference_columns("minus_reference", name, ref, p, reps, "difference")
+                compute = train_compute(
+                    [layout.ablation_train_summary(f, t, name, s) for s in seeds],
+                    [f"{layout.ablation_train_dir(f, t, name, s)}/metrics.jsonl" for s in seeds],
+                    [layout.benchmark(f"ablations/{f}/{t}/{name}/train/seed{s}") for s in seeds],
+                )
+                compute.pop("budget_match", None)
+                row |= compute
+                rows.append(row)
+    return rows
+
+
+def build_ablations_report(config: dict, layout: Layout) -> dict[str, list[Path]]:
+    """Write ablations.csv (+ provenance JSON) and ablations.md; return what was written."""
+    from agon.config import config_hash
+    from agon.provenance import atomic_write_text, write_results
+
+    rows = build_ablation_table(config, layout)
+    chash = config_hash(config)
+    names = [v["name"] for v in config["ablations"]["variants"]]
+    seeds = [int(s) for s in config["ablations"].get("seeds") or [0]]
+    inputs = result_paths(config, layout.ablation_eval_summary, names, lambda _: seeds)
+    runs = result_paths(config, layout.ablation_train_summary, names, lambda _: seeds)
+    versions = code_versions(inputs + runs)
+    sidecar = Path(layout.ablations_provenance()).name
+    markdown = ablations_markdown(rows, chash) + "\n" + code_note(versions, sidecar) + "\n"
+    written: dict[str, list[Path]] = {}
+    written["csv"] = [atomic_write_text(layout.ablations_csv(), table_csv(rows))]
+    written["md"] = [atomic_write_text(layout.ablations_md(), markdown)]
+    # the provenance sidecar is written last: its presence means the rest is complete
+    written["provenance"] = [
+        write_results(
+            layout.ablations_provenance(),
+            {
+                "table": layout.ablations_csv(),
+                "markdown": layout.ablations_md(),
+                "rows": len(rows),
+                "reference": ablation_reference(config),
+                "inputs": inputs,
+                "runs": runs,
+                "code_versions": versions,
+            },
+            config=config,
+            seed=None,
+        )
+    ]
+    return written
