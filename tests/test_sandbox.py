@@ -25,6 +25,7 @@ from agon.sandbox import (
     run_program,
     uids,
 )
+from agon.sandbox.batch import BATCH_LEVELS
 
 ECHO_SUM = "import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))\n"
 
@@ -237,23 +238,14 @@ def test_pool_grades_in_order_with_none_code():
         SandboxPool(1).grade([None], [])
 
 
-def test_sandbox_error_is_none_not_zero():
-    with SandboxPool(workers=1, isolation="none") as pool:
-        core_run = run.run_program
-
-        def broken(*a, **k):
-            k["python"] = "/nonexistent/python"
-            return core_run(*a, **k)
-
-        import agon.sandbox.grade as grade_mod
-
-        orig = grade_mod.run_program
-        grade_mod.run_program = broken
-        try:
-            (v,) = pool.grade(["print(1)"], [[("", "1")]])
-        finally:
-            grade_mod.run_program = orig
-    assert (v.correct, v.status) == (None, "sandbox_error")
+@pytest.mark.parametrize("level", sorted({detect_isolation(), "none"}))
+def test_sandbox_error_is_none_not_zero(level, monkeypatch):
+    """A sandbox that cannot start the program scores nothing: None, not a wrong answer,
+    for one test and for many (the batch runner's path)."""
+    monkeypatch.setenv("AGON_SANDBOX_PYTHON", "/nonexistent/python")
+    with SandboxPool(workers=1, isolation=level) as pool:
+        vs = pool.grade(["print(1)", "print(1)"], [[("", "1")], [("", "1"), ("x", "1")]])
+    assert [(v.correct, v.status) for v in vs] == [(None, "sandbox_error")] * 2
 
 
 # --- function-call harness ---------------------------------------------------------------
@@ -362,3 +354,106 @@ def test_pool_runs_each_distinct_program_once_per_call(monkeypatch):
         verdicts = pool.grade([echo, echo, wrong, echo, None], [t1, t1, t1, t2, t1], timeout_s=5.0)
     assert [v.status for v in verdicts] == ["pass", "pass", "wrong_answer", "pass", "no_code"]
     assert sorted(calls) == sorted({(echo, tuple(t1)), (wrong, tuple(t1)), (echo, tuple(t2))})
+
+
+# --- many tests in one sandbox (agon.sandbox.batch) -----------------------------------------
+
+ENDINGS = {
+    "exit_code": "import sys\nprint(3)\nsys.exit(3)\n",
+    "exit_message": "import sys\nprint(3)\nsys.exit('bye')\n",
+    "exit_zero_early": "import sys\nsys.exit(0)\nprint(3)\n",
+    "exception": "print(3)\nraise ValueError('x')\n",
+    "syntax_error": "print(3\n",
+    "atexit": "import atexit\natexit.register(lambda: print(3))\n",
+    "thread_after_main": (
+        "import threading, time\n"
+        "def late():\n    time.sleep(0.2)\n    print(3)\n"
+        "threading.Thread(target=late).start()\n"
+    ),
+    "stdout_closed": "print(3)\nimport os\nos.close(1)\n",
+    "memory": "x = bytearray(2 * 1024**3)\nprint(3)\n",
+    "recursion": "import sys\nsys.setrecursionlimit(10**6)\nf = lambda n: f(n + 1)\nf(0)\n",
+    "reads_all_stdin": "import sys\nprint(sum(map(int, sys.stdin.read().split())))\n",
+}
+
+
+def test_tests_in_one_sandbox_end_as_fresh_runs_do():
+    """Each way a program can end gets the same verdict whether its tests share a sandbox
+    (one fork per test, no interpreter finalization) or each test runs afresh."""
+    level = detect_isolation()
+    if level not in BATCH_LEVELS:
+        pytest.skip(f"isolation {level!r} has no PID namespace: tests always run afresh")
+    tests = [("1 2\n", "3"), ("2 1\n", "3")]
+    for name, code in ENDINGS.items():
+        shared = grade_program(code, tests, memory_mb=256)
+        fresh = [run_program(code, stdin, memory_mb=256) for stdin, _ in tests]
+        fresh_status = next(
+            (r.status for r in fresh if r.status != "ok" or r.stdout.split() != ["3"]), "pass"
+        )
+        fresh_status = "wrong_answer" if fresh_status == "ok" else fresh_status
+        assert shared.status == fresh_status, (name, shared, fresh)
+        if shared.status == "runtime_error":
+            assert shared.detail.split(":")[1] == f" exit {fresh[0].exit_code}", (name, shared)
+
+
+def test_tests_share_a_sandbox_and_stop_at_the_first_failure(tmp_path):
+    """A program that counts its runs in a file of its dir: tests share the dir (one sandbox),
+    each test's process is fresh, and the run stops at the first failing test."""
+    code = (
+        "import os\n"
+        "n = int(open('count').read()) if os.path.exists('count') else 0\n"
+        "open('count', 'w').write(str(n + 1))\n"
+        "print(n, input())\n"
+    )
+    tests = [("a\n", "0 a"), ("b\n", "1 b"), ("c\n", "9 c"), ("d\n", "3 d")]
+    v = grade_program(code, tests)
+    if detect_isolation() in BATCH_LEVELS:
+        assert (v.status, v.tests_passed, v.tests_total) == ("wrong_answer", 2, 4)
+        assert "test 3/4: got '2 c\\n'" in v.detail
+    else:  # afresh: every run starts in an empty dir
+        assert (v.status, v.tests_passed) == ("wrong_answer", 1)
+
+
+def test_supervisor_refuses_to_run_outside_a_pid_namespace(tmp_path):
+    """Its kill(-1) must never reach a host: started directly (zero tests, so nothing would be
+    killed even if the guard failed), it exits before reporting a start."""
+    from agon.sandbox.bootstrap import _SUPERVISE
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "prog.py").write_text("print(1)\n")
+    r, w = os.pipe()
+    try:
+        args = [w, 0, 1, 256 << 20, 16 << 20, 64, 32, 1000, 4096, 4096, "", ""]
+        out = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", _SUPERVISE, *map(str, args)],
+            cwd=tmp_path,
+            pass_fds=(w,),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        os.close(w)
+        w = None
+        report = os.read(r, 64)
+    finally:
+        os.close(r)
+        if w is not None:
+            os.close(w)
+    assert out.returncode == 1 and "refusing to run" in out.stderr
+    assert report == b""
+
+
+def test_file_io_problem_reads_and_writes_its_files():
+    """input_file holds the test's input (stdin too); output_file is the answer when written,
+    stdout otherwise."""
+    files = {"input_file": "input.txt", "output_file": "output.txt"}
+    by_file = "open('output.txt', 'w').write(str(sum(map(int, open('input.txt').read().split()))))"
+    by_stdout = "print(sum(map(int, input().split())))"
+    tests = [("1 2\n", "3"), ("5 5\n", "10")]
+    for level in sorted({detect_isolation(), "none"}):
+        for code in (by_file, by_stdout):
+            v = grade_program(code, tests, isolation=level, **files)
+            assert (v.status, v.tests_passed) == ("pass", 2), (level, code, v)
+        bad = grade_program(by_file, tests, isolation=level, input_file="../x")
+        assert (bad.status, bad.correct) == ("sandbox_error", None)
+        assert "not a plain file name" in bad.detail

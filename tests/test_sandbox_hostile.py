@@ -14,6 +14,7 @@ import pytest
 
 from agon.sandbox import detect_isolation, grade_program, reaper, run_program
 from agon.sandbox import uids as sandbox_uids
+from agon.sandbox.batch import BATCH_LEVELS
 
 LIMIT_S = 1.0
 SLACK_S = 2.0  # a verdict may come this late on a busy 2-core machine, not later
@@ -116,11 +117,14 @@ def test_unbounded_output(level):
 
 
 def test_unbounded_stderr(level):
+    """Fresh runs drain stderr and drop it until the clock runs out; where tests share a
+    sandbox (batch levels), stderr is a file, and the file size limit makes the program's
+    writes fail (Python ignores SIGXFSZ: EFBIG, then exit 120 when stderr cannot flush)."""
     v = hostile(level, "import sys\nwhile True:\n    sys.stderr.write('e' * 4096)\n", expect="x")
-    assert (v.status, v.correct) == (
-        "timeout",
-        False,
-    )  # drained and dropped until the clock runs out
+    if level in BATCH_LEVELS:
+        assert (v.status, v.correct) == ("runtime_error", False)
+    else:
+        assert (v.status, v.correct) == ("timeout", False)
 
 
 def test_reading_stdin_forever(level):
@@ -221,7 +225,69 @@ def test_killing_its_parent(level):
     )
     v = hostile(level, code, expect="still here")
     assert psutil.Process().is_running()
-    assert (v.status, v.correct) == ("pass", True)
+    if level in BATCH_LEVELS:  # its parent is the supervisor of its tests: its run ends
+        assert (v.status, v.correct) == ("runtime_error", False)
+        assert "the run ended during test 1" in v.detail
+    else:  # its parent is the namespace's init, which SIGKILL from inside cannot touch
+        assert (v.status, v.correct) == ("pass", True)
+
+
+def _many(level: str, code: str, tests: list, **kw):
+    t0 = time.perf_counter()
+    v = grade_program(code, tests, timeout_s=LIMIT_S, memory_mb=256, isolation=level, **kw)
+    took = time.perf_counter() - t0
+    assert_nothing_left()
+    assert_grader_fine(level)
+    return v, took
+
+
+def test_a_test_cannot_reach_into_the_next(level):
+    """Test 1 leaves an orphan in a new session that would print into test 2's output, and
+    tries to rewrite test 2's input and the problem's files; test 2 sees none of it."""
+    code = (
+        "import os, time\n"
+        "x = input()\n"
+        "open('output.txt', 'w').write(open('input.txt').read())\n"
+        "if x == 'one':\n"
+        "    for name in ('tests/1', 'input.txt'):\n"
+        "        try:\n"
+        "            open(name, 'w').write('hacked\\n')\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    if os.fork() == 0:\n"
+        "        os.setsid()\n"
+        "        time.sleep(0.3)\n"
+        "        open('output.txt', 'a').write('orphan\\n')\n"
+        "        os._exit(0)\n"
+        "else:\n"
+        "    time.sleep(0.6)\n"
+    )
+    tests = [("one\n", "one"), ("two\n", "two")]
+    if level == "none":  # the audit guard refuses fork: the program fails instead
+        v, _ = _many(level, code, tests, input_file="input.txt", output_file="output.txt")
+        assert v.correct is False
+        return
+    v, _ = _many(level, code, tests, input_file="input.txt", output_file="output.txt")
+    assert (v.status, v.tests_passed, v.tests_total) == ("pass", 2, 2), v.detail
+
+
+def test_stopping_its_supervisor_times_out(level):
+    """A program can stop a supervisor of its own uid; the grader's clock still ends the run
+    within the test's limit plus the supervisor's slack."""
+    code = (
+        "import os, signal\n"
+        "if input() == 'two':\n"
+        "    os.kill(os.getppid(), signal.SIGSTOP)\n"
+        "    while True:\n"
+        "        pass\n"
+        "print('ok')\n"
+    )
+    v, took = _many(level, code, [("one\n", "ok"), ("two\n", "ok")])
+    if level == "none":  # the audit guard refuses os.kill: the program fails instead
+        assert (v.correct, v.tests_passed) == (False, 1)
+        return
+    assert (v.status, v.correct, v.tests_passed) == ("timeout", False, 1)
+    assert took < 2 * LIMIT_S + SLACK_S + 1.0, f"verdict took {took:.2f}s"
 
 
 def test_closing_its_own_stdout(level):

@@ -14,6 +14,8 @@ class Verdict:
 
     ``correct`` is True or False when the grader could decide, and None when it could not
     (``status`` says why: ``timeout``, ``error``, ``sandbox_error``). It is never a silent 0.
+    ``tests_passed`` / ``tests_total``: for graders that run tests (code), how many passed
+    before the first failure (None where the run could not tell) and how many there are.
     """
 
     correct: bool | None
@@ -21,6 +23,8 @@ class Verdict:
     extracted: str | None = None
     seconds: float = 0.0
     detail: str | None = None
+    tests_passed: int | None = None
+    tests_total: int | None = None
 
     def to_dict(self) -> dict:
         """A JSON-able dict of the verdict."""

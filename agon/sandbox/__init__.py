@@ -11,9 +11,12 @@ isolation levels and the command that applies one),
 :mod:`~agon.sandbox.bootstrap` (the code that sets the limits inside the sandbox),
 :mod:`~agon.sandbox.uids` (a uid of its own for each concurrent root run),
 :mod:`~agon.sandbox.reaper` (killing what a run leaves behind, removing its dir),
+:mod:`~agon.sandbox.batch` (a program's tests in one sandbox, one fork each),
 :mod:`~agon.sandbox.grade` (verdicts on tests, the pool) and :mod:`~agon.sandbox.harness`.
 
-Each run: fresh temp dir, limits, no network, nothing left behind.
+Each run: fresh temp dir, limits, no network, nothing left behind. A program's tests share one
+sandbox where there is a PID namespace (set-up paid once, a fresh fork and limits per test, all
+it left killed between tests; see :mod:`agon.sandbox.batch`).
 Model-written code is hostile until proven otherwise. Every run:
 
 - gets a fresh temp dir (its cwd, HOME and TMPDIR), removed afterwards whatever happened;

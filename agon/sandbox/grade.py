@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from agon.grading.verdict import Verdict
+from agon.sandbox.batch import run_tests
 from agon.sandbox.result import RunResult
-from agon.sandbox.run import STDOUT_CAP, run_program
+from agon.sandbox.run import STDOUT_CAP
 
 VERDICTS = ("pass", "wrong_answer", "timeout", "memory", "runtime_error", "sandbox_error")
 Test = tuple[str, str]  # (stdin, expected stdout)
+Compare = Callable[[str, str], bool]  # (program's output, expected) -> does the test pass
 
 
 def outputs_match(got: str, expected: str) -> bool:
@@ -29,26 +32,34 @@ def outputs_match(got: str, expected: str) -> bool:
     return got.split() == expected.split()
 
 
-def _verdict_of(run: RunResult, expected: str, index: int, n: int, elapsed: float) -> Verdict:
+def _verdict_of(
+    run: RunResult, expected: str, index: int, n: int, elapsed: float, compare: Compare | None
+) -> Verdict:
     where = f"test {index + 1}/{n}"
+    counts = {"seconds": elapsed, "tests_passed": index, "tests_total": n}
     if run.status == "ok":
-        if outputs_match(run.stdout, expected):
-            return Verdict(True, "pass", seconds=elapsed, detail=f"{n} tests")
+        try:
+            ok = compare(run.stdout, expected) if compare else outputs_match(run.stdout, expected)
+        except Exception as err:  # noqa: BLE001 - a broken comparison cannot score the program
+            detail = f"{where}: the comparison failed: {type(err).__name__}: {err}"
+            return Verdict(None, "sandbox_error", detail=detail, **counts)
+        if ok:
+            return Verdict(True, "pass", detail=f"{n} tests", **{**counts, "tests_passed": n})
         return Verdict(
             False,
             "wrong_answer",
-            seconds=elapsed,
             detail=f"{where}: got {run.stdout[:200]!r}, expected {expected[:200]!r}",
+            **counts,
         )
     if run.status == "output_limit":
-        return Verdict(False, "wrong_answer", seconds=elapsed, detail=f"{where}: {run.detail}")
+        return Verdict(False, "wrong_answer", detail=f"{where}: {run.detail}", **counts)
     if run.status == "sandbox_error":
-        return Verdict(None, "sandbox_error", seconds=elapsed, detail=f"{where}: {run.detail}")
+        return Verdict(None, "sandbox_error", detail=f"{where}: {run.detail}", **counts)
     tail = run.stderr.strip().splitlines()[-1:] if run.stderr.strip() else []
     detail = f"{where}: {run.detail or 'exit ' + str(run.exit_code)}" + (
         f": {tail[0][:200]}" if tail else ""
     )
-    return Verdict(False, run.status, seconds=elapsed, detail=detail)
+    return Verdict(False, run.status, detail=detail, **counts)
 
 
 def grade_program(
@@ -59,36 +70,65 @@ def grade_program(
     *,
     isolation: str | None = None,
     site_packages: bool = False,
+    compare: Compare | None = None,
+    input_file: str | None = None,
+    output_file: str | None = None,
 ) -> Verdict:
     """Run ``code`` on each test (stdin, expected stdout) and stop at the first failure.
 
     ``status`` is pass | wrong_answer | timeout | memory | runtime_error | sandbox_error;
     ``correct`` is True for pass, False for failures the program caused, None for a
     sandbox_error (cannot score). ``timeout_s`` and ``memory_mb`` are per test;
-    ``site_packages`` lets the program import the grader's installed packages. A program
-    with no tests is a sandbox_error: passing it would reward anything.
+    ``site_packages`` lets the program import the grader's installed packages.
+    ``compare(got, expected)`` decides a test (default: :func:`outputs_match`).
+    ``input_file``: the test's input is also in that file of the run's dir (and on stdin);
+    ``output_file``: the answer is that file, if the program wrote it, else stdout.
+    ``tests_passed`` counts the tests before the first failure. All tests run in one sandbox
+    where the isolation allows (:mod:`agon.sandbox.batch`). A program with no tests is a
+    sandbox_error: passing it would reward anything.
     """
     if not tests:
-        return Verdict(None, "sandbox_error", detail="no tests to grade against")
-    elapsed = 0.0
-    verdict = None
-    for i, (stdin, expected) in enumerate(tests):
+        return Verdict(None, "sandbox_error", detail="no tests to grade against", tests_total=0)
+    t0 = time.perf_counter()
+
+    def failed(k: int, run: RunResult) -> bool:
+        return _verdict_of(run, tests[k][1], k, len(tests), 0.0, compare).status != "pass"
+
+    runs = run_tests(
+        code,
+        [stdin for stdin, _ in tests],
+        timeout_s,
+        memory_mb,
+        on_result=failed,
+        isolation=isolation,
         # Leave room for a right answer, however long, but not for an unbounded one.
-        cap = max(STDOUT_CAP, 2 * len(expected) + 4096)
-        run = run_program(
-            code,
-            stdin,
-            timeout_s,
-            memory_mb,
-            isolation=isolation,
-            stdout_cap=cap,
-            site_packages=site_packages,
-        )
-        elapsed += run.seconds
-        verdict = _verdict_of(run, expected, i, len(tests), elapsed)
+        stdout_caps=[max(STDOUT_CAP, 2 * len(expected) + 4096) for _, expected in tests],
+        site_packages=site_packages,
+        input_file=input_file,
+        output_file=output_file,
+    )
+    elapsed = time.perf_counter() - t0
+    for k, run in enumerate(runs):
+        verdict = _verdict_of(run, tests[k][1], k, len(tests), elapsed, compare)
         if verdict.status != "pass":
             return verdict
+    if len(runs) < len(tests):  # cannot happen unless the batch runner lost a test
+        detail = f"only {len(runs)} of {len(tests)} tests ran"
+        return Verdict(
+            None, "sandbox_error", seconds=elapsed, detail=detail, tests_total=len(tests)
+        )
     return verdict
+
+
+def _per_item(value, n: int, name: str, scalar: Callable = None) -> list:
+    """``value`` for each of ``n`` items: repeated if it is one value, checked if it is a list."""
+    is_scalar = scalar(value) if scalar else isinstance(value, (int, float))
+    if is_scalar:
+        return [value] * n
+    values = list(value)
+    if len(values) != n:
+        raise ValueError(f"SandboxPool.grade: {n} codes but {len(values)} values of {name}")
+    return values
 
 
 class SandboxPool:
@@ -118,32 +158,51 @@ class SandboxPool:
         self,
         codes: Sequence[str | None],
         tests: Sequence[Sequence[Test]],
-        timeout_s: float = 5.0,
-        memory_mb: int = 512,
+        timeout_s: float | Sequence[float] = 5.0,
+        memory_mb: int | Sequence[int] = 512,
+        *,
+        compare: Compare | None | Sequence[Compare | None] = None,
+        io: Sequence[tuple[str | None, str | None] | None] | None = None,
     ) -> list[Verdict]:
         """One verdict per (code, tests) pair, in order; a None code is ``no_code`` (wrong).
 
-        Identical pairs in one call run once and share the verdict: sampled completions repeat
-        often (a trained model writes the same program for most of a problem's samples), and
-        grading is what a code task's evaluation and training spend their time on.
+        ``timeout_s``, ``memory_mb`` and ``compare`` are one for all or one per item; ``io``
+        is one ``(input_file, output_file)`` or None (stdin/stdout) per item (see
+        :func:`grade_program`). Identical items in one call run once and share the verdict:
+        sampled completions repeat often (a trained model writes the same program for most of
+        a problem's samples), and grading is what a code task's evaluation and training spend
+        their time on.
         """
-        if len(codes) != len(tests):
-            raise ValueError(f"SandboxPool.grade: {len(codes)} codes but {len(tests)} test lists")
+        n = len(codes)
+        if len(tests) != n:
+            raise ValueError(f"SandboxPool.grade: {n} codes but {len(tests)} test lists")
+        timeouts, memories = (
+            _per_item(timeout_s, n, "timeout_s"),
+            _per_item(memory_mb, n, "memory_mb"),
+        )
+        compares = _per_item(compare, n, "compare", scalar=lambda c: c is None or callable(c))
+        ios = [None] * n if io is None else list(io)
+        if len(ios) != n:
+            raise ValueError(f"SandboxPool.grade: {n} codes but {len(ios)} io entries")
         pool = self._pool()
         futures, runs = {}, {}
         for i, (code, ts) in enumerate(zip(codes, tests)):
             if code is not None:
-                ts = [tuple(t) for t in ts]
-                key = (code, tuple(ts))
+                ts = tuple(tuple(t) for t in ts)
+                files = tuple(ios[i]) if ios[i] else (None, None)
+                key = (code, ts, float(timeouts[i]), int(memories[i]), compares[i], files)
                 if key not in runs:
                     runs[key] = pool.submit(
                         grade_program,
                         code,
-                        ts,
-                        timeout_s,
-                        memory_mb,
+                        list(ts),
+                        float(timeouts[i]),
+                        int(memories[i]),
                         isolation=self.isolation,
                         site_packages=self.site_packages,
+                        compare=compares[i],
+                        input_file=files[0],
+                        output_file=files[1],
                     )
                 futures[i] = runs[key]
         out = []

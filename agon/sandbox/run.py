@@ -20,16 +20,19 @@ rather than kill.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
 import selectors
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 from agon.sandbox.bootstrap import _BOOT
 from agon.sandbox.isolation import (
@@ -106,6 +109,117 @@ def _detect_isolation(python: str = sys.executable) -> str:
     return "none"
 
 
+def _plain_name(name: str) -> str:
+    """A file name the data gives (``input.txt``): a plain name in the run's dir, never a path
+    out of it nor one of the sandbox's own files."""
+    if (
+        not name
+        or os.path.basename(name) != name
+        or name in (".", "..", "prog.py", "tests")
+        or "\0" in name
+    ):
+        raise ValueError(f"file name {name!r} is not a plain file name in the run's dir")
+    return name
+
+
+def read_regular(path: str, cap: int) -> bytes | None:
+    """Up to ``cap`` bytes of the regular file at ``path``, None if there is none.
+
+    The file was made by the program, so it is read as hostile: a symlink is not followed (it
+    could point at the grader's secrets), a file with other names (a hard link) is refused, and
+    a FIFO or device is never opened for a blocking read.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            return None
+        chunks, left = [], cap
+        while left > 0 and (chunk := os.read(fd, min(left, _READ_CHUNK))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+class _Box:
+    """A run's fresh dir (its cwd, HOME and TMPDIR) holding ``prog.py``, and, as root, the
+    unprivileged uid the run drops to (one per concurrent run). A context manager: on exit the
+    dir is removed, whatever the program did to it, and the uid is given back."""
+
+    def __init__(self, code: str, level: str, python: str):
+        self.level = level
+        # If no way to drop the uid works, a root run keeps root (weaker, see agon.sandbox).
+        self._slots = _uid_slots() if _is_root() and _uid_method(python) else None
+        self.uid = self._slots.take() if self._slots is not None else None
+        self.method = _uid_method(python) if self.uid is not None else None
+        self.marker = uuid.uuid4().hex if level == "none" else None
+        self.tmp = None
+        try:
+            self.tmp = tempfile.mkdtemp(prefix="agon-sbx-")
+            self.write("prog.py", code, owner=None)
+            if self.uid is not None:
+                os.chown(self.tmp, self.uid, self.uid)
+        except BaseException:
+            self.close()
+            raise
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.tmp, name)
+
+    def write(self, name: str, text: str, owner: int | None = -1) -> None:
+        """Write ``text`` to ``name`` in the dir, readable by the run; owned by the run's uid
+        (``owner`` -1), or left to the grader (None: the program can read but not change it,
+        since sticky or not, a file it does not own keeps its contents)."""
+        path = self.path(name)
+        with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
+            f.write(text)
+        os.chmod(path, 0o644)
+        uid = self.uid if owner == -1 else owner
+        if uid is not None:
+            os.chown(path, uid, uid)
+
+    def close(self) -> None:
+        if self.tmp is not None:
+            _rmtree(self.tmp)
+            self.tmp = None
+        if self.uid is not None:
+            self._slots.give(self.uid)
+            self.uid = None
+
+    def __enter__(self) -> _Box:  # noqa: PYI034
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclasses.dataclass
+class _Raw:
+    """What watching one sandboxed process saw, before it is read as a verdict."""
+
+    returncode: int
+    report: bytes
+    out: bytes
+    err: bytes
+    out_trunc: bool
+    err_trunc: bool
+    overflow: bool
+    timed_out: bool
+    stopped: bool
+
+    @property
+    def started(self) -> bool:
+        return self.report.startswith(b"S")
+
+    def exit_code(self, level: str) -> int | None:
+        return self.returncode if level == "none" else reported_exit(self.report)
+
+
 def run_program(
     code: str,
     stdin: str = "",
@@ -117,6 +231,8 @@ def run_program(
     stdout_cap: int = STDOUT_CAP,
     stderr_cap: int = STDERR_CAP,
     site_packages: bool = False,
+    input_file: str | None = None,
+    output_file: str | None = None,
 ) -> RunResult:
     """Run ``code`` as a Python program on ``stdin`` in the sandbox and report what it did.
 
@@ -126,6 +242,9 @@ def run_program(
     The program sees the standard library only (``python -I -S``), as a judge does, unless
     ``site_packages``: the grader's environment (torch, agon, ...) is no business of hostile
     code, and skipping ``site`` halves the interpreter's start-up time.
+    File-I/O problems: ``input_file`` (a plain name) holds ``stdin`` too, in the run's dir;
+    ``output_file``: the result's ``stdout`` is that file's contents (capped like stdout) if
+    the program wrote it, else what it printed.
     Never raises for anything the program does; a failure of the sandbox itself is a
     ``sandbox_error`` result.
     """
@@ -134,31 +253,31 @@ def run_program(
     level = isolation or detect_isolation(python)
     if level not in ISOLATION:
         raise ValueError(f"isolation {level!r}; expected one of {ISOLATION}")
-    # If no way to drop the uid works, a root run keeps root (weaker, see agon.sandbox).
-    slots = _uid_slots() if _is_root() and _uid_method(python) else None
-    uid = slots.take() if slots is not None else None
-    tmp = None
     try:
-        tmp = tempfile.mkdtemp(prefix="agon-sbx-")
-        with open(os.path.join(tmp, "prog.py"), "w", encoding="utf-8", errors="surrogatepass") as f:
-            f.write(code)
-        if uid is not None:
-            os.chown(tmp, uid, uid)
-            os.chmod(os.path.join(tmp, "prog.py"), 0o644)
-        return _run_in(
-            tmp,
-            level,
-            uid,
-            code,
-            stdin,
-            timeout_s,
-            memory_mb,
-            python,
-            stdout_cap,
-            stderr_cap,
-            site_packages,
-            t0,
-        )
+        with _Box(code, level, python) as box:
+            if input_file:
+                box.write(_plain_name(input_file), stdin)
+            if output_file:
+                _plain_name(output_file)
+            cpu = max(1, math.ceil(timeout_s))
+            limits = [cpu, int(memory_mb) * 1024 * 1024, FSIZE_MB * 1024 * 1024, NOFILE, NPROC]
+            raw = _launch(
+                box,
+                python,
+                site_packages,
+                _BOOT,
+                [*limits, 1 if level == "none" else 0],
+                stdin.encode("utf-8", "surrogateescape"),
+                t0 + timeout_s,
+                stdout_cap,
+                stderr_cap,
+            )
+            if output_file and not raw.timed_out:
+                answer = read_regular(box.path(output_file), stdout_cap + 1)
+                if answer is not None:
+                    raw.out, raw.out_trunc = answer[:stdout_cap], len(answer) > stdout_cap
+                    raw.overflow = raw.out_trunc
+        return _run_result(raw, level, timeout_s, stdout_cap, time.perf_counter() - t0)
     except Exception as err:  # noqa: BLE001 - the sandbox failed, not the program: never raise
         return RunResult(
             "sandbox_error",
@@ -169,57 +288,84 @@ def run_program(
             isolation=level,
             detail=f"{type(err).__name__}: {err}",
         )
-    finally:
-        if tmp is not None:
-            _rmtree(tmp)
-        if uid is not None:
-            slots.give(uid)
 
 
-def _run_in(
-    tmp: str,
-    level: str,
-    uid: int | None,
-    code: str,
-    stdin: str,
-    timeout_s: float,
-    memory_mb: int,
+def _run_result(raw: _Raw, level: str, timeout_s: float, stdout_cap: int, seconds: float):
+    """The verdict of a single run (see the module docstring for the statuses)."""
+    stderr = raw.err.decode("utf-8", "replace")
+    common = {
+        "stdout": raw.out.decode("utf-8", "replace"),
+        "stderr": stderr,
+        "seconds": seconds,
+        "stdout_truncated": raw.out_trunc,
+        "stderr_truncated": raw.err_trunc,
+        "isolation": level,
+    }
+    if not raw.started and not raw.timed_out:
+        return RunResult(
+            "sandbox_error",
+            None,
+            detail=f"the program never started (exit {raw.returncode}): {stderr[-500:]}",
+            **common,
+        )
+    if raw.timed_out:
+        return RunResult("timeout", None, detail=f"wall clock {timeout_s:g}s", **common)
+    if raw.overflow:
+        return RunResult("output_limit", None, detail=f"stdout over {stdout_cap} bytes", **common)
+    exit_code = raw.exit_code(level)
+    if exit_code is None:  # the program started, then its init died unreported: the program's doing
+        return RunResult(
+            "runtime_error",
+            None,
+            detail=f"the run's init died without a report (wrapper exit {raw.returncode})",
+            **common,
+        )
+    return RunResult(classify(exit_code, stderr), exit_code, **common)
+
+
+def _launch(
+    box: _Box,
     python: str,
+    site_packages: bool,
+    boot: str,
+    boot_args: list,
+    stdin: bytes,
+    deadline: float | Callable[[], float],
     stdout_cap: int,
     stderr_cap: int,
-    site_packages: bool,
-    t0: float,
-) -> RunResult:
-    """The run itself, in the prepared dir ``tmp`` (see :func:`run_program`)."""
-    marker = uuid.uuid4().hex if level == "none" else None
+    on_stdout: Callable[[bytes], bool] | None = None,
+) -> _Raw:
+    """Start ``boot`` (the bootstrap or the supervisor) in ``box`` inside the isolation's
+    wrapper, feed it ``stdin``, read its stdout and stderr (capped) and its report until it
+    ends or ``deadline`` passes (a ``perf_counter`` time, or a function that says it now: a
+    supervisor's deadline moves with its progress), then kill what is left.
+
+    ``on_stdout``: stdout chunks go to it instead of the capped buffer; it returns True to
+    stop the run now (the supervisor's caller has seen enough).
+    """
+    level, uid = box.level, box.uid
     env = {
         "PATH": "/usr/bin:/bin",
-        "HOME": tmp,
-        "TMPDIR": tmp,
+        "HOME": box.tmp,
+        "TMPDIR": box.tmp,
         "LANG": "C.UTF-8",
         "PYTHONIOENCODING": "utf-8",
     }
-    if marker is not None:
-        env[_MARKER_VAR] = marker
+    if box.marker is not None:
+        env[_MARKER_VAR] = box.marker
     if level == "userns" and uid is not None:
         raise RuntimeError(
             "isolation 'userns' as root would map the program to real root; use 'namespaces'"
         )
-    cpu = max(1, math.ceil(timeout_s))
     ready_r, ready_w = os.pipe()
-    argv = _prefix(level, uid, _uid_method(python) if uid is not None else None, ready_w) + [
+    argv = _prefix(level, uid, box.method, ready_w) + [
         python,
         "-I",
         *([] if site_packages else ["-S"]),
         "-c",
-        _BOOT,
+        boot,
         str(ready_w),
-        str(cpu),
-        str(int(memory_mb) * 1024 * 1024),
-        str(FSIZE_MB * 1024 * 1024),
-        str(NOFILE),
-        str(NPROC),
-        "1" if level == "none" else "0",
+        *(str(a) for a in boot_args),
     ]
     try:
         proc = subprocess.Popen(
@@ -227,7 +373,7 @@ def _run_in(
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            cwd=tmp,
+            cwd=box.tmp,
             # A new process group, not a new session: Popen's setsid costs a full fork of the
             # grader (no vfork) on this Python; the bootstrap puts the program in a session
             # of its own instead, away from any terminal of the grader.
@@ -238,11 +384,11 @@ def _run_in(
         )
     finally:
         os.close(ready_w)
-    deadline = t0 + timeout_s
+    marker = box.marker
+    due = deadline if callable(deadline) else lambda: deadline
     out, err = bytearray(), bytearray()
-    out_trunc = err_trunc = overflow = timed_out = False
+    out_trunc = err_trunc = overflow = timed_out = stopped = False
     report = bytearray()  # what the bootstrap sent: "S" (started), then "W<exit code>\n"
-    data = stdin.encode("utf-8", "surrogateescape")
     sel = selectors.DefaultSelector()
     try:
         for pipe in (proc.stdout, proc.stderr):
@@ -251,7 +397,7 @@ def _run_in(
         os.set_blocking(ready_r, False)
         sel.register(ready_r, selectors.EVENT_READ)
         stdin_fd = proc.stdin.fileno()
-        if data:
+        if stdin:
             os.set_blocking(stdin_fd, False)
             sel.register(stdin_fd, selectors.EVENT_WRITE)
         else:
@@ -259,24 +405,24 @@ def _run_in(
         offset = 0
         exited_at = None
         while sel.get_map():
-            now = time.perf_counter()
-            if now >= deadline:
+            now, limit = time.perf_counter(), due()
+            if now >= limit:
                 timed_out = True
                 break
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
             if exited_at is not None and now - exited_at > _ORPHAN_GRACE_S:
                 break  # the program is gone; whoever still holds its pipes is an escapee
-            for key, _ in sel.select(min(deadline - now, 0.05)):
+            for key, _ in sel.select(min(limit - now, 0.05)):
                 fd = key.fd
                 if fd == stdin_fd:
                     try:
-                        offset += os.write(fd, data[offset : offset + _WRITE_CHUNK])
+                        offset += os.write(fd, stdin[offset : offset + _WRITE_CHUNK])
                     except BlockingIOError:
                         continue
                     except OSError:  # the program closed its stdin (EPIPE): fine
-                        offset = len(data)
-                    if offset >= len(data):
+                        offset = len(stdin)
+                    if offset >= len(stdin):
                         sel.unregister(fd)
                         proc.stdin.close()
                     continue
@@ -291,6 +437,9 @@ def _run_in(
                     if len(report) < _REPORT_CAP:
                         report += chunk[: _REPORT_CAP - len(report)]
                 elif fd == proc.stdout.fileno():
+                    if on_stdout is not None:
+                        stopped = stopped or on_stdout(chunk)
+                        continue
                     room = stdout_cap - len(out)
                     out += chunk[:room]
                     if len(chunk) > room:
@@ -301,14 +450,12 @@ def _run_in(
                         err += chunk[:room]
                     if len(chunk) > room:
                         err_trunc = True
-            if overflow:
+            if overflow or stopped:
                 break
-        if timed_out or overflow:
+        if timed_out or overflow or stopped:
             _kill_tree(proc, marker)
         try:
-            returncode = proc.wait(
-                timeout=max(0.0, deadline - time.perf_counter()) + _ORPHAN_GRACE_S
-            )
+            returncode = proc.wait(timeout=max(0.0, due() - time.perf_counter()) + _ORPHAN_GRACE_S)
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_tree(proc, marker)
@@ -332,35 +479,14 @@ def _run_in(
         if proc.poll() is None:
             _kill_tree(proc, marker)
             proc.wait()
-    seconds = time.perf_counter() - t0
-    stdout = out.decode("utf-8", "replace")
-    stderr = err.decode("utf-8", "replace")
-    common = {
-        "stdout": stdout,
-        "stderr": stderr,
-        "seconds": seconds,
-        "stdout_truncated": out_trunc,
-        "stderr_truncated": err_trunc,
-        "isolation": level,
-    }
-    started = report.startswith(b"S")
-    exit_code = returncode if level == "none" else reported_exit(report)
-    if not started and not timed_out:
-        return RunResult(
-            "sandbox_error",
-            None,
-            detail=f"the program never started (exit {returncode}): {stderr[-500:]}",
-            **common,
-        )
-    if timed_out:
-        return RunResult("timeout", None, detail=f"wall clock {timeout_s:g}s", **common)
-    if overflow:
-        return RunResult("output_limit", None, detail=f"stdout over {stdout_cap} bytes", **common)
-    if exit_code is None:  # the program started, then its init died unreported: the program's doing
-        return RunResult(
-            "runtime_error",
-            None,
-            detail=f"the run's init died without a report (wrapper exit {returncode})",
-            **common,
-        )
-    return RunResult(classify(exit_code, stderr), exit_code, **common)
+    return _Raw(
+        returncode,
+        bytes(report),
+        bytes(out),
+        bytes(err),
+        out_trunc,
+        err_trunc,
+        overflow,
+        timed_out,
+        stopped,
+    )
