@@ -93,6 +93,24 @@ def test_parquet_gives_the_same_split(tmp_path):
     assert _task(source=str(pq)).split_manifest()["ids"] == _task().split_manifest()["ids"]
 
 
+def test_only_the_needed_columns_are_read(tmp_path):
+    """The three long R1 solutions are read only when asked (parquet prunes them on read)."""
+    import pandas as pd
+
+    from agon.tasks.deepmath import load_rows
+
+    pq = tmp_path / "dm.parquet"
+    pd.read_json(FIXTURE, lines=True).to_parquet(pq)
+    for source in (str(FIXTURE), str(pq)):
+        assert set(load_rows(source)[0]) == {"question", "final_answer", "difficulty", "topic"}
+        assert "r1_solution_3" in load_rows(source, solutions=True)[0]
+    p = _task(solutions=True).problems("test")[0]
+    assert len(p.meta["r1_solutions"]) == 3 and all(p.meta["r1_solutions"])
+    assert "r1_solutions" not in _task().problems("test")[0].meta
+    pd.read_json(FIXTURE, lines=True).drop(columns=["topic"]).to_parquet(pq)
+    assert "topic" not in load_rows(str(pq))[0]  # optional: read when there
+
+
 def test_missing_fields_and_files_fail_clearly(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"question": "q", "answer": "1"}) + "\n")

@@ -167,6 +167,7 @@ def evaluate(
         **stats,
         "session_wall_s": time.perf_counter() - session_start,
         "samples_file": SAMPLES_FILE,
+        **({"task_notes": notes} if (notes := task.evaluation_notes()) else {}),
         **(meta or {}),
     }
     write_results(out_dir / SUMMARY_FILE, payload, config=config, seed=seed)

@@ -157,6 +157,12 @@ class Task(ABC):
             "ids": ids,
         }
 
+    def evaluation_notes(self) -> dict:
+        """What an evaluation summary must say about how this task chose or graded its
+        problems beyond pass@k (e.g. problems left out because they need a checker); empty
+        for most tasks."""
+        return {}
+
     def _manifest_extra(self) -> dict:
         """Task-specific fields of the split manifest (where the problems came from)."""
         return {}

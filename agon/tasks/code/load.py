@@ -3,9 +3,9 @@
 Each loader reads through ``datasets`` from a hub id, or from local files of the same schema
 (``data_files={"train": ..., "test": ...}``, jsonl / json / parquet), which is what tests and
 offline users do. Hub ids are loaded with ``datasets.load_dataset(hub_id, split=...)``;
-``datasets`` no longer runs loading scripts, so a source published only as a script
-(LiveCodeBench's ``code_generation_lite`` release tags) is loaded from its jsonl files through
-``data_files``.
+``datasets`` no longer runs loading scripts, so a source published through a script
+(LiveCodeBench's ``code_generation_lite`` release tags) is read from its jsonl files by path
+(:func:`load_json_files`, local or ``hf://``).
 
 The sources store the same field in different shapes (a JSON string on the hub, parsed in a
 local file; LiveCodeBench's private tests compressed and pickled), so the decoding helpers here
@@ -48,6 +48,20 @@ def load_rows(
         ds = datasets.load_dataset(_LOCAL_FORMATS[path.suffix], data_files=str(path), split="train")
     else:
         ds = datasets.load_dataset(source, split=split, revision=revision)
+    return ds.to_list()
+
+
+def load_json_files(paths: Sequence[str], columns: Sequence[str]) -> list[dict]:
+    """Rows of several jsonl files (local or ``hf://``) read as one table whose ``columns``
+    are all strings, as a loading script's ``Features`` would declare them (so ``datasets``
+    does not guess other types, e.g. timestamps, differently from file to file)."""
+    import datasets
+
+    for path in paths:
+        if "://" not in path and not Path(path).is_file():
+            raise FileNotFoundError(f"data file {path!r} does not exist")
+    features = datasets.Features({c: datasets.Value("string") for c in columns})
+    ds = datasets.load_dataset("json", data_files=list(paths), split="train", features=features)
     return ds.to_list()
 
 
