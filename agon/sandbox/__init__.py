@@ -9,6 +9,7 @@ The modules: :mod:`~agon.sandbox.run` (one run, and the probe of which isolation
 :mod:`~agon.sandbox.result` (the verdict of a run), :mod:`~agon.sandbox.isolation` (the
 isolation levels and the command that applies one),
 :mod:`~agon.sandbox.bootstrap` (the code that sets the limits inside the sandbox),
+:mod:`~agon.sandbox.box` (a run's dir, and reading what the program left in it),
 :mod:`~agon.sandbox.uids` (a uid of its own for each concurrent root run),
 :mod:`~agon.sandbox.reaper` (killing what a run leaves behind, removing its dir),
 :mod:`~agon.sandbox.batch` (a program's tests in one sandbox, one fork each),

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from agon.sandbox.bootstrap import _SUPERVISE
+from agon.sandbox.box import _Box, _plain_name
 from agon.sandbox.isolation import ISOLATION, sandbox_python
 from agon.sandbox.result import RunResult, classify
 from agon.sandbox.run import (
@@ -41,9 +42,7 @@ from agon.sandbox.run import (
     NPROC,
     STDERR_CAP,
     STDOUT_CAP,
-    _Box,
     _launch,
-    _plain_name,
     _run_result,
     detect_isolation,
 )

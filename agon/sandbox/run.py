@@ -25,22 +25,19 @@ import functools
 import math
 import os
 import selectors
-import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable
 
 from agon.sandbox.bootstrap import _BOOT
+from agon.sandbox.box import _Box, _plain_name, read_regular
 from agon.sandbox.isolation import (
     ISOLATION,
     ISOLATION_ENV,
     _is_root,
     _prefix,
-    _uid_method,
     _which,
     sandbox_python,
 )
@@ -50,10 +47,8 @@ from agon.sandbox.reaper import (
     _kill_marked,
     _kill_tree,
     _kill_uid,
-    _rmtree,
 )
 from agon.sandbox.result import RunResult, classify, reported_exit
-from agon.sandbox.uids import _uid_slots
 
 # Limits that are not per-call arguments. Each is a ceiling for hostile code, far above what
 # a competitive-programming solution needs.
@@ -107,95 +102,6 @@ def _detect_isolation(python: str = sys.executable) -> str:
         if res.status == "ok" and res.stdout.strip() == "isolated":
             return level
     return "none"
-
-
-def _plain_name(name: str) -> str:
-    """A file name the data gives (``input.txt``): a plain name in the run's dir, never a path
-    out of it nor one of the sandbox's own files."""
-    if (
-        not name
-        or os.path.basename(name) != name
-        or name in (".", "..", "prog.py", "tests")
-        or "\0" in name
-    ):
-        raise ValueError(f"file name {name!r} is not a plain file name in the run's dir")
-    return name
-
-
-def read_regular(path: str, cap: int) -> bytes | None:
-    """Up to ``cap`` bytes of the regular file at ``path``, None if there is none.
-
-    The file was made by the program, so it is read as hostile: a symlink is not followed (it
-    could point at the grader's secrets), a file with other names (a hard link) is refused, and
-    a FIFO or device is never opened for a blocking read.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-            return None
-        chunks, left = [], cap
-        while left > 0 and (chunk := os.read(fd, min(left, _READ_CHUNK))):
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
-class _Box:
-    """A run's fresh dir (its cwd, HOME and TMPDIR) holding ``prog.py``, and, as root, the
-    unprivileged uid the run drops to (one per concurrent run). A context manager: on exit the
-    dir is removed, whatever the program did to it, and the uid is given back."""
-
-    def __init__(self, code: str, level: str, python: str):
-        self.level = level
-        # If no way to drop the uid works, a root run keeps root (weaker, see agon.sandbox).
-        self._slots = _uid_slots() if _is_root() and _uid_method(python) else None
-        self.uid = self._slots.take() if self._slots is not None else None
-        self.method = _uid_method(python) if self.uid is not None else None
-        self.marker = uuid.uuid4().hex if level == "none" else None
-        self.tmp = None
-        try:
-            self.tmp = tempfile.mkdtemp(prefix="agon-sbx-")
-            self.write("prog.py", code, owner=None)
-            if self.uid is not None:
-                os.chown(self.tmp, self.uid, self.uid)
-        except BaseException:
-            self.close()
-            raise
-
-    def path(self, name: str) -> str:
-        return os.path.join(self.tmp, name)
-
-    def write(self, name: str, text: str, owner: int | None = -1) -> None:
-        """Write ``text`` to ``name`` in the dir, readable by the run; owned by the run's uid
-        (``owner`` -1), or left to the grader (None: the program can read but not change it,
-        since sticky or not, a file it does not own keeps its contents)."""
-        path = self.path(name)
-        with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
-            f.write(text)
-        os.chmod(path, 0o644)
-        uid = self.uid if owner == -1 else owner
-        if uid is not None:
-            os.chown(path, uid, uid)
-
-    def close(self) -> None:
-        if self.tmp is not None:
-            _rmtree(self.tmp)
-            self.tmp = None
-        if self.uid is not None:
-            self._slots.give(self.uid)
-            self.uid = None
-
-    def __enter__(self) -> _Box:  # noqa: PYI034
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 @dataclasses.dataclass
