@@ -1,0 +1,218 @@
+"""The workflow on a real one-node SLURM cluster, through profiles/slurm (slow; needs root and
+Debian's slurm-wlm and munge packages, else skipped with the reason).
+
+scripts/slurm_one_node.sh starts munge, slurmctld and slurmd with no accounting database, the
+case where the plugin's default status command (sacct) would wait forever. The reduced toy DAG
+then runs through `--profile profiles/slurm`; the test checks that every job went through
+sbatch with the resources its rule declares (from Snakemake's own dry-run listing, read back
+from `scontrol show job`), kills a running training job with `scancel` once it has written a
+checkpoint, and checks that the profile's `retries` + `rerun-incomplete` ran it again, resumed
+from that checkpoint, to the end. The daemons are stopped afterwards.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from test_workflow import REPO, SNAKEMAKE, snakemake, workdir_with
+from test_workflow_e2e import REDUCED
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = REPO / "scripts" / "slurm_one_node.sh"
+BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel")
+
+
+def _cannot_run() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root: munged, slurmctld and slurmd are system daemons"
+    missing = [b for b in BINARIES if shutil.which(b) is None]
+    if missing:
+        return f"needs the slurm-wlm and munge packages ({', '.join(missing)} not found)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    reason = _cannot_run()
+    if reason:
+        pytest.skip(reason)
+    state = tmp_path_factory.mktemp("slurm")
+    env = {**os.environ, "AGON_SLURM_DIR": str(state)}
+    up = subprocess.run(
+        [str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert up.returncode == 0, up.stdout + up.stderr
+    env["SLURM_CONF"] = str(state / "slurm.conf")
+    try:
+        yield env
+    finally:
+        subprocess.run([str(SCRIPT), "stop"], env=env, capture_output=True, timeout=120)
+        for name in ("slurmctld", "slurmd"):
+            assert not (state / f"{name}.pid").exists(), f"{name} was not stopped"
+
+
+def _declared(wd: Path) -> dict[str, set]:
+    """rule -> {(threads, mem_mb, runtime minutes)} of the jobs that go to the cluster (not
+    localrules), from Snakemake's own dry-run listing."""
+    local = set()
+    for smk in (REPO / "workflow" / "rules").glob("*.smk"):
+        for block in re.split(r"\n(?=rule \w+:)", smk.read_text()):
+            name = re.match(r"rule (\w+):", block)
+            if name and re.search(r"^\s+localrule: True", block, re.M):
+                local.add(name.group(1))
+    assert local, "the workflow has localrules (config snapshots); the parser found none"
+    res = snakemake(wd, "-n", "--cores", "2")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    declared: dict[str, set] = {}
+    rule = threads = None
+    for line in res.stdout.splitlines() + [""]:
+        head = re.match(r"^(local)?rule (\w+):$", line)
+        if head or not line.strip():
+            rule, threads = (None if head is None or head.group(1) else head.group(2)), 1
+        elif rule and line.startswith("    threads: "):
+            threads = int(line.split(": ", 1)[1])
+        elif rule and line.startswith("    resources: "):
+            kv = dict(x.split("=", 1) for x in line.split(": ", 1)[1].split(", "))
+            if "mem_mb" in kv:
+                declared.setdefault(rule, set()).add(
+                    (threads, int(kv["mem_mb"]), int(kv["runtime"]))
+                )
+    return {rule: v for rule, v in declared.items() if rule not in local}
+
+
+def _jobs(env) -> list[dict]:
+    """Every job slurmctld knows (MinJobAge keeps finished ones), as key -> value dicts."""
+    out = subprocess.run(
+        ["scontrol", "-o", "show", "job"], env=env, capture_output=True, text=True, timeout=30
+    ).stdout
+    jobs = []
+    for line in out.splitlines():
+        fields = dict(re.findall(r"(\w[\w/:]*)=(\S*)", line))
+        if "JobId" in fields:
+            jobs.append(fields)
+    return jobs
+
+
+def _minutes(limit: str) -> int:
+    """SLURM's [D-]HH:MM:SS time limit in minutes."""
+    days, _, clock = limit.rpartition("-")
+    h, m, s = (int(x) for x in clock.split(":"))
+    return int(days or 0) * 1440 + h * 60 + m + (s > 0)
+
+
+def _mem_mb(value: str) -> int:
+    units = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+    return int(float(value[:-1]) * units[value[-1]]) if value[-1] in units else int(value)
+
+
+def _kill_first_checkpointed_training(env, results: Path, killed: dict, stop: threading.Event):
+    """Watch the cluster; scancel the first running `train` job whose run has a complete
+    checkpoint, and record which run it was."""
+    while not stop.is_set():
+        for job in _jobs(env):
+            if job.get("JobState") != "RUNNING" or not job.get("Comment", "").startswith(
+                "rule_train"
+            ):
+                continue
+            for run_dir in results.glob("toy/arith/train/*/seed0"):
+                method = run_dir.parent.name
+                if not job["Comment"].endswith(f"_{method}_0") and not job["Comment"].endswith(
+                    f"_{method}_seed0"
+                ):
+                    continue
+                if list(run_dir.glob("checkpoints/step-*/COMPLETE")):
+                    subprocess.run(["scancel", job["JobId"]], env=env, timeout=30, check=True)
+                    killed.update(job=job["JobId"], method=method, run_dir=run_dir)
+                    return
+        time.sleep(0.2)
+
+
+def test_reduced_dag_through_the_slurm_profile(cluster, tmp_path):
+    cfg = copy.deepcopy(REDUCED)
+    # long enough to be killed between its checkpoints
+    cfg["train"].update(steps=6, checkpoint_every=1, eval_every=3)
+    # distinct resources per rule, so a mix-up between rules would show in sbatch's requests
+    cfg["resources"] = {
+        "data": {"threads": 1, "mem_mb": 1500, "runtime": 10},
+        "pretrain": {"threads": 1, "mem_mb": 3500, "runtime": 45},
+        "train": {"threads": 2, "mem_mb": 3000, "runtime": 30},
+        "evaluate": {"threads": 1, "mem_mb": 2500, "runtime": 20},
+        "report": {"threads": 1, "mem_mb": 2000, "runtime": 15},
+    }
+    wd = workdir_with(tmp_path, cfg)
+    declared = _declared(wd)
+    killed: dict = {}
+    stop = threading.Event()
+    watcher = threading.Thread(
+        target=_kill_first_checkpointed_training,
+        args=(cluster, wd / "results", killed, stop),
+        daemon=True,
+    )
+    env = {**cluster, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    t0 = time.perf_counter()
+    watcher.start()
+    try:
+        res = subprocess.run(
+            [*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(wd)]
+            + ["--profile", str(REPO / "profiles" / "slurm"), "--jobs", "4"],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            env=env,
+            cwd=wd,
+        )
+    finally:
+        stop.set()
+        watcher.join(timeout=10)
+    wall = time.perf_counter() - t0
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    assert (wd / "results" / "table1.csv").is_file()
+
+    # every job went through sbatch with its rule's declared threads, memory and runtime
+    jobs = _jobs(cluster)
+    seen: dict[str, set] = {}
+    for job in jobs:
+        rule = re.match(r"rule_(\w+?)(_wildcards_.*)?$", job.get("Comment", ""))
+        assert rule, job
+        mem = _mem_mb(job["MinMemoryNode"])
+        seen.setdefault(rule.group(1), set()).add(
+            (int(job["NumCPUs"]), mem, _minutes(job["TimeLimit"]))
+        )
+    print(f"\nSLURM: {len(jobs)} jobs, {wall:.0f}s wall; resources seen by sbatch:")
+    for rule in sorted(seen):
+        print(f"  {rule}: (cpus, mem MiB, minutes) {sorted(seen[rule])}")
+    assert set(seen) == set(declared), (seen, declared)
+    assert len({v for vs in declared.values() for v in vs}) == len(declared), declared
+    for rule, wanted in declared.items():
+        if rule not in seen:
+            continue
+        got = seen[rule]
+        assert {(c, t) for c, _, t in got} == {(c, t) for c, _, t in wanted}, (rule, got, wanted)
+        # the plugin adds a small margin for its job step's own process to --mem
+        for _, m, _ in got:
+            assert any(wm <= m <= wm + 1024 for _, wm, _ in wanted), (rule, got, wanted)
+
+    # the killed training job was cancelled, submitted again, and resumed from its checkpoint
+    assert killed, "no training job was running with a checkpoint to kill"
+    states = {j["JobId"]: j["JobState"] for j in jobs}
+    assert states[killed["job"]] == "CANCELLED", states
+    method = killed["method"]
+    log = (wd / "results" / "logs" / "train" / "toy" / "arith" / method / "seed0.log").read_text()
+    resumed = re.search(r"resumed from (\S+) at step (\d+)", log)
+    assert resumed, log[-3000:]
+    summary = json.loads((killed["run_dir"] / "summary.json").read_text())
+    assert summary["steps"] >= int(resumed.group(2))
+    print(
+        f"  scancel'd {method} training (job {killed['job']}); the retry {resumed.group(0)} "
+        f"and finished at step {summary['steps']}"
+    )
