@@ -244,18 +244,7 @@ def run_tests(
                 records.feed,
             )
     except Exception as err:  # noqa: BLE001 - the sandbox failed, not the program: never raise
-        detail = f"{type(err).__name__}: {err}"
-        results.append(
-            RunResult(
-                "sandbox_error",
-                None,
-                "",
-                "",
-                time.perf_counter() - t0,
-                isolation=level,
-                detail=detail,
-            )
-        )
+        results.append(RunResult.sandbox_failed(err, time.perf_counter() - t0, level))
         return results
     done = records.seen >= len(inputs) or (results and raw.stopped and not records.garbled)
     if done:

@@ -9,6 +9,8 @@ the wrapper command). Both report on a private pipe that the program never holds
 :mod:`agon.sandbox.run` can tell a program that failed from a sandbox that never started it.
 """
 
+import inspect
+
 # The bootstrap runs as ``python -I -S -c BOOT FD CPU AS FSIZE NOFILE NPROC GUARD``. It sets
 # the limits, optionally installs the audit guard, sends "S" on FD (the program starts),
 # closes FD, and runs prog.py as __main__ in a fresh module. The program never holds FD, so
@@ -75,27 +77,9 @@ exec(_agon_code, _agon_main.__dict__)
 # The supervisor touches the run's dir only in ways a planted symlink or hard link cannot turn:
 # the tests through a dir fd opened before any test ran, new files with O_EXCL | O_NOFOLLOW, reads
 # of regular files with one link only.
-_SUPERVISE = r"""
+_SUPERVISE_SOURCE = r"""
 import os, sys, resource, select, signal, stat, time
-def _agon_read(name, cap):
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-            return None
-        chunks, left = [], cap
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+#READ_REGULAR#
 def _agon_wait(pid, wall):
     deadline = time.monotonic() + wall
     try:
@@ -195,10 +179,10 @@ def _agon_supervise():
             except OSError:
                 pass
         micros = int((time.monotonic() - t0) * 1e6)
-        out = _agon_read(outfile, outcap + 1) if outfile else None
+        out = read_regular(outfile, outcap + 1) if outfile else None
         if out is None:
-            out = _agon_read(".agon_out", outcap + 1) or b""
-        err = _agon_read(".agon_err", errcap) or b""
+            out = read_regular(".agon_out", outcap + 1) or b""
+        err = read_regular(".agon_err", errcap) or b""
         msg = b"T %d %d %d %d %d %d\n" % (k, kind, value, micros, len(out), len(err)) + out + err
         view = memoryview(msg)
         while view:
@@ -258,3 +242,35 @@ if _agon_code is None:
     os._exit(0)
 _agon_test(_agon_code)
 """
+
+
+def read_regular(path, cap):
+    """Up to ``cap`` bytes (bytes, or None) of the regular file at ``path``, None if there is none.
+
+    The file was made by the program, so it is read as hostile: a symlink is not followed (it
+    could point at the grader's secrets), a file with other names (a hard link) is refused, and
+    a FIFO or device is never opened for a blocking read. Self-contained: its source also runs
+    inside the sandbox, in the supervisor.
+    """
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            return None
+        chunks, left = [], cap
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+# (no annotations above: the supervisor may run on an older interpreter than the grader's)
+_SUPERVISE = _SUPERVISE_SOURCE.replace("#READ_REGULAR#\n", inspect.getsource(read_regular))

@@ -1,15 +1,14 @@
 """A run's dir: a fresh temp dir holding the program, owned by the run's own uid as root.
 
 The dir is the run's cwd, HOME and TMPDIR; the program may do anything in it, so the grader
-reads what the program left there as hostile (:func:`read_regular`) and removes the dir
-whatever modes the program left on it. File names from the data (``input.txt``) are checked to
-be plain names in the dir (:func:`_plain_name`).
+reads what the program left there as hostile (:func:`agon.sandbox.bootstrap.read_regular`)
+and removes the dir whatever modes the program left on it. File names from the data
+(``input.txt``) are checked to be plain names in the dir (:func:`_plain_name`).
 """
 
 from __future__ import annotations
 
 import os
-import stat
 import tempfile
 import uuid
 
@@ -31,30 +30,6 @@ def _plain_name(name: str) -> str:
     ):
         raise ValueError(f"file name {name!r} is not a plain file name in the run's dir")
     return name
-
-
-def read_regular(path: str, cap: int) -> bytes | None:
-    """Up to ``cap`` bytes of the regular file at ``path``, None if there is none.
-
-    The file was made by the program, so it is read as hostile: a symlink is not followed (it
-    could point at the grader's secrets), a file with other names (a hard link) is refused, and
-    a FIFO or device is never opened for a blocking read.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-            return None
-        chunks, left = [], cap
-        while left > 0 and (chunk := os.read(fd, min(left, _READ_CHUNK))):
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 class _Box:

@@ -42,6 +42,12 @@ class RunResult:
         """A JSON-able dict."""
         return asdict(self)
 
+    @classmethod
+    def sandbox_failed(cls, err: Exception, seconds: float, isolation: str) -> RunResult:
+        """The sandbox itself failed (the program never ran): never raised, reported."""
+        detail = f"{type(err).__name__}: {err}"
+        return cls("sandbox_error", None, "", "", seconds, isolation=isolation, detail=detail)
+
 
 def classify(returncode: int, stderr: str) -> str:
     if returncode == 0:

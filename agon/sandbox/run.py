@@ -31,8 +31,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from agon.sandbox.bootstrap import _BOOT
-from agon.sandbox.box import _Box, _plain_name, read_regular
+from agon.sandbox.bootstrap import _BOOT, read_regular
+from agon.sandbox.box import _Box, _plain_name
 from agon.sandbox.isolation import (
     ISOLATION,
     ISOLATION_ENV,
@@ -185,15 +185,7 @@ def run_program(
                     raw.overflow = raw.out_trunc
         return _run_result(raw, level, timeout_s, stdout_cap, time.perf_counter() - t0)
     except Exception as err:  # noqa: BLE001 - the sandbox failed, not the program: never raise
-        return RunResult(
-            "sandbox_error",
-            None,
-            "",
-            "",
-            time.perf_counter() - t0,
-            isolation=level,
-            detail=f"{type(err).__name__}: {err}",
-        )
+        return RunResult.sandbox_failed(err, time.perf_counter() - t0, level)
 
 
 def _run_result(raw: _Raw, level: str, timeout_s: float, stdout_cap: int, seconds: float):
