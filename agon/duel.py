@@ -77,6 +77,12 @@ def sampling_seed(seed: int, step: int, salt: int) -> int:
     return (seed * 1_000_003 + step * 7_919 + salt) % (2**31 - 1)
 
 
+def prompt_seeds(base: int, keys: Sequence[int]) -> tuple[int, ...]:
+    """One sampling seed per prompt from its key (its place in the step's whole batch), so a
+    prompt draws the same samples whichever process, or batch, it lands in."""
+    return tuple((base * 1_000_003 + int(k)) % (2**31 - 1) for k in keys)
+
+
 def rollout(
     task: Task,
     drafter: Policy,
@@ -85,14 +91,22 @@ def rollout(
     s: DuelSettings,
     step: int,
     salt: int,
+    keys: Sequence[int] | None = None,
 ) -> Rollout:
-    """G drafts per problem by ``drafter``, then (duel) K reads of each draft by ``reader``."""
+    """G drafts per problem by ``drafter``, then (duel) K reads of each draft by ``reader``.
+
+    ``keys`` (default ``0..P-1``) place each problem in the step's whole batch: problem ``k``'s
+    drafts, and the reads of its draft ``g`` (key ``k * G + g``), are seeded from them alone.
+    """
     P, G, K = len(problems), s.num_generations, s.num_reads
+    keys = list(range(P)) if keys is None else list(keys)
+    base = sampling_seed(s.seed, step, salt)
     sp = SamplingParams(
         max_new_tokens=s.max_new_tokens,
         temperature=s.temperature,
         top_p=s.top_p,
-        seed=sampling_seed(s.seed, step, salt),
+        seed=base,
+        prompt_seeds=prompt_seeds(base, keys),
     )
     drafts = drafter.engine.generate([task.solve_prompt(p) for p in problems], n=G, sampling=sp)
     if reader is None:
@@ -103,7 +117,12 @@ def rollout(
         for p, row in zip(problems, drafts)
         for d in row
     ]
-    sp_read = dataclasses.replace(sp, seed=sampling_seed(s.seed, step, salt + 1))
+    read_base = sampling_seed(s.seed, step, salt + 1)
+    sp_read = dataclasses.replace(
+        sp,
+        seed=read_base,
+        prompt_seeds=prompt_seeds(read_base, [k * G + g for k in keys for g in range(G)]),
+    )
     flat_reads = reader.engine.generate([msgs for msgs, _ in fitted], n=K, sampling=sp_read)
     reads = [[flat_reads[i * G + g] for g in range(G)] for i in range(P)]
     return Rollout(problems, drafts, reads, drafts_cut=sum(cut for _, cut in fitted))
@@ -281,6 +300,9 @@ def update(policy: Policy, batches: list[Samples], s: DuelSettings) -> dict[str,
     """One optimizer step (or ``num_iterations``) of ``policy`` on its own completions.
 
     Gradients of micro-batches accumulate to exactly the full-batch loss (global normalizers).
+    Over several processes the normalizers count every rank's completions and the loss is
+    multiplied by the world size, so the mean that DDP / FSDP2 take of the ranks' gradients is
+    the gradient of the whole batch's loss, whatever each rank's share of tokens.
     A non-finite loss or gradient norm skips the step (gradients dropped) and is reported.
     """
     prompts = [p for b in batches for p in b.prompt_ids]
@@ -291,12 +313,18 @@ def update(policy: Policy, batches: list[Samples], s: DuelSettings) -> dict[str,
     )
     model = policy.model
     m: dict[str, float] = {"skipped": 0.0}
-    if not comps or sum(len(c) for c in comps) == 0:  # nothing generated: nothing to learn from
+    cmask = completion_mask(comps).long()
+    n_seq, n_tok = policy.sum_over_ranks(len(comps)), policy.sum_over_ranks(float(cmask.sum()))
+    if n_tok == 0:  # nothing generated on any rank: nothing to learn from
         policy.scheduler_step()
         return {**m, "skipped": 1.0, "skip_reason_empty": 1.0}
-    n_seq = len(comps)
-    cmask = completion_mask(comps).long()
-    n_tok = float(cmask.sum())
+    if not comps:
+        raise RuntimeError(
+            f"policy {policy.name}: this rank has no completions while others have some; give "
+            "every process at least one problem per step (problems_per_step >= processes)"
+        )
+    n_seq, mine = int(n_seq), float(cmask.sum())  # mine: this rank's tokens
+    world = policy.world_size
     mb = s.micro_batch_size
     chunks = [slice(i, min(i + mb, n_seq)) for i in range(0, n_seq, mb)]
 
@@ -332,7 +360,7 @@ def update(policy: Policy, batches: list[Samples], s: DuelSettings) -> dict[str,
                 num_tokens=n_tok,
                 kl_ratio_correction=s.kl_ratio_correction,
             )
-            policy.backward(out.loss)
+            policy.backward(out.loss * world if world > 1 else out.loss)
             w = float(cmask[c].sum())
             loss_sum += float(out.loss.detach())
             ent_sum += float((ent.detach() * cmask[c]).sum())
@@ -357,11 +385,11 @@ def update(policy: Policy, batches: list[Samples], s: DuelSettings) -> dict[str,
         {
             "loss": loss_sum,
             "grad_norm": grad_norm,
-            "entropy": ent_sum / max(n_tok, 1.0),
-            "kl": kl_sum / max(n_tok, 1.0) if s.beta else float("nan"),
-            "clip_ratio": clip_sum / max(n_tok, 1.0),
+            "entropy": ent_sum / max(mine, 1.0),
+            "kl": kl_sum / max(mine, 1.0) if s.beta else float("nan"),
+            "clip_ratio": clip_sum / max(mine, 1.0),
             "lr": float(policy.scheduler.get_last_lr()[0]),
-            "trained_tokens": n_tok,
+            "trained_tokens": mine,
         }
     )
     return m
@@ -371,17 +399,23 @@ def update(policy: Policy, batches: list[Samples], s: DuelSettings) -> dict[str,
 
 
 def directions(
-    step: int, s: DuelSettings, names: Sequence[str], n_problems: int
-) -> list[tuple[str, str | None, slice]]:
-    """(drafter, reader, problem slice) for this step: ``alternate`` swaps roles each step,
-    ``both`` runs A->B on the first half and B->A on the second; solo has no reader."""
+    step: int, s: DuelSettings, names: Sequence[str], keys: Sequence[int], n_total: int
+) -> list[tuple[int, str, str | None, list[int]]]:
+    """(direction, drafter, reader, positions in ``keys``) for this step: ``alternate`` swaps
+    roles each step, ``both`` runs A->B (direction 0) on the first half of the step's
+    ``n_total`` problems and B->A (direction 1) on the second, each problem placed by its key,
+    so a process holding a share of the batch plays each problem as one process would; solo
+    has no reader. Directions with no problem here are left out."""
+    everything = list(range(len(keys)))
     if s.mode == "solo":
-        return [(names[0], None, slice(0, n_problems))]
+        return [(0, names[0], None, everything)]
     a, b = names
     if s.role_schedule == "alternate":
-        return [(a, b, slice(0, n_problems))] if step % 2 == 0 else [(b, a, slice(0, n_problems))]
-    half = n_problems // 2
-    return [(a, b, slice(0, half)), (b, a, slice(half, n_problems))]
+        return [(0, a, b, everything)] if step % 2 == 0 else [(0, b, a, everything)]
+    half = n_total // 2
+    first = [i for i, k in enumerate(keys) if k < half]
+    second = [i for i, k in enumerate(keys) if k >= half]
+    return [d for d in [(0, a, b, first), (1, b, a, second)] if d[3]]
 
 
 def samples_of(role: str, comps: list[Completion], adv: Advantages) -> Samples:
@@ -396,19 +430,29 @@ def samples_of(role: str, comps: list[Completion], adv: Advantages) -> Samples:
 
 
 def duel_step(
-    task: Task, policies: dict[str, Policy], problems: list[Problem], s: DuelSettings, step: int
+    task: Task,
+    policies: dict[str, Policy],
+    problems: list[Problem],
+    s: DuelSettings,
+    step: int,
+    keys: Sequence[int] | None = None,
+    n_total: int | None = None,
 ) -> dict[str, float]:
     """One training step: rollout -> grade -> reward -> advantage -> loss -> update, for every
-    policy; returns the step's metrics row (keys in :mod:`agon.training.metrics`)."""
+    policy; returns the step's metrics row (keys in :mod:`agon.training.metrics`).
+
+    Under several processes each holds a share of the step's ``n_total`` problems, ``keys``
+    giving their places in the whole batch (default: ``problems`` is the whole batch)."""
     t0 = time.perf_counter()
     row: dict[str, float] = {mk.STEP: step}
     own: dict[str, list[Samples]] = {name: [] for name in policies}
     tokens = 0
-    for i, (d, r, sl) in enumerate(directions(step, s, list(policies), len(problems))):
-        if sl.stop <= sl.start:
-            continue
+    keys = list(range(len(problems))) if keys is None else list(keys)
+    n_total = len(problems) if n_total is None else n_total
+    for i, d, r, at in directions(step, s, list(policies), keys, n_total):
         reader = policies[r] if r else None
-        ro = rollout(task, policies[d], reader, problems[sl], s, step, salt=10 * i)  # 1
+        mine, my_keys = [problems[j] for j in at], [keys[j] for j in at]
+        ro = rollout(task, policies[d], reader, mine, s, step, salt=10 * i, keys=my_keys)  # 1
         c_draft, c_read = grade(task, ro)  # 2
         r_draft, r_read = role_rewards(c_draft, c_read, s)  # 3
         adv_d, adv_r = role_advantages(r_draft, r_read, s)  # 4

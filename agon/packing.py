@@ -25,6 +25,8 @@ PACKABLE_LAYER_TYPES = frozenset({"full_attention", "sliding_attention"})
 
 def supports_packing(model: torch.nn.Module) -> bool:
     """Whether ``model``'s layers all respect the packed-sequence mask (attention only)."""
+    while not hasattr(model, "config") and hasattr(model, "module"):  # DDP wraps the model
+        model = model.module
     config = (
         model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     )

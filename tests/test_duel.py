@@ -165,15 +165,21 @@ def test_settings_reject_bad_values():
 
 def test_directions():
     s = duel.DuelSettings()
-    assert duel.directions(0, s, ["A", "B"], 4) == [("A", "B", slice(0, 4))]
-    assert duel.directions(1, s, ["A", "B"], 4) == [("B", "A", slice(0, 4))]
+    assert duel.directions(0, s, ["A", "B"], [0, 1, 2, 3], 4) == [(0, "A", "B", [0, 1, 2, 3])]
+    assert duel.directions(1, s, ["A", "B"], [0, 1, 2, 3], 4) == [(0, "B", "A", [0, 1, 2, 3])]
     both = duel.DuelSettings(role_schedule="both")
-    assert duel.directions(3, both, ["A", "B"], 5) == [
-        ("A", "B", slice(0, 2)),
-        ("B", "A", slice(2, 5)),
+    assert duel.directions(3, both, ["A", "B"], range(5), 5) == [
+        (0, "A", "B", [0, 1]),
+        (1, "B", "A", [2, 3, 4]),
     ]
-    assert duel.directions(0, duel.DuelSettings(mode="solo"), ["A"], 4) == [
-        ("A", None, slice(0, 4))
+    # a process holding keys 1 and 3 of a 4-problem step plays each as one process would
+    assert duel.directions(3, both, ["A", "B"], [1, 3], 4) == [
+        (0, "A", "B", [0]),
+        (1, "B", "A", [1]),
+    ]
+    assert duel.directions(0, both, ["A", "B"], [2, 3], 4) == [(1, "B", "A", [0, 1])]
+    assert duel.directions(0, duel.DuelSettings(mode="solo"), ["A"], [0, 1, 2, 3], 4) == [
+        (0, "A", None, [0, 1, 2, 3])
     ]
 
 
@@ -343,3 +349,38 @@ def test_drafter_feels_the_contest():
     mean_read = c_read.mean(axis=2)
     centred = mean_read - mean_read.mean(axis=1, keepdims=True)
     assert np.allclose(a, 2 * i - centred.ravel())  # (1 + lam) A_ind - lam (m - mean m)
+
+
+def test_combine_ranks_sums_counts_and_weights_rates():
+    from agon.training.metrics import combine_ranks
+
+    r0 = {
+        "step": 4,
+        "tokens_generated": 10,
+        "A/drafter/tokens": 10.0,
+        "A/drafter/completions": 4.0,
+        "A/drafter/correct": 0.5,
+        "A/loss": 0.25,
+        "A/grad_norm": 2.0,
+        "time/rollout_s": 1.0,
+        "time/cpu_s": 3.0,
+        "A->B/duel/ties": 0.5,
+    }
+    r1 = {
+        **r0,
+        "tokens_generated": 30,
+        "A/drafter/tokens": 30.0,
+        "A/drafter/completions": 12.0,
+        "A/drafter/correct": 0.25,
+        "A/loss": -0.5,
+        "time/rollout_s": 2.0,
+        "A->B/duel/ties": 0.25,
+    }
+    m = combine_ranks([r0, r1])
+    assert m["step"] == 4 and m["tokens_generated"] == 40 and m["A/drafter/tokens"] == 40
+    assert m["A/drafter/completions"] == 16 and m["time/cpu_s"] == 6.0
+    assert m["A/drafter/correct"] == pytest.approx((0.5 * 4 + 0.25 * 12) / 16)
+    assert m["A/loss"] == pytest.approx(-0.25)  # each rank's loss is its share of the batch's
+    assert m["A/grad_norm"] == 2.0 and m["time/rollout_s"] == 2.0
+    assert m["A->B/duel/ties"] == pytest.approx(0.375)
+    assert combine_ranks([r0]) == r0

@@ -83,6 +83,53 @@ def test_greedy_is_batch_invariant_and_seeds_reproduce(tiny):
     assert torch.rand(1) == expected
 
 
+def test_prompt_seeds_make_each_prompt_batch_and_company_invariant(tiny):
+    """With one seed per prompt, a prompt's samples do not depend on its batch or neighbours:
+    what lets a batch split over processes reproduce the one-process run."""
+    one = HFEngine(tiny["qwen3"], dtype="float32", device="cpu", batch_size=1)
+    many = HFEngine(tiny["qwen3"], dtype="float32", device="cpu", batch_size=8)
+    sp = SamplingParams(max_new_tokens=8, temperature=1.0, prompt_seeds=(5, 6, 7))
+    whole = _ids(many.generate(PROMPTS, n=3, sampling=sp))
+    assert _ids(one.generate(PROMPTS, n=3, sampling=sp)) == whole
+    # the last prompt alone, with its own seed, draws what it drew among the others
+    alone = many.generate(PROMPTS[2:], n=3, sampling=SamplingParams(8, 1.0, prompt_seeds=(7,)))
+    assert _ids(alone) == whole[2:]
+    assert len({tuple(x) for x in whole[1]}) > 1  # n samples, not one repeated
+    moved = many.generate(PROMPTS, n=3, sampling=SamplingParams(8, 1.0, prompt_seeds=(5, 6, 8)))
+    assert _ids(moved)[:2] == whole[:2] and _ids(moved)[2] != whole[2]
+    for c in many.generate(PROMPTS, n=2, sampling=sp)[1]:  # logprobs still exact
+        assert _forward_logprobs(many.model, c) == pytest.approx(c.logprobs, abs=1e-4)
+    with pytest.raises(ValueError, match="one per prompt"):
+        many.generate(PROMPTS, sampling=SamplingParams(prompt_seeds=(1, 2)))
+
+
+def test_prompt_seeded_sampling_draws_the_model_distribution(tiny):
+    """The per-row sampler draws tokens with the model's probabilities (top-p included)."""
+    engine = HFEngine(tiny["qwen3"], dtype="float32", device="cpu", batch_size=4000)
+    prompt = PROMPTS[:1]
+    ids = torch.tensor([engine.encode(prompt[0])])
+    with torch.no_grad():
+        probs = torch.softmax(engine.model(ids).logits[0, -1].float() / 1.5, -1)
+    n = 4000
+    out = engine.generate(prompt, n=n, sampling=SamplingParams(1, 1.5, prompt_seeds=(1,)))
+    # (a sampled pad token is cut from a completion: such rows are left out, pad is not checked)
+    drawn = [c.token_ids[0] for c in out[0] if c.token_ids]
+    counts = torch.bincount(torch.tensor(drawn), minlength=len(probs))
+    top = [t for t in torch.argsort(probs, descending=True)[:6] if t != engine.pad_id]
+    for t in top:
+        p = float(probs[t])
+        assert abs(counts[t] / n - p) < 5 * (p * (1 - p) / n) ** 0.5 + 1e-3
+    # with top-p, tokens outside the nucleus are never drawn
+    out = engine.generate(
+        prompt, n=500, sampling=SamplingParams(1, 1.0, top_p=0.3, prompt_seeds=(2,))
+    )
+    sorted_p, order = torch.sort(
+        torch.softmax(engine.model(ids).logits[0, -1].detach(), -1), descending=True
+    )
+    nucleus = set(order[: int((sorted_p.cumsum(0) - sorted_p < 0.3).sum())].tolist())
+    assert {c.token_ids[0] for c in out[0] if c.token_ids} <= nucleus
+
+
 def test_checkpoint_generation_defaults_do_not_leak(tiny):
     """A checkpoint's own sampling defaults (Qwen3 ships top_k=20, temperature 0.6) are ignored."""
     engine = HFEngine(tiny["qwen3"], dtype="float32", device="cpu", batch_size=4)

@@ -27,6 +27,12 @@ LOGPROB_MODES = ("raw", "processed")
 class SamplingParams:
     """How to sample. ``temperature == 0`` is greedy; ``seed`` makes sampling reproducible.
 
+    ``prompt_seeds`` (one per prompt of a ``generate`` call) seeds each prompt's samples on
+    their own: prompt ``i``'s ``n`` samples then depend on ``prompt_seeds[i]`` and on nothing
+    else in the call, so a batch split over processes, or batched differently, draws the same
+    samples (``seed`` is then unused). The duel seeds every problem this way, which is what
+    lets a run on several processes reproduce the one-process run.
+
     ``stop`` strings end a completion; the text excludes the stop string (as vLLM does), the
     token ids keep the tokens generated up to it. ``logprobs`` is ``"raw"`` or ``"processed"``
     (see the module docstring).
@@ -38,6 +44,7 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     logprobs: str = "raw"
+    prompt_seeds: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -54,6 +61,8 @@ class SamplingParams:
             raise ValueError(
                 f"SamplingParams.logprobs must be one of {LOGPROB_MODES}, got {self.logprobs!r}"
             )
+        if self.prompt_seeds is not None:
+            object.__setattr__(self, "prompt_seeds", tuple(int(x) for x in self.prompt_seeds))
         if isinstance(self.stop, str):  # a lone string would be iterated character by character
             object.__setattr__(self, "stop", (self.stop,))
         else:
@@ -63,6 +72,15 @@ class SamplingParams:
     def greedy(self) -> bool:
         """True when decoding is argmax (temperature 0)."""
         return self.temperature == 0
+
+    def seeds_for(self, n_prompts: int) -> tuple[int, ...] | None:
+        """``prompt_seeds``, checked to have one seed per prompt (None when not set)."""
+        if self.prompt_seeds is not None and len(self.prompt_seeds) != n_prompts:
+            raise ValueError(
+                f"SamplingParams.prompt_seeds has {len(self.prompt_seeds)} seeds for "
+                f"{n_prompts} prompts; give one per prompt"
+            )
+        return self.prompt_seeds
 
 
 @dataclass

@@ -14,7 +14,11 @@ same distribution.
 
 Seeded sampling: with ``SamplingParams.seed`` set, batch ``i`` is drawn under
 ``torch.manual_seed(seed + i)`` inside a forked RNG, so the caller's global RNG is untouched and
-the same prompts, ``n`` and ``batch_size`` give the same samples.
+the same prompts, ``n`` and ``batch_size`` give the same samples. With
+``SamplingParams.prompt_seeds``, every row (sample ``j`` of prompt ``i``) draws its tokens from
+a generator of its own, seeded from ``(prompt_seeds[i], j)``, by inverse-CDF on the processed
+distribution; ``generate`` is then handed that one token. A prompt's samples are then the same
+whatever else shares its batch (up to the float rounding of padded batches).
 """
 
 from __future__ import annotations
@@ -104,10 +108,13 @@ class _SampleAndRecord:
     token's logprob is gathered by :meth:`finish`.
     """
 
-    def __init__(self, sampling: SamplingParams):
+    def __init__(self, sampling: SamplingParams, row_seeds: list[int] | None = None):
         self.sampling = sampling
         self.prev: torch.Tensor | None = None  # log-distribution of the previous step
         self.logprobs: list[torch.Tensor] = []  # one (batch,) tensor per generated token
+        self.generators = None
+        if row_seeds is not None and not sampling.greedy:
+            self.generators = [torch.Generator().manual_seed(x) for x in row_seeds]
 
     def _gather(self, tokens: torch.Tensor) -> None:
         if self.prev is not None:
@@ -124,7 +131,19 @@ class _SampleAndRecord:
             if s.top_p < 1.0:
                 scores = _top_p_mask(scores, s.top_p)
         self.prev = raw if s.logprobs == "raw" else torch.log_softmax(scores, dim=-1)
+        if self.generators is not None:
+            return self._sample_rows(scores)
         return scores
+
+    def _sample_rows(self, scores: torch.Tensor) -> torch.Tensor:
+        """Draw each row's token from its own generator; ``generate`` gets only that token."""
+        cdf = torch.softmax(scores, dim=-1).cumsum(dim=-1)
+        u = torch.stack([torch.rand((), generator=g, dtype=cdf.dtype) for g in self.generators])
+        # the first token whose cumulative mass exceeds u * total: never a zero-mass token
+        tokens = torch.searchsorted(cdf, (u * cdf[:, -1]).to(cdf.device)[:, None], right=True)
+        tokens = tokens.clamp(max=cdf.size(-1) - 1)
+        one_hot = torch.full_like(scores, float("-inf"))
+        return one_hot.scatter(1, tokens, 0.0)
 
     def finish(self, sequences: torch.Tensor) -> torch.Tensor:
         """All recorded logprobs as a ``(batch, new_tokens)`` tensor."""
@@ -224,6 +243,7 @@ class HFEngine(TemplatedEngine):
             raise ValueError(f"n must be >= 1, got {n}")
         sampling = sampling or SamplingParams()
         encoded = [self.encode(p) for p in prompts]
+        prompt_seeds = sampling.seeds_for(len(encoded))
         rows = [(i, j) for i in range(len(encoded)) for j in range(n)]
         # longest first: similar lengths share a batch, and an out-of-memory shows up at once
         rows.sort(key=lambda r: -len(encoded[r[0]]))
@@ -234,7 +254,14 @@ class HFEngine(TemplatedEngine):
             for b, start in enumerate(range(0, len(rows), self.batch_size)):
                 chunk = rows[start : start + self.batch_size]
                 seed = None if sampling.seed is None else sampling.seed + b
-                done = self._generate_batch([encoded[i] for i, _ in chunk], sampling, seed)
+                row_seeds = (
+                    None
+                    if prompt_seeds is None
+                    else [row_seed(prompt_seeds[i], j) for i, j in chunk]
+                )
+                done = self._generate_batch(
+                    [encoded[i] for i, _ in chunk], sampling, seed, row_seeds
+                )
                 for (i, j), completion in zip(chunk, done):
                     out[i][j] = completion
         finally:
@@ -243,7 +270,11 @@ class HFEngine(TemplatedEngine):
 
     @torch.inference_mode()
     def _generate_batch(
-        self, prompts: list[list[int]], sampling: SamplingParams, seed: int | None
+        self,
+        prompts: list[list[int]],
+        sampling: SamplingParams,
+        seed: int | None,
+        row_seeds: list[int] | None = None,
     ) -> list[Completion]:
         from transformers import GenerationConfig, LogitsProcessorList
 
@@ -253,7 +284,7 @@ class HFEngine(TemplatedEngine):
         for r, p in enumerate(prompts):  # left padding: every row's next token is at the end
             input_ids[r, width - len(p) :] = torch.tensor(p, dtype=torch.long)
             attention[r, width - len(p) :] = 1
-        recorder = _SampleAndRecord(sampling)
+        recorder = _SampleAndRecord(sampling, row_seeds)
         config = GenerationConfig(
             max_new_tokens=sampling.max_new_tokens,
             do_sample=not sampling.greedy,
@@ -349,6 +380,11 @@ class HFEngine(TemplatedEngine):
         self.model = None
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+
+def row_seed(prompt_seed: int, j: int) -> int:
+    """The generator seed of sample ``j`` of a prompt seeded ``prompt_seed``."""
+    return (prompt_seed * 1_000_003 + j) % 2**63
 
 
 def _first_stop(text: str, stops: Sequence[str]) -> tuple[int, int] | None:

@@ -65,9 +65,14 @@ class ServerRollouts(TemplatedEngine):
     def generate(
         self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None
     ) -> list[list[Completion]]:
-        """``n`` completions per prompt from the server (token-id prompts, sampled logprobs)."""
+        """``n`` completions per prompt from the server (token-id prompts, sampled logprobs).
+
+        ``trl vllm-serve`` takes one seed per request, not per prompt: ``prompt_seeds`` are
+        checked and not used, so a run over several processes samples differently from one.
+        """
         sampling = sampling or SamplingParams()
         encoded = [self.encode(p) for p in prompts]
+        sampling.seeds_for(len(encoded))
         extra = {"seed": sampling.seed} if sampling.seed is not None else None
         out = self.client.generate(
             prompts=encoded,

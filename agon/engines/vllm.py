@@ -13,6 +13,7 @@ vLLM's engine-wide ``logprobs_mode``, set at construction from ``logprobs``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -112,10 +113,14 @@ class VLLMEngine(TemplatedEngine):
                 f"for {sampling.logprobs!r}"
             )
         encoded = [self.encode(p) for p in prompts]
+        seeds = sampling.seeds_for(len(encoded))
+        params = (
+            to_vllm_sampling(sampling, n)
+            if seeds is None  # one seed per request: vLLM then draws each prompt on its own
+            else [to_vllm_sampling(dataclasses.replace(sampling, seed=x), n) for x in seeds]
+        )
         outputs = self.llm.generate(
-            [{"prompt_token_ids": ids} for ids in encoded],
-            to_vllm_sampling(sampling, n),
-            use_tqdm=False,
+            [{"prompt_token_ids": ids} for ids in encoded], params, use_tqdm=False
         )
         return [
             [_completion(o, ids) for o in request.outputs] for request, ids in zip(outputs, encoded)

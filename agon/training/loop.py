@@ -1,11 +1,12 @@
 """The duel's training loop: problem stream, resume, checkpoint cadence, metrics rows, probes.
 
 :func:`train` runs :func:`agon.duel.duel_step` for ``settings.steps`` steps and does the
-plumbing around it: problems in a seeded order that is part of a checkpoint, a complete
-checkpoint every ``checkpoint_every`` steps (:mod:`agon.training.checkpoint`), one JSON row
-per step in ``metrics.jsonl`` (keys: :mod:`agon.training.metrics`), and the validation probe
-of each model alone (:mod:`agon.training.probe`) on its steps. A run killed at any point
-restarts from its last complete checkpoint and reproduces the uninterrupted run.
+plumbing around it: problems in a seeded order that is part of a checkpoint (each process
+takes ``batch[rank::world]`` of a step's problems and lists them in ``shares/rank-R.jsonl``),
+a complete checkpoint every ``checkpoint_every`` steps (:mod:`agon.training.checkpoint`), one
+JSON row per step in ``metrics.jsonl`` (keys: :mod:`agon.training.metrics`), and the
+validation probe of each model alone (:mod:`agon.training.probe`) on its steps. A run killed
+at any point restarts from its last complete checkpoint and reproduces the uninterrupted run.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from agon.tasks.base import Problem, Task
 from agon.training import checkpoint as ckpt
 from agon.training import probe
 from agon.training.cost import measured
-from agon.training.metrics import CPU_S, GPU_S, STEP
+from agon.training.metrics import CPU_S, GPU_S, STEP, combine_ranks
 from agon.training.policy import Policy
 from agon.training.settings import DuelSettings
 
@@ -102,6 +103,14 @@ def train(
     if acc is None or acc.is_main_process:
         ckpt.truncate_jsonl(metrics_path, keep=lambda row: row.get(STEP, -1) < start)
     rank, world = (acc.process_index, acc.num_processes) if acc is not None else (0, 1)
+    if s.problems_per_step < world:
+        raise ValueError(
+            f"problems_per_step {s.problems_per_step} < {world} processes: every process needs "
+            "at least one problem per step"
+        )
+    shares_path = out_dir / "shares" / f"rank-{rank}.jsonl"
+    shares_path.parent.mkdir(exist_ok=True)
+    ckpt.truncate_jsonl(shares_path, keep=lambda row: row.get(STEP, -1) < start)
     eval_set = probe.hard_problems(task, s.eval_problems, s.eval_split) if s.eval_every else []
 
     def evaluate(updates: int) -> dict[str, float]:
@@ -116,23 +125,39 @@ def train(
         log.info("%s pass@1 after %d updates: %s", s.eval_split, updates, probe.describe(m))
         return m
 
-    def write(row: dict) -> None:
-        if rank == 0:  # metrics of rank 0's share of the batch
+    def write(row: dict) -> dict:
+        if world > 1:  # the step's row over every rank's share of the batch
+            from accelerate.utils import gather_object
+
+            row = combine_ranks(gather_object([row]))
+        if rank == 0:
             with open(metrics_path, "a") as f:
                 f.write(json.dumps(row, allow_nan=True) + "\n")
+        return row
 
     rows = []
     for step in range(start, s.steps):
         # every rank draws the same P problems and rolls out its share; groups live inside a
-        # problem, so advantages need no communication (the loss normalizers are per rank)
-        problems = stream.take(s.problems_per_step)[rank::world]
+        # problem, so advantages need no communication; a problem's samples are seeded by its
+        # place in the batch (keys) and the loss normalizers count every rank's tokens, so the
+        # ranks together take the step one process would
+        batch = stream.take(s.problems_per_step)
+        keys = list(range(len(batch)))[rank::world]
+        problems = [batch[k] for k in keys]
+        with open(shares_path, "a") as f:  # which problems this rank trained on
+            f.write(
+                json.dumps(
+                    {STEP: step, "rank": rank, "world": world, "problems": [p.id for p in problems]}
+                )
+                + "\n"
+            )
         # the probe scores the models before this step's update
         evaluation = evaluate(step) if probe.is_eval_step(step, s.eval_every) else {}
         with measured() as cost:
-            row = duel.duel_step(task, policies, problems, s, step)
+            row = duel.duel_step(task, policies, problems, s, step, keys, len(batch))
         row |= {CPU_S: cost["cpu_s"], GPU_S: cost["gpu_s"]} | evaluation
+        row = write(row)
         rows.append(row)
-        write(row)
         if on_step:
             on_step(row)
         done = step + 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,44 @@ def pool_duel_outcomes(metrics: dict[str, float]) -> None:
         vals = [v for k, v in metrics.items() if k.endswith(suffix) and not math.isnan(v)]
         if vals:
             metrics[POOLED_OUTCOME.format(outcome=outcome)] = float(np.mean(vals))
+
+
+def combine_ranks(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One step's row from the rows of every process that shared it (each on its own problems).
+
+    Counts add up (tokens, completions, trained tokens, drafts cut, CPU/GPU seconds, and the
+    loss: each rank's loss is its share of the whole batch's); the phases' wall seconds are the
+    slowest rank's; a role's rates are weighted by that role's completions on each rank; what
+    every rank computes alike (step, grad norm, lr, probe scores) and the duel outcomes are
+    averaged (outcomes: exact when the ranks hold equal shares)."""
+    if len(rows) == 1:
+        return dict(rows[0])
+    role_key = re.compile(r"^(?P<model>[^/]+)/(?P<role>drafter|reader)/(?P<name>[^/]+)$")
+    summed = {CPU_S, GPU_S, TOKENS}
+    out: dict[str, Any] = {}
+    for k in dict.fromkeys(k for r in rows for k in r):
+        vals = [r[k] for r in rows if k in r]
+        if not all(isinstance(v, (int, float)) for v in vals):
+            out[k] = vals[0]
+            continue
+        m = role_key.match(k)
+        if (
+            k in summed
+            or k.endswith(("/loss", "/trained_tokens", "/drafts_cut", "/cpu_s"))
+            or (m and m["name"] in ("tokens", "completions"))
+        ):
+            out[k] = float(sum(vals))
+        elif k in (ROLLOUT_S, UPDATE_S, EVAL_S):
+            out[k] = float(max(vals))
+        elif m:
+            n = key(ROLE_COMPLETIONS, model=m["model"], role=m["role"])
+            w = np.array([r.get(n, 1.0) for r in rows if k in r], dtype=np.float64)
+            x = np.array(vals, dtype=np.float64)
+            ok = ~np.isnan(x) & (w > 0)
+            out[k] = float((x[ok] * w[ok]).sum() / w[ok].sum()) if ok.any() else float("nan")
+        else:
+            out[k] = _nanmean(vals) if k != STEP else vals[0]
+    return out
 
 
 # ----------------------------------------------------------------------------- a run

@@ -55,6 +55,18 @@ class Policy:
             return flag
         return bool(acc.reduce(torch.tensor(float(flag), device=acc.device), reduction="sum") > 0)
 
+    @property
+    def world_size(self) -> int:
+        """How many processes train this policy together (1 without accelerate)."""
+        return 1 if self.accelerator is None else self.accelerator.num_processes
+
+    def sum_over_ranks(self, x: float) -> float:
+        """``x`` summed over every process (``x`` itself on one)."""
+        acc = self.accelerator
+        if self.world_size <= 1:
+            return x
+        return float(acc.reduce(torch.tensor(float(x), device=acc.device), reduction="sum"))
+
     def scheduler_step(self) -> None:
         """Advance the schedule, even when the update was skipped (torch warns; the skip is
         deliberate)."""
@@ -113,13 +125,27 @@ def make_accelerator() -> Any:
     """An ``accelerate.Accelerator`` when launched with several processes, else None.
 
     One Accelerator prepares both policies (``config/accelerate/fsdp2.yaml`` shards each with
-    FSDP2). Schedulers step once per optimizer step, not once per process.
+    FSDP2). Schedulers step once per optimizer step, not once per process. Without a GPU the
+    processes train on the CPU over gloo (accelerate's MULTI_CPU), however they were launched
+    (``torchrun --nproc_per_node N`` or ``accelerate launch --multi_gpu --num_processes N``).
     """
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return None
     from accelerate import Accelerator
 
-    return Accelerator(step_scheduler_with_optimizer=False)
+    accelerator = Accelerator(
+        step_scheduler_with_optimizer=False, cpu=not torch.cuda.is_available()
+    )
+    asked = os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
+    if asked and distributed_info(accelerator)["distributed_type"] != "FSDP":
+        # accelerate switches to FSDP only from a GPU-family backend, never from MULTI_CPU
+        warnings.warn(
+            "the accelerate config asks for FSDP, but accelerate runs these processes as "
+            f"{distributed_info(accelerator)['distributed_type']} (FSDP needs GPUs): the models "
+            "are replicated (DDP), not sharded",
+            stacklevel=2,
+        )
+    return accelerator
 
 
 def distribute(policy: Policy, accelerator: Any) -> None:
@@ -130,3 +156,14 @@ def distribute(policy: Policy, accelerator: Any) -> None:
         policy.model, policy.optimizer, policy.scheduler
     )
     policy.accelerator = accelerator
+
+
+def distributed_info(accelerator: Any) -> dict:
+    """How many processes trained a run and how accelerate spread the models over them."""
+    if accelerator is None:
+        return {"num_processes": 1, "distributed_type": "NO"}
+    kind = accelerator.distributed_type
+    return {
+        "num_processes": accelerator.num_processes,
+        "distributed_type": getattr(kind, "value", str(kind)),
+    }

@@ -102,7 +102,12 @@ def train_duel(config: dict, fam: dict, task_name: str, settings: DuelSettings, 
     from agon.training.checkpoint import save_model
     from agon.training.loop import train
     from agon.training.metrics import summarize_metrics
-    from agon.training.policy import distribute, make_accelerator, make_policy
+    from agon.training.policy import (
+        distribute,
+        distributed_info,
+        make_accelerator,
+        make_policy,
+    )
 
     torch.manual_seed(settings.seed)
     task = task_from_config(config, task_name)
@@ -135,6 +140,7 @@ def train_duel(config: dict, fam: dict, task_name: str, settings: DuelSettings, 
     return summarize_metrics(out / "metrics.jsonl") | {
         "wall_s_this_run": time.time() - t0,
         "steps_this_run": len(rows),
+        "distributed": distributed_info(accelerator),
     }
 
 

@@ -3,15 +3,8 @@
 Registered as the trainer ``grpo`` in :data:`agon.registry.TRAINERS`.
 """
 
-from baselines.grpo.trainer import (
-    TRAINER,
-    GRPOSettings,
-    completion_text,
-    make_reward_fn,
-    prompt_dataset,
-    train_grpo,
-    train_pair,
-)
+from baselines.grpo.data import completion_text, make_reward_fn, prompt_dataset
+from baselines.grpo.trainer import TRAINER, GRPOSettings, train_grpo, train_pair
 
 __all__ = [
     "TRAINER",

@@ -17,22 +17,23 @@ hard problems of the validation split) at the duel trainer's steps and into the 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agon.engines.base import with_system_prompt
 from agon.registry import Trainer
 from agon.tasks import task_from_config
-from agon.tasks.base import Problem, Task
+from agon.tasks.base import Task
 from agon.training import metrics as mk
-from agon.training.budget import Budget, spent
+from agon.training.budget import Budget
 from agon.training.budget import report as budget_report
 from agon.training.checkpoint import save_model, truncate_jsonl
+from agon.training.policy import distributed_info
 from agon.training.settings import TrainSettings
-
-REWARD_NAME = "correctness"
+from baselines.grpo.data import make_reward_fn, prompt_dataset
+from baselines.grpo.metrics import _metrics_callback
 
 
 @dataclass
@@ -62,9 +63,21 @@ class GRPOSettings(TrainSettings):
             raise ValueError(f"grpo.extra: {bad} are not GRPOConfig fields")
         return super().from_config(config, family, seed=seed, **fixed)
 
-    def batch_shape(self) -> tuple[int, int]:
-        """(per-device batch, gradient accumulation): one optimizer step sees P x G completions."""
+    def batch_shape(self, world: int = 1) -> tuple[int, int]:
+        """(per-device batch, gradient accumulation): one optimizer step sees P x G completions,
+        over ``world`` processes together (each generates and trains on its 1/world of them)."""
         total = self.problems_per_step * self.num_generations
+        if world > 1:
+            if total % world:
+                raise ValueError(
+                    f"problems_per_step x num_generations = {total} completions per step do not "
+                    f"split over {world} processes"
+                )
+            share = total // world
+            per_device = min(share, self.micro_batch_size)
+            while share % per_device:
+                per_device -= 1
+            return per_device, share // per_device
         per_device = min(total, self.micro_batch_size)
         # the micro-batch must split the step evenly and hold whole groups
         while total % per_device or per_device % self.num_generations:
@@ -93,7 +106,7 @@ class GRPOSettings(TrainSettings):
         import torch
         from trl import GRPOConfig
 
-        per_device, accum = self.batch_shape()
+        per_device, accum = self.batch_shape(int(os.environ.get("WORLD_SIZE", "1")))
         kw = dict(
             output_dir=str(output_dir),
             max_steps=max_steps or self.steps,
@@ -145,143 +158,6 @@ def _grpo_config_fields() -> set[str]:
     return {f.name for f in dataclasses.fields(GRPOConfig)}
 
 
-def prompt_dataset(task: Task, split: str = "train", system_prompt: str | None = None) -> Any:
-    """A datasets.Dataset of conversational prompts (the task's solve prompt, persona first)."""
-    from datasets import Dataset
-
-    rows = [
-        {"prompt": with_system_prompt(task.solve_prompt(p), system_prompt), "problem_id": p.id}
-        for p in task.problems(split)
-    ]
-    if not rows:
-        raise ValueError(f"task {task.name!r} has no {split!r} problems")
-    return Dataset.from_list(rows)
-
-
-def completion_text(completion: Any) -> str:
-    """The text of a TRL completion: a string, or a conversational list of messages."""
-    if isinstance(completion, str):
-        return completion
-    return "".join(
-        m.get("content", "") if isinstance(m.get("content"), str) else str(m.get("content"))
-        for m in completion
-    )
-
-
-def make_reward_fn(task: Task, problems: Sequence[Problem]):
-    """A TRL reward function that grades with ``task.grade``: 1.0, 0.0, or None (cannot score)."""
-    by_id = {p.id: p for p in problems}
-
-    def correctness(
-        prompts: list, completions: list, problem_id: list[str], **kwargs: Any
-    ) -> list[float | None]:
-        verdicts = task.grade(
-            [by_id[i] for i in problem_id], [completion_text(c) for c in completions]
-        )
-        return [None if v.correct is None else float(v.correct) for v in verdicts]
-
-    correctness.__name__ = REWARD_NAME
-    return correctness
-
-
-def _aliases(name: str, logs: dict, completions_per_step: int) -> dict:
-    """TRL's logs of one step under the duel trainer's metric keys (one schema for the report:
-    a GRPO sample is a draft)."""
-    get = logs.get
-
-    def role(template: str) -> str:
-        return mk.key(template, model=name, role="drafter")
-
-    out = {
-        role(mk.ROLE_CORRECT): get(f"rewards/{REWARD_NAME}/mean"),
-        role(mk.ROLE_REWARD): get("reward"),
-        role(mk.ROLE_ZERO_SPREAD): get("frac_reward_zero_std"),
-        role(mk.ROLE_LENGTH): get("completions/mean_length"),
-        role(mk.ROLE_TRUNCATED): get("completions/clipped_ratio"),
-        f"{name}/entropy": get("entropy"),
-        f"{name}/kl": get("kl"),
-        f"{name}/grad_norm": get("grad_norm"),
-        f"{name}/loss": get("loss"),
-        f"{name}/lr": get("learning_rate"),
-    }
-    if get("completions/mean_length") is not None:
-        tokens = float(get("completions/mean_length")) * completions_per_step
-        out[role(mk.ROLE_TOKENS)] = tokens
-        out[mk.key(mk.TRAINED_TOKENS, model=name)] = tokens  # every completion is in the loss
-        out[role(mk.ROLE_COMPLETIONS)] = float(completions_per_step)
-    return {k: v for k, v in out.items() if v is not None}
-
-
-def _metrics_callback(
-    path: Path,
-    name: str,
-    completions_per_step: int,
-    evaluate: Callable[[Any], dict] | None = None,
-    eval_every: int = 0,
-    budget: Budget | None = None,
-):
-    """The callback that writes ``metrics.jsonl``; with ``evaluate`` (model -> metrics) and
-    ``eval_every`` > 0 it also probes the model at the duel trainer's steps
-    (:mod:`agon.training.probe`); with a ``budget`` (tokens or samples) it stops training after
-    the first step at which the model has spent its target (:mod:`agon.training.budget`)."""
-    from transformers import TrainerCallback
-
-    from agon.training.cost import StepCost
-    from agon.training.probe import final_row, is_eval_step
-
-    class JsonlMetrics(TrainerCallback):
-        """Append each logged step to ``path`` as JSON (TRL's keys under NAME/trl/, plus aliases).
-
-        Row ``s`` is the log of the update that takes the model from ``s`` to ``s + 1`` updates
-        (``global_step - 1`` when TRL logs it); its probe, of the model after ``s`` updates, is
-        taken when that step begins, before its rollout, and written with its log.
-        """
-
-        def __init__(self) -> None:
-            self.pending: dict[int, dict] = {}  # step -> its probe, until the step's log
-            self.cost = StepCost()
-            # what this model spent before a resume (the file holds only steps before it)
-            self.spent = (
-                spent(mk.read_rows(path), name, budget.match)
-                if budget is not None and budget.match != "steps"
-                else 0.0
-            )
-
-        def on_step_begin(self, args, state, control, model=None, **kwargs):
-            if evaluate is not None and is_eval_step(state.global_step, eval_every):
-                self.pending = {state.global_step: evaluate(model)}
-            self.cost.start()  # after the probe: training work only
-
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if not logs or "train_runtime" in logs:  # the end-of-training summary is not a step
-                return
-            row = {mk.STEP: state.global_step - 1, **_aliases(name, logs, completions_per_step)}
-            row.update(
-                {f"{name}/trl/{k}": v for k, v in logs.items() if isinstance(v, (int, float))}
-            )
-            cpu_s, gpu_s = self.cost.stop()
-            row.update(
-                {mk.CPU_S: cpu_s, mk.GPU_S: gpu_s, mk.key(mk.MODEL_CPU_S, model=name): cpu_s}
-            )
-            row.update(self.pending.pop(row[mk.STEP], {}))
-            self._write(row)
-            if budget is not None and budget.match != "steps":
-                self.spent += spent([row], name, budget.match)
-                if self.spent >= budget.target(name):
-                    control.should_training_stop = True
-
-        def on_train_end(self, args, state, control, model=None, **kwargs):
-            # the trained model; a resume truncates this row with the rest and writes it again
-            if evaluate is not None and eval_every:
-                self._write(final_row(state.global_step, evaluate(model)))
-
-        def _write(self, row: dict) -> None:
-            with open(path, "a") as f:
-                f.write(json.dumps(row) + "\n")
-
-    return JsonlMetrics()
-
-
 def train_grpo(
     config: dict,
     fam: dict,
@@ -318,7 +194,9 @@ def train_grpo(
     metrics = work_dir / "metrics.jsonl"
     last = get_last_checkpoint(str(work_dir)) if work_dir.is_dir() else None
     resumed_step = int(last.rsplit("-", 1)[1]) if last else 0
-    truncate_jsonl(metrics, keep=lambda r: r.get(mk.STEP, -1) < resumed_step)
+    shares = work_dir.parent.parent / "shares" / name  # which problems each process had
+    for part in [metrics, *sorted(shares.glob("rank-*.jsonl"))]:
+        truncate_jsonl(part, keep=lambda r: r.get(mk.STEP, -1) < resumed_step)
     per_step = settings.problems_per_step * settings.num_generations
     evaluate = _hard_eval(config, fam, task, settings, row, tok) if settings.eval_every else None
     budget = (
@@ -329,7 +207,7 @@ def train_grpo(
     callback = _metrics_callback(metrics, name, per_step, evaluate, settings.eval_every, budget)
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=[make_reward_fn(task, task.problems(settings.split))],
+        reward_funcs=[make_reward_fn(task, task.problems(settings.split), shares)],
         args=args,
         train_dataset=dataset,
         processing_class=tok,
@@ -337,6 +215,9 @@ def train_grpo(
     )
     trainer.train(resume_from_checkpoint=last)
     save_model(trainer.model, tok, out_model)
+    if trainer.accelerator.is_main_process:
+        info = distributed_info(trainer.accelerator)
+        (work_dir / "distributed.json").write_text(json.dumps(info))
     return metrics
 
 
@@ -379,9 +260,10 @@ def train_pair(config: dict, fam: dict, task_name: str, settings: GRPOSettings, 
             paths.append(train_grpo(config, fam, task, settings, row, out / name, work))
     finally:
         task.close()
+    distributed = json.loads((out / "checkpoints" / "grpo_A" / "distributed.json").read_text())
     rows = mk.merge_metrics(paths)
     atomic_write_text(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
-    summary = mk.summarize_metrics(out / "metrics.jsonl")
+    summary = mk.summarize_metrics(out / "metrics.jsonl") | {"distributed": distributed}
     if settings.budget_targets is not None:
         budget = Budget(settings.budget_match, settings.budget_targets, settings.budget_reference)
         summary["budget"] = budget_report(budget, rows)

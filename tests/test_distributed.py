@@ -1,0 +1,258 @@
+"""Two training processes for real (gloo on the CPU): the duel trainer and the GRPO baseline.
+
+Each test launches `agon train` under ``torch.distributed.run`` with 2 processes (what
+``torchrun --nproc_per_node 2`` and ``accelerate launch --multi_gpu --num_processes 2`` start)
+and checks what a user of the scale path relies on: the run knows its world size, every rank
+trains on its own share of each step's problems, and the duel's two ranks together take the
+step one process takes on the same global batch (the same problems, the same samples, one
+loss over all of them), so their models equal the one-process run's to float rounding. A
+killed two-process run resumes from its checkpoint. FSDP2 is a GPU path: accelerate never
+turns a CPU run into FSDP, and the last test pins that (and the warning the trainer gives).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+
+from agon.training import checkpoint as ckpt
+from tests.duel_helpers import tiny_config
+
+pytestmark = pytest.mark.slow  # each test launches 1-3 training runs of ~10-15 s
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = str(ROOT / "tests" / "_agon_with_test_task.py")  # `agon` with the tests' task
+STEPS = 3
+# after 3 Adam steps at lr 1e-3 every weight has moved ~3e-3; two ranks and one process agree
+# to ~5e-7 (the order of float sums differs: DDP adds two half-batch gradients)
+TOLERANCE = 1e-5
+MOVED = 1e-3
+
+
+def _train_args(config: Path, out: Path, method: str = "agon") -> list[str]:
+    return [
+        "train",
+        "--config",
+        str(config),
+        "--family",
+        "tiny",
+        "--task",
+        "parity_test",
+        "--method",
+        method,
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+        "--threads",
+        "1",
+    ]
+
+
+def _one(config: Path, out: Path, method: str = "agon") -> list[str]:
+    return [sys.executable, SCRIPT, *_train_args(config, out, method)]
+
+
+def _two(config: Path, out: Path, method: str = "agon") -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        SCRIPT,
+        *_train_args(config, out, method),
+    ]
+
+
+def _env() -> dict:
+    path = f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    return dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1")
+
+
+def _run(cmd: list[str]) -> subprocess.CompletedProcess:
+    r = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    return r
+
+
+def _weights(out: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return {name: load_file(out / name / "model.safetensors") for name in ("A", "B")}
+
+
+def _max_diff(a: dict, b: dict) -> float:
+    return max(float((a[n][k] - b[n][k]).abs().max()) for n in a for k in a[n])
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def _shares(folder: Path) -> dict[int, list[dict]]:
+    return {int(p.stem.split("-")[1]): _rows(p) for p in sorted(folder.glob("rank-*.jsonl"))}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The tiny config, and the duel trained by one process and by two."""
+    root = tmp_path_factory.mktemp("distributed")
+    config = tiny_config(
+        root,
+        train={
+            "steps": STEPS,
+            "problems_per_step": 4,
+            "num_generations": 4,
+            "learning_rate": 1e-3,
+            "checkpoint_every": 1,
+            "keep_checkpoints": 0,
+        },
+    )
+    _run(_one(config, root / "one"))
+    two = _run(_two(config, root / "two"))
+    return {"root": root, "config": config, "one": root / "one", "two": root / "two", "log": two}
+
+
+def test_duel_two_ranks_take_the_one_process_step(runs):
+    one, two = runs["one"], runs["two"]
+    summary = json.loads((two / "summary.json").read_text())
+    assert summary["distributed"] == {"num_processes": 2, "distributed_type": "MULTI_CPU"}
+    assert json.loads((one / "summary.json").read_text())["distributed"]["num_processes"] == 1
+
+    # each rank trained on its own share: batch[rank::2] of the problems one process drew
+    whole, shares = _shares(one / "shares")[0], _shares(two / "shares")
+    assert sorted(shares) == [0, 1]
+    for step, row in enumerate(whole):
+        assert row["step"] == step and len(row["problems"]) == 4
+        for rank in (0, 1):
+            assert shares[rank][step]["world"] == 2
+            assert shares[rank][step]["problems"] == row["problems"][rank::2]
+
+    # the models equal the one-process run's, and they did move
+    a, b = _weights(one), _weights(two)
+    init = {n: _weights_at(runs["root"], n) for n in ("A", "B")}
+    moved = max(float((a[n][k] - init[n][k]).abs().max()) for n in a for k in a[n])
+    assert moved > MOVED
+    assert _max_diff(a, b) < TOLERANCE, _max_diff(a, b)
+
+    # the metrics rows are the whole batch's (counts summed over ranks, rates weighted)
+    rows_one, rows_two = _rows(one / "metrics.jsonl"), _rows(two / "metrics.jsonl")
+    assert [r["step"] for r in rows_two] == list(range(STEPS))
+    for r1, r2 in zip(rows_one, rows_two):
+        assert set(r1) == set(r2)
+        for k, v in r1.items():
+            if not k.startswith("time/") and v == v:  # NaN == NaN is False
+                assert r2[k] == pytest.approx(v, abs=1e-4), k
+    assert (
+        summary["tokens_generated"]
+        == json.loads((one / "summary.json").read_text())["tokens_generated"]
+    )
+
+
+def _weights_at(root: Path, name: str) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(root / f"qwen3-{0 if name == 'A' else 1}" / "model.safetensors")
+
+
+def test_duel_two_ranks_resume_after_a_kill(runs):
+    cut = runs["root"] / "cut"
+    proc = subprocess.Popen(
+        _two(runs["config"], cut),
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        done = ckpt.complete_checkpoints(cut / "checkpoints")
+        if done and int(done[-1].name.split("-")[1]) >= 1:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed; make it longer"
+    # the launcher and both ranks at once (torchrun's workers may sit in sessions of their own)
+    launcher = psutil.Process(proc.pid)
+    for p in [*launcher.children(recursive=True), launcher]:
+        p.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = int(ckpt.latest_checkpoint(cut / "checkpoints").name.split("-")[1])
+    assert 1 <= killed_at < STEPS and not (cut / "A").exists()
+
+    r = _run(_two(runs["config"], cut))
+    resumed = [line for line in r.stderr.splitlines() if "resumed from" in line]
+    assert resumed and all(line.endswith(f"at step {killed_at}") for line in resumed), resumed
+    ran = sorted(
+        {
+            int(line.split()[3].rstrip(":"))
+            for line in r.stdout.splitlines()
+            if line.startswith("[agon train] step ")
+        }
+    )
+    assert ran == list(range(killed_at, STEPS)), ran
+    # the resumed run ends where the uninterrupted two-process run ended
+    assert _max_diff(_weights(runs["two"]), _weights(cut)) < TOLERANCE
+    assert [row["step"] for row in _rows(cut / "metrics.jsonl")] == list(range(STEPS))
+    for rank, rows in _shares(cut / "shares").items():
+        assert [row["step"] for row in rows] == list(range(STEPS)), rank
+
+
+def test_grpo_on_trl_two_ranks_split_each_step(runs):
+    """TRL's GRPOTrainer over 2 processes: the world size, and each step's problems split
+    between the ranks as one process draws them. TRL samples each process's completions from
+    that process's own RNG stream, so the weights are another draw of the same training, not
+    the one-process run's: parity is not asserted here (the duel's is, above)."""
+    one, two = runs["root"] / "grpo-one", runs["root"] / "grpo-two"
+    _run(_one(runs["config"], one, "grpo"))
+    _run(_two(runs["config"], two, "grpo"))
+    summary = json.loads((two / "summary.json").read_text())
+    assert summary["distributed"] == {"num_processes": 2, "distributed_type": "MULTI_CPU"}
+    assert summary["A/steps"] == summary["B/steps"] == STEPS
+    for name in ("A", "B"):  # one row per step (rank 0 writes; TRL's logs cover every rank)
+        rows = _rows(two / "checkpoints" / f"grpo_{name}" / "metrics.jsonl")
+        assert [row["step"] for row in rows] == list(range(STEPS))
+        whole, shares = _shares(one / "shares" / name)[0], _shares(two / "shares" / name)
+        assert [row["step"] for row in whole] == list(range(STEPS))
+        for step, row in enumerate(whole):
+            halves = [shares[rank][step]["problems"] for rank in (0, 1)]
+            assert halves[0] + halves[1] == row["problems"] and not set(halves[0]) & set(halves[1])
+    init = {n: _weights_at(runs["root"], n) for n in ("A", "B")}
+    w = _weights(two)
+    assert all(max(float((w[n][k] - init[n][k]).abs().max()) for k in w[n]) > MOVED for n in w)
+
+
+def test_fsdp2_config_on_cpu_is_replicated_and_says_so(runs):
+    """accelerate (1.16) enables FSDP only on GPU-family backends: with the FSDP2 config on
+    CPU it runs MULTI_CPU (DDP), and the trainer warns. If accelerate learns FSDP on CPU, this
+    test fails: then run the FSDP2 path here for real."""
+    out = runs["root"] / "fsdp"
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(ROOT / "config" / "accelerate" / "fsdp2.yaml"),
+        "--num_processes",
+        "2",
+        "--mixed_precision",
+        "no",
+        SCRIPT,
+        *_train_args(runs["config"], out),
+    ]
+    r = _run(cmd)
+    assert "asks for FSDP, but accelerate runs these processes as MULTI_CPU" in r.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["distributed"] == {"num_processes": 2, "distributed_type": "MULTI_CPU"}
+    # replicated, not sharded: the same models as the DDP run
+    assert _max_diff(_weights(runs["two"]), _weights(out)) < TOLERANCE
+    assert torch.cuda.is_available() is False
