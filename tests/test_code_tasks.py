@@ -299,6 +299,20 @@ def test_humaneval_splits(humaneval):
     )
 
 
+def test_humaneval_seeded_train_validation_test():
+    task = HumanEvalTask(test_size=64, validation_size=20, seed=3)
+    train, val, test = (task.problems(s) for s in ("train", "validation", "test"))
+    assert (len(train), len(val), len(test)) == (80, 20, 64)
+    assert not {p.id for p in train} & ({p.id for p in test} | {p.id for p in val})
+    assert {p.id for p in train + val + test} == {f"HumanEval/{i}" for i in range(164)}
+    again = HumanEvalTask(test_size=64, validation_size=20, seed=3).split_manifest()
+    assert again["split_sha256"] == task.split_manifest()["split_sha256"]
+    other = HumanEvalTask(test_size=64, validation_size=20, seed=4).split_manifest()
+    assert other["split_sha256"] != again["split_sha256"] and again["test_size"] == 64
+    with pytest.raises(ValueError, match="no training problems"):
+        HumanEvalTask(test_size=164).problems("test")
+
+
 def test_humaneval_canary_all_canonical_solutions_pass(humaneval):
     """All 164: full functions (prompt + canonical body) in a fence, as a chat model answers."""
     ps = humaneval.problems("test")

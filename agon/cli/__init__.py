@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, str] = {
     "data": "agon.cli.data",
     "sandbox": "agon.cli.sandbox",
     "toy": "agon.cli.toy",
+    "model": "agon.cli.model",
     "eval": "agon.cli.eval",
     "train": "agon.cli.train",
     "report": "agon.cli.report",

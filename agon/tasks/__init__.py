@@ -37,6 +37,8 @@ TASKS = Registry(
         "codecontests": "agon.tasks.code.codecontests:CodeContestsTask",
         "livecodebench": "agon.tasks.code.livecodebench:LiveCodeBenchTask",
         "humaneval": "agon.tasks.code.humaneval:HumanEvalTask",
+        "reasoning_gym": "agon.tasks.reasoning_gym:ReasoningGymTask",
+        "champ": "agon.tasks.champ:ChampTask",
     },
 )
 

@@ -102,6 +102,18 @@ def build_splits(
     }
 
 
+def content_sha256(splits: dict[str, list[Problem]]) -> str:
+    """A hash of every problem's split, id, question, answer and difficulty: what a generated
+    or packaged source produced, so two runs can show they saw the same problems."""
+    digest = hashlib.sha256()
+    for name in sorted(splits):
+        for p in splits[name]:
+            digest.update(
+                f"{name}\x00{p.id}\x00{p.question}\x00{p.answer}\x00{p.difficulty}\x01".encode()
+            )
+    return digest.hexdigest()
+
+
 def apply_draft_view(draft: str, view: str, tokenizer: Any = None) -> str:
     """The part of a draft the reader sees: ``full``, ``answer_section`` or ``last_tokens:N``.
 

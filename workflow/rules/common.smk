@@ -21,6 +21,7 @@ from agon.methods import (
     eval_seeds,
     trained_methods_for,
 )
+from agon.checkpoints import PROVENANCE
 from agon.results import Layout
 
 try:
@@ -38,6 +39,13 @@ TRAIN_METHODS = trained_methods_for(EVAL_SYSTEMS)
 ABLATIONS = config["ablations"]
 VARIANTS = [v["name"] for v in ABLATIONS["variants"]]
 TOY_FAMILIES = [name for name, row in FAMILIES.items() if row["toy"]]
+# model folders the prepare_model rule builds from a row's `source` (a GGUF checkpoint)
+PACKAGED = {
+    os.path.normpath(row[key]["model"]): row[key]["source"]
+    for row in FAMILIES.values()
+    for key in ("model_a", "model_b")
+    if "source" in row[key]
+}
 TOY_TASKS = ("arith", "toycode")  # the task rows `agon toy pretrain` reads
 ALL_METHODS = list(METHODS)
 
@@ -167,10 +175,16 @@ def snapshot_params(wildcards):
 
 
 def base_model_inputs(wildcards):
-    """The base-model folders a (family, task) job needs as inputs: the pretrained toy models."""
-    if FAMILIES[wildcards.family]["toy"]:
-        return {"toy_models": LAYOUT.toy_report()}
-    return {}
+    """The base-model folders a (family, task) job needs as inputs: the pretrained toy models,
+    and the prepared folders of rows that ship as GGUF checkpoints."""
+    row = FAMILIES[wildcards.family]
+    inputs = {"toy_models": LAYOUT.toy_report()} if row["toy"] else {}
+    for key in ("model_a", "model_b"):
+        if "source" in row[key]:
+            inputs[f"prepared_{key}"] = os.path.join(
+                os.path.normpath(row[key]["model"]), PROVENANCE
+            )
+    return inputs
 
 
 def budget_matched(method):

