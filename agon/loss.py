@@ -41,7 +41,9 @@ def policy_loss(
     """The clipped policy-gradient loss of TRL's GRPOTrainer (``_compute_loss``), one micro-batch.
 
     ``logps``, ``mask`` (B, T): per-token log-probabilities of the completion tokens (with
-    grad) and which tokens are trained on; ``advantages`` (B,). ``old_logps`` defaults to
+    grad) and which tokens are trained on; ``advantages`` (B,), one per sequence (GRPO, the
+    duel), or (B, T), one per token (the Cliff baseline; a (B, T) tensor constant along T is
+    the (B,) case). ``old_logps`` defaults to
     ``logps.detach()`` (one gradient step per rollout, ratio 1). The KL term is TRL's k3
     estimator to ``ref_logps``, multiplied by the ratio when ``kl_ratio_correction`` (TRL's
     ``use_bias_correction_kl``: the unbiased reverse-KL gradient). Normalization, so that
@@ -56,7 +58,15 @@ def policy_loss(
     if loss_type not in LOSS_TYPES:
         raise ValueError(f"unknown loss_type {loss_type!r}; expected one of {LOSS_TYPES}")
     mask = mask.to(logps.dtype)
-    adv = advantages.to(logps.dtype).reshape(-1, 1)
+    adv = advantages.to(logps.dtype)
+    if adv.dim() == 2:  # per token
+        if adv.shape != logps.shape:
+            raise ValueError(
+                f"per-token advantages {tuple(adv.shape)} must have the shape of the log-probs "
+                f"{tuple(logps.shape)}"
+            )
+    else:  # per sequence
+        adv = adv.reshape(-1, 1)
     old = logps.detach() if old_logps is None else old_logps
     ratio = torch.exp(logps - old)
     clipped = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)

@@ -94,6 +94,7 @@ TRAINERS = Registry(
         "agon": "agon.training.run:DUEL",  # the duel: both models together
         # the same duel, each model rewarded for its own correctness only (no contest term)
         "agon_independent": "agon.training.run:DUEL_INDEPENDENT",
+        "cliff": "baselines.cliff:TRAINER",  # each model alone, first-mistake token advantages
     },
 )
 

@@ -75,6 +75,7 @@ def train(
     s: DuelSettings,
     out_dir: str | Path,
     on_step: Callable[[dict], None] | None = None,
+    step_fn: Callable[..., dict] | None = None,
 ) -> list[dict]:
     """Train ``policies`` for ``s.steps`` steps on ``task``'s train split, resuming if possible.
 
@@ -86,6 +87,10 @@ def train(
     update of step 0, every ``eval_every`` steps and after the last update; the scores go into
     the rows (the last one into a row ``step = s.steps`` of its own, not in the returned
     list). The probes do not touch the training RNG.
+
+    ``step_fn`` (default :func:`agon.duel.duel_step`, same arguments) is one training step: a
+    method that changes only the step (a baseline's advantages, say) keeps this loop's resume,
+    checkpoints, probes, process shares and metrics.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -154,7 +159,7 @@ def train(
         # the probe scores the models before this step's update
         evaluation = evaluate(step) if probe.is_eval_step(step, s.eval_every) else {}
         with measured() as cost:
-            row = duel.duel_step(task, policies, problems, s, step, keys, len(batch))
+            row = (step_fn or duel.duel_step)(task, policies, problems, s, step, keys, len(batch))
         row |= {CPU_S: cost["cpu_s"], GPU_S: cost["gpu_s"]} | evaluation
         row = write(row)
         rows.append(row)

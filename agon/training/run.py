@@ -92,26 +92,15 @@ def _check_vllm() -> None:
         ) from None
 
 
-def train_duel(config: dict, fam: dict, task_name: str, settings: DuelSettings, out: Path) -> dict:
-    """The duel: policies A and B from the family row, trained together; the summary payload."""
-    import torch
-
+def family_policies(
+    config: dict, fam: dict, settings: DuelSettings, accelerator: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Policies A and B from the family row (model, rollout engine, optimizer), each
+    distributed over ``accelerator``'s processes with its own optimizer; and their tokenizers."""
     from agon.engines.hf import load_model, load_tokenizer
     from agon.engines.rollouts import rollout_engine
-    from agon.tasks import task_from_config
-    from agon.training.checkpoint import save_model
-    from agon.training.loop import train
-    from agon.training.metrics import summarize_metrics
-    from agon.training.policy import (
-        distribute,
-        distributed_info,
-        make_accelerator,
-        make_policy,
-    )
+    from agon.training.policy import distribute, make_policy
 
-    torch.manual_seed(settings.seed)
-    task = task_from_config(config, task_name)
-    accelerator = make_accelerator()
     policies, tokenizers = {}, {}
     for name in ("A", "B"):
         row = fam[f"model_{name.lower()}"]
@@ -123,25 +112,59 @@ def train_duel(config: dict, fam: dict, task_name: str, settings: DuelSettings, 
         distribute(policy, accelerator)  # shard / replicate each model with its own optimizer
         policies[name] = policy
         tokenizers[name] = tok
-    t0 = time.time()
-    try:
-        rows = train(task, policies, settings, out, on_step=_print_step)
-    finally:
-        task.close()
+    return policies, tokenizers
+
+
+def save_policies(
+    policies: dict[str, Any], tokenizers: dict[str, Any], out: Path, accelerator: Any
+) -> None:
+    """Each policy's final model into ``OUT/<name>``; under several processes every rank calls
+    this, the full weights are gathered (FSDP2 shards them) and saved once."""
+    from agon.training.checkpoint import save_model
+
     for name, pol in policies.items():
         if accelerator is None:
             save_model(pol.model, tokenizers[name], out / name)
-        else:  # gather the full weights (FSDP2 shards them), save once
+        else:
             state = accelerator.get_state_dict(pol.model)
             if accelerator.is_main_process:
                 model = accelerator.unwrap_model(pol.model)
                 save_model(model, tokenizers[name], out / name, state_dict=state)
             accelerator.wait_for_everyone()
+
+
+def run_payload(out: Path, rows: list[dict], t0: float, accelerator: Any) -> dict:
+    """The summary payload of a run trained by :func:`agon.training.loop.train`: the totals of
+    ``OUT/metrics.jsonl``, this run's wall seconds and steps, and its processes."""
+    from agon.training.metrics import summarize_metrics
+    from agon.training.policy import distributed_info
+
     return summarize_metrics(out / "metrics.jsonl") | {
         "wall_s_this_run": time.time() - t0,
         "steps_this_run": len(rows),
         "distributed": distributed_info(accelerator),
     }
+
+
+def train_duel(config: dict, fam: dict, task_name: str, settings: DuelSettings, out: Path) -> dict:
+    """The duel: policies A and B from the family row, trained together; the summary payload."""
+    import torch
+
+    from agon.tasks import task_from_config
+    from agon.training.loop import train
+    from agon.training.policy import make_accelerator
+
+    torch.manual_seed(settings.seed)
+    task = task_from_config(config, task_name)
+    accelerator = make_accelerator()
+    policies, tokenizers = family_policies(config, fam, settings, accelerator)
+    t0 = time.time()
+    try:
+        rows = train(task, policies, settings, out, on_step=_print_step)
+    finally:
+        task.close()
+    save_policies(policies, tokenizers, out, accelerator)
+    return run_payload(out, rows, t0, accelerator)
 
 
 DUEL = Trainer("agon", DuelSettings, train_duel, settings_overrides=(("mode", "duel"),))

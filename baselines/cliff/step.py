@@ -1,0 +1,197 @@
+"""One Cliff training step: the duel trainer's solo mode (GRPO) with per-token advantages.
+
+Each model trains alone, as in ``mode: solo`` of :mod:`agon.duel`, whose functions this step
+calls unchanged: :func:`~agon.duel.rollout` (G samples per problem, seeded per problem),
+:func:`~agon.duel.grade`, :func:`~agon.duel.role_rewards` (reward = correctness),
+:func:`~agon.duel.role_advantages` (GRPO's group-normalized advantage) and
+:func:`~agon.duel.update` (micro-batches, global normalizers, the clipped loss). The one step
+added between advantage and update: the teacher marks the first mistake of every wrong sample
+(:mod:`baselines.cliff.teacher`), its character offset becomes a token index
+(:func:`baselines.cliff.steps.char_to_token`), and each sample's advantage becomes a row of
+per-token advantages (:mod:`baselines.cliff.advantages`), which ``update`` hands to
+:func:`agon.loss.policy_loss` as a ``(B, T)`` tensor.
+
+:func:`cliff_step` takes :func:`agon.duel.duel_step`'s arguments (and its teachers), so
+:func:`agon.training.loop.train` runs it as its ``step_fn``, on one process or several.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from agon import duel
+from agon.engines.base import Completion
+from agon.tasks.base import Problem, Task
+from agon.training import metrics as mk
+from agon.training.policy import Policy
+from baselines.cliff.advantages import padded_token_advantages
+from baselines.cliff.steps import char_to_token
+from baselines.cliff.teacher import Marks
+
+# metrics of one model's step, besides the duel trainer's drafter keys
+WRONG = "{model}/cliff/wrong"  # wrong samples (the ones a teacher is asked about)
+LOCATED = "{model}/cliff/located"  # share of wrong samples whose first mistake was found
+MISTAKE_AT = "{model}/cliff/mistake_at"  # mean place of the mistake in a located sample, 0..1
+UNPARSABLE = "{model}/cliff/teacher_unparsable"  # share of a model teacher's replies
+SAID_NONE = "{model}/cliff/teacher_said_none"  # share of replies that found no wrong step
+TOO_LONG = "{model}/cliff/teacher_too_long"  # samples whose teacher prompt did not fit
+TEACHER_TOKENS = "{model}/cliff/teacher_tokens"  # tokens a model teacher generated
+TEACHER_S = "time/teacher_s"  # the teacher's wall seconds (the slowest process's)
+
+
+def first_mistakes(
+    teacher: Any,
+    task: Task,
+    problems: Sequence[Problem],
+    completions: Sequence[Completion],
+    correct: np.ndarray,
+    tokenizer: Any,
+) -> tuple[list[int | None], Marks]:
+    """The token index of the first mistake of every wrong completion (None: correct,
+    ungraded, or not located), and the teacher's answer for the wrong ones."""
+    wrong = [i for i, c in enumerate(correct) if c == 0.0]
+    marks = teacher.mark(task, [problems[i] for i in wrong], [completions[i].text for i in wrong])
+    out: list[int | None] = [None] * len(completions)
+    for i, offset in zip(wrong, marks.offsets):
+        if offset is not None:
+            out[i] = char_to_token(tokenizer, completions[i].token_ids, offset)
+    return out, marks
+
+
+def teacher_counts(
+    mistakes: Sequence[int | None], lengths: Sequence[int], n_wrong: int, marks: Marks
+) -> dict[str, float]:
+    """What one process's share of a model's step adds to that step's Cliff metrics: counts
+    (and one sum), so the shares of several processes add up to the whole batch's."""
+    at = [m / n for m, n in zip(mistakes, lengths) if m is not None and n > 0]
+    return {
+        "wrong": float(n_wrong),
+        "located": float(sum(m is not None for m in mistakes)),
+        "at_sum": float(sum(at)),
+        "at_n": float(len(at)),
+        "asked": float(marks.asked),
+        "unparsable": float(marks.unparsable),
+        "said_none": float(marks.said_none),
+        "too_long": float(marks.too_long),
+        "tokens": float(marks.tokens),
+    }
+
+
+def cliff_metrics(
+    name: str, counts: Mapping[str, float], model_teacher: bool = False
+) -> dict[str, float]:
+    """One model's teacher metrics (keys above; the ``teacher_*`` ones for a model teacher
+    only) from its :func:`teacher_counts` (one process's, or summed over every process)."""
+
+    def k(template: str) -> str:
+        return mk.key(template, model=name)
+
+    def share(part: str, whole: str) -> float:
+        return counts[part] / counts[whole] if counts[whole] else float("nan")
+
+    out = {
+        k(WRONG): counts["wrong"],
+        k(LOCATED): share("located", "wrong"),
+        k(MISTAKE_AT): share("at_sum", "at_n"),
+    }
+    if not model_teacher:
+        return out
+    return out | {
+        k(UNPARSABLE): share("unparsable", "asked"),
+        k(SAID_NONE): share("said_none", "asked"),
+        k(TOO_LONG): counts["too_long"],
+        k(TEACHER_TOKENS): counts["tokens"],
+    }
+
+
+def over_ranks(
+    accelerator: Any, counts: dict[str, dict[str, float]], teacher_s: float
+) -> tuple[dict[str, dict[str, float]], float]:
+    """Every model's :func:`teacher_counts` summed over the processes and the slowest
+    process's teacher seconds (as they are on one process), so that every rank writes the whole
+    batch's Cliff metrics and :func:`agon.training.metrics.combine_ranks`, which averages keys
+    it does not know, keeps them."""
+    if accelerator is None or accelerator.num_processes <= 1:
+        return counts, teacher_s
+    from accelerate.utils import gather_object
+
+    shares = gather_object([(counts, teacher_s)])
+    total = {
+        name: {c: sum(share[name][c] for share, _ in shares) for c in per_model}
+        for name, per_model in counts.items()
+    }
+    return total, max(t for _, t in shares)
+
+
+def cliff_step(
+    task: Task,
+    policies: Mapping[str, Policy],
+    problems: list[Problem],
+    s: Any,
+    step: int,
+    keys: Sequence[int] | None = None,
+    n_total: int | None = None,
+    *,
+    teachers: Mapping[str, Any],
+) -> dict[str, float]:
+    """One step of every policy, each alone on the same ``problems``: rollout -> grade ->
+    GRPO advantage -> first mistakes -> per-token advantages -> update. ``s`` is a
+    :class:`baselines.cliff.trainer.CliffSettings`, ``teachers`` each policy's teacher;
+    returns the step's metrics row.
+
+    The arguments are :func:`agon.duel.duel_step`'s (bind ``teachers`` for
+    :func:`agon.training.loop.train`'s ``step_fn``): under several processes each holds a share
+    of the step's problems, ``keys`` their places in the whole batch (default: ``problems`` is
+    the whole batch), and a problem's samples are seeded from its key alone, as the duel's;
+    ``n_total`` (the whole batch's size) is not needed, each model playing every problem. Each
+    process asks its teacher about its own share's wrong samples; the Cliff metrics of the row
+    are the whole batch's (:func:`over_ranks`)."""
+    t0 = time.perf_counter()
+    row: dict[str, float] = {mk.STEP: step}
+    own: dict[str, duel.Samples] = {}
+    counts: dict[str, dict[str, float]] = {}
+    tokens, teacher_s = 0, 0.0
+    flat_problems = [p for p in problems for _ in range(s.num_generations)]
+    for i, (name, policy) in enumerate(policies.items()):
+        ro = duel.rollout(task, policy, None, problems, s, step, salt=10 * i, keys=keys)
+        c_draft, c_read = duel.grade(task, ro)
+        rewards, r_read = duel.role_rewards(c_draft, c_read, s)
+        adv, _ = duel.role_advantages(rewards, r_read, s)
+        comps = [c for per_problem in ro.drafts for c in per_problem]
+        correct = c_draft.ravel()
+        t1 = time.perf_counter()
+        tokenizer = getattr(policy.engine, "tokenizer", None)
+        mistakes, marks = first_mistakes(
+            teachers[name], task, flat_problems, comps, correct, tokenizer
+        )
+        teacher_s += time.perf_counter() - t1
+        lengths = [len(c.token_ids) for c in comps]
+        per_token = padded_token_advantages(
+            adv.values, lengths, correct, mistakes, s.weight, s.correct, s.unlocated
+        )
+        own[name] = duel.samples_of("drafter", comps, duel.Advantages(per_token, adv.zero_spread))
+        row.update(mk.role_metrics(name, "drafter", rewards, c_draft, adv.zero_spread, comps))
+        counts[name] = teacher_counts(mistakes, lengths, int((correct == 0.0).sum()), marks)
+        tokens += sum(lengths)
+    acc = next(iter(policies.values())).accelerator if policies else None
+    counts, teacher_s = over_ranks(acc, counts, teacher_s)
+    for name in policies:
+        is_model = getattr(teachers[name], "name", "") == "model"
+        row.update(cliff_metrics(name, counts[name], is_model))
+    t_roll = time.perf_counter()
+    for name, policy in policies.items():
+        row.update({f"{name}/{k}": v for k, v in duel.update(policy, [own[name]], s).items()})
+        policy.sync_engine()
+    row.update(
+        {
+            mk.TOKENS: tokens,
+            mk.ROLLOUT_S: t_roll - t0,  # the teacher's time included
+            TEACHER_S: teacher_s,
+            mk.UPDATE_S: time.perf_counter() - t_roll,
+        }
+    )
+    return row
