@@ -136,13 +136,17 @@ def grade_one(gold: str, completion: str, soft_timeout: int = 2) -> Verdict:
 
 
 def _worker_init(memory_mb: int) -> None:
-    """Pool worker setup: cap memory and pay math-verify's import once."""
+    """Pool worker setup: cap memory, and pay math-verify's import and its parsers' first use
+    (building the LaTeX and expression parsers takes a second or more on a busy machine) here,
+    not inside the first answer's soft time limit, where it read as that answer's timeout."""
     if memory_mb > 0:
         import resource
 
         limit = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    import math_verify  # noqa: F401
+    from math_verify import parse, verify
+
+    verify(parse("$\\frac{1}{2}$"), parse("\\boxed{0.5}"))  # no time limit: a warm-up
 
 
 class MathGrader:

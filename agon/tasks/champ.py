@@ -74,12 +74,9 @@ class ChampTask(MathTask):
         return self._splits
 
     def _manifest_extra(self) -> dict:
-        from importlib.metadata import PackageNotFoundError, version
+        from agon.provenance import package_versions
 
-        try:
-            package = version("champ-dataset")
-        except PackageNotFoundError:
-            package = None
+        package = package_versions(["champ-dataset"])["champ-dataset"]
         return {
             "source": f"champ-dataset {package} ({self.dataset_version})",
             "answers": self.answers,

@@ -167,12 +167,9 @@ class ReasoningGymTask(MathTask):
         return self._splits
 
     def _manifest_extra(self) -> dict:
-        from importlib.metadata import PackageNotFoundError, version
+        from agon.provenance import package_versions
 
-        try:
-            rg_version = version("reasoning-gym")
-        except PackageNotFoundError:
-            rg_version = None
+        rg_version = package_versions(["reasoning-gym"])["reasoning-gym"]
         return {
             "generator": self.generator,
             "levels": self.levels,
