@@ -107,3 +107,29 @@ def tiny_config(root: Path, arch: str = "qwen3", **sections) -> Path:
     path = Path(root) / f"config-{arch}.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+def kill_after_checkpoint(cmd: list[str], env: dict, out: Path, timeout: float = 300) -> int:
+    """Start the training command ``cmd``, SIGKILL it (with every process under it: a launcher
+    and its ranks) once its first complete checkpoint exists, and return the step of the
+    newest complete checkpoint left behind."""
+    import signal
+    import subprocess
+    import time
+
+    import psutil
+
+    from agon.training import checkpoint as ckpt
+
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        if ckpt.complete_checkpoints(out / "checkpoints"):
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed; make it longer"
+    launcher = psutil.Process(proc.pid)  # torchrun's workers may sit in sessions of their own
+    for p in [*launcher.children(recursive=True), launcher]:
+        p.send_signal(signal.SIGKILL)
+    proc.wait()
+    return int(ckpt.latest_checkpoint(out / "checkpoints").name.split("-")[1])

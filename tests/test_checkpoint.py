@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +20,7 @@ import torch
 
 from agon import duel
 from agon.training import checkpoint as ckpt
-from tests.duel_helpers import tiny_config, tiny_policies
+from tests.duel_helpers import kill_after_checkpoint, tiny_config, tiny_policies
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -142,22 +140,7 @@ def test_sigkill_then_resume_is_bit_exact(tmp_path):
     )
     assert r.returncode == 0, r.stdout + r.stderr
 
-    proc = subprocess.Popen(
-        launcher + _train_cmd(config, cut, steps)[3:],
-        env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 240
-    while time.time() < deadline and proc.poll() is None:
-        done = ckpt.complete_checkpoints(cut / "checkpoints")
-        if done and int(done[-1].name.split("-")[1]) >= 1:
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run ended before it could be killed; make it longer"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    killed_at = int(ckpt.latest_checkpoint(cut / "checkpoints").name.split("-")[1])
+    killed_at = kill_after_checkpoint(launcher + _train_cmd(config, cut, steps)[3:], _env(), cut)
     assert killed_at < steps and not (cut / "A").exists()
 
     r = subprocess.run(

@@ -14,18 +14,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import psutil
 import pytest
 import torch
 
-from agon.training import checkpoint as ckpt
-from tests.duel_helpers import tiny_config
+from tests.duel_helpers import kill_after_checkpoint, tiny_config
 
 pytestmark = pytest.mark.slow  # each test launches 1-3 training runs of ~10-15 s
 
@@ -36,6 +32,14 @@ STEPS = 3
 # to ~5e-7 (the order of float sums differs: DDP adds two half-batch gradients)
 TOLERANCE = 1e-5
 MOVED = 1e-3
+TRAIN = {  # the train section of every run here
+    "steps": STEPS,
+    "problems_per_step": 4,
+    "num_generations": 4,
+    "learning_rate": 1e-3,
+    "checkpoint_every": 1,
+    "keep_checkpoints": 0,
+}
 
 
 def _train_args(config: Path, out: Path, method: str = "agon") -> list[str]:
@@ -108,17 +112,7 @@ def _shares(folder: Path) -> dict[int, list[dict]]:
 def runs(tmp_path_factory):
     """The tiny config, and the duel trained by one process and by two."""
     root = tmp_path_factory.mktemp("distributed")
-    config = tiny_config(
-        root,
-        train={
-            "steps": STEPS,
-            "problems_per_step": 4,
-            "num_generations": 4,
-            "learning_rate": 1e-3,
-            "checkpoint_every": 1,
-            "keep_checkpoints": 0,
-        },
-    )
+    config = tiny_config(root, train=TRAIN)
     _run(_one(config, root / "one"))
     two = _run(_two(config, root / "two"))
     return {"root": root, "config": config, "one": root / "one", "two": root / "two", "log": two}
@@ -160,6 +154,48 @@ def test_duel_two_ranks_take_the_one_process_step(runs):
     )
 
 
+def test_cliff_two_ranks_take_the_one_process_step(tmp_path):
+    """Cliff (``--method cliff``) runs the duel's loop and its solo-mode step with a model
+    teacher (parity_test is no toy task, so there is no oracle): the two ranks together take
+    the one-process step, the teacher's marks included (it is greedy, and each rank asks it
+    about its own share's wrong samples). The teachers are the tiny random base models, whose
+    replies name no step (``teacher_unparsable`` is 1): this covers the teacher's generation and
+    the metrics summed over ranks, with every wrong sample unlocated (outcome advantage only)
+    and every correct one +weight on all its tokens."""
+    config = tiny_config(tmp_path, train=TRAIN, cliff={"teacher": "model"})
+    one, two = tmp_path / "cliff-one", tmp_path / "cliff-two"
+    _run(_one(config, one, "cliff"))
+    _run(_two(config, two, "cliff"))
+    summary = json.loads((two / "summary.json").read_text())
+    summary_one = json.loads((one / "summary.json").read_text())
+    assert summary["distributed"] == {"num_processes": 2, "distributed_type": "MULTI_CPU"}
+    assert summary_one["distributed"]["num_processes"] == 1
+
+    whole, shares = _shares(one / "shares")[0], _shares(two / "shares")
+    assert sorted(shares) == [0, 1]
+    for step, row in enumerate(whole):
+        assert row["step"] == step and len(row["problems"]) == 4
+        for rank in (0, 1):
+            assert shares[rank][step]["world"] == 2
+            assert shares[rank][step]["problems"] == row["problems"][rank::2]
+
+    a, b = _weights(one), _weights(two)
+    init = {n: _weights_at(tmp_path, n) for n in ("A", "B")}
+    moved = max(float((a[n][k] - init[n][k]).abs().max()) for n in a for k in a[n])
+    assert moved > MOVED
+    assert _max_diff(a, b) < TOLERANCE, _max_diff(a, b)
+
+    rows_one, rows_two = _rows(one / "metrics.jsonl"), _rows(two / "metrics.jsonl")
+    assert [r["step"] for r in rows_two] == list(range(STEPS))
+    for r1, r2 in zip(rows_one, rows_two):
+        assert set(r1) == set(r2)
+        for k, v in r1.items():
+            if not k.startswith("time/") and v == v:  # NaN == NaN is False
+                assert r2[k] == pytest.approx(v, abs=1e-4), k
+    for k in ("tokens_generated", "A/teacher_tokens", "B/teacher_tokens"):
+        assert summary[k] == summary_one[k], k
+
+
 def _weights_at(root: Path, name: str) -> dict:
     from safetensors.torch import load_file
 
@@ -168,25 +204,7 @@ def _weights_at(root: Path, name: str) -> dict:
 
 def test_duel_two_ranks_resume_after_a_kill(runs):
     cut = runs["root"] / "cut"
-    proc = subprocess.Popen(
-        _two(runs["config"], cut),
-        env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        done = ckpt.complete_checkpoints(cut / "checkpoints")
-        if done and int(done[-1].name.split("-")[1]) >= 1:
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run ended before it could be killed; make it longer"
-    # the launcher and both ranks at once (torchrun's workers may sit in sessions of their own)
-    launcher = psutil.Process(proc.pid)
-    for p in [*launcher.children(recursive=True), launcher]:
-        p.send_signal(signal.SIGKILL)
-    proc.wait()
-    killed_at = int(ckpt.latest_checkpoint(cut / "checkpoints").name.split("-")[1])
+    killed_at = kill_after_checkpoint(_two(runs["config"], cut), _env(), cut)
     assert 1 <= killed_at < STEPS and not (cut / "A").exists()
 
     r = _run(_two(runs["config"], cut))
