@@ -119,39 +119,7 @@ def runs(tmp_path_factory):
 
 
 def test_duel_two_ranks_take_the_one_process_step(runs):
-    one, two = runs["one"], runs["two"]
-    summary = json.loads((two / "summary.json").read_text())
-    assert summary["distributed"] == {"num_processes": 2, "distributed_type": "MULTI_CPU"}
-    assert json.loads((one / "summary.json").read_text())["distributed"]["num_processes"] == 1
-
-    # each rank trained on its own share: batch[rank::2] of the problems one process drew
-    whole, shares = _shares(one / "shares")[0], _shares(two / "shares")
-    assert sorted(shares) == [0, 1]
-    for step, row in enumerate(whole):
-        assert row["step"] == step and len(row["problems"]) == 4
-        for rank in (0, 1):
-            assert shares[rank][step]["world"] == 2
-            assert shares[rank][step]["problems"] == row["problems"][rank::2]
-
-    # the models equal the one-process run's, and they did move
-    a, b = _weights(one), _weights(two)
-    init = {n: _weights_at(runs["root"], n) for n in ("A", "B")}
-    moved = max(float((a[n][k] - init[n][k]).abs().max()) for n in a for k in a[n])
-    assert moved > MOVED
-    assert _max_diff(a, b) < TOLERANCE, _max_diff(a, b)
-
-    # the metrics rows are the whole batch's (counts summed over ranks, rates weighted)
-    rows_one, rows_two = _rows(one / "metrics.jsonl"), _rows(two / "metrics.jsonl")
-    assert [r["step"] for r in rows_two] == list(range(STEPS))
-    for r1, r2 in zip(rows_one, rows_two):
-        assert set(r1) == set(r2)
-        for k, v in r1.items():
-            if not k.startswith("time/") and v == v:  # NaN == NaN is False
-                assert r2[k] == pytest.approx(v, abs=1e-4), k
-    assert (
-        summary["tokens_generated"]
-        == json.loads((one / "summary.json").read_text())["tokens_generated"]
-    )
+    _assert_two_ranks_take_the_one_process_step(runs["one"], runs["two"], runs["root"])
 
 
 def test_cliff_two_ranks_take_the_one_process_step(tmp_path):
@@ -166,6 +134,16 @@ def test_cliff_two_ranks_take_the_one_process_step(tmp_path):
     one, two = tmp_path / "cliff-one", tmp_path / "cliff-two"
     _run(_one(config, one, "cliff"))
     _run(_two(config, two, "cliff"))
+    summary, summary_one = _assert_two_ranks_take_the_one_process_step(one, two, tmp_path)
+    for k in ("A/teacher_tokens", "B/teacher_tokens"):
+        assert summary[k] == summary_one[k], k
+
+
+def _assert_two_ranks_take_the_one_process_step(one: Path, two: Path, root: Path):
+    """The two-process run ``two`` took the steps of the one-process run ``one``: world sizes,
+    each rank's share (``batch[rank::2]``), the final models (within TOLERANCE, after moving
+    more than MOVED from the base models under ``root``), and every metrics row (counts summed
+    over ranks, rates weighted; timings aside). Returns both summaries."""
     summary = json.loads((two / "summary.json").read_text())
     summary_one = json.loads((one / "summary.json").read_text())
     assert summary["distributed"] == {"num_processes": 2, "distributed_type": "MULTI_CPU"}
@@ -180,7 +158,7 @@ def test_cliff_two_ranks_take_the_one_process_step(tmp_path):
             assert shares[rank][step]["problems"] == row["problems"][rank::2]
 
     a, b = _weights(one), _weights(two)
-    init = {n: _weights_at(tmp_path, n) for n in ("A", "B")}
+    init = {n: _weights_at(root, n) for n in ("A", "B")}
     moved = max(float((a[n][k] - init[n][k]).abs().max()) for n in a for k in a[n])
     assert moved > MOVED
     assert _max_diff(a, b) < TOLERANCE, _max_diff(a, b)
@@ -192,8 +170,8 @@ def test_cliff_two_ranks_take_the_one_process_step(tmp_path):
         for k, v in r1.items():
             if not k.startswith("time/") and v == v:  # NaN == NaN is False
                 assert r2[k] == pytest.approx(v, abs=1e-4), k
-    for k in ("tokens_generated", "A/teacher_tokens", "B/teacher_tokens"):
-        assert summary[k] == summary_one[k], k
+    assert summary["tokens_generated"] == summary_one["tokens_generated"]
+    return summary, summary_one
 
 
 def _weights_at(root: Path, name: str) -> dict:
