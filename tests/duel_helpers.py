@@ -133,3 +133,12 @@ def kill_after_checkpoint(cmd: list[str], env: dict, out: Path, timeout: float =
         p.send_signal(signal.SIGKILL)
     proc.wait()
     return int(ckpt.latest_checkpoint(out / "checkpoints").name.split("-")[1])
+
+
+def train_args(
+    config: Path, out: Path, method: str = "agon", steps: int | None = None
+) -> list[str]:
+    """`agon train` arguments for the tiny family and ParityTask (seed 3, one thread)."""
+    args = ["train", "--config", str(config), "--family", "tiny", "--task", "parity_test"]
+    args += ["--method", method, "--seed", "3", "--out", str(out), "--threads", "1"]
+    return args + (["--steps", str(steps)] if steps is not None else [])

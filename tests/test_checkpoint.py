@@ -20,7 +20,7 @@ import torch
 
 from agon import duel
 from agon.training import checkpoint as ckpt
-from tests.duel_helpers import kill_after_checkpoint, tiny_config, tiny_policies
+from tests.duel_helpers import kill_after_checkpoint, tiny_config, tiny_policies, train_args
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,28 +78,7 @@ def test_truncate_jsonl_drops_torn_line(tmp_path):
 
 
 def _train_cmd(config: Path, out: Path, steps: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "agon",
-        "train",
-        "--config",
-        str(config),
-        "--family",
-        "tiny",
-        "--task",
-        "parity_test",
-        "--method",
-        "agon",
-        "--seed",
-        "3",
-        "--out",
-        str(out),
-        "--steps",
-        str(steps),
-        "--threads",
-        "1",
-    ]
+    return [sys.executable, "-m", "agon", *train_args(config, out, steps=steps)]
 
 
 def _env() -> dict:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.duel_helpers import kill_after_checkpoint, tiny_config
+from tests.duel_helpers import kill_after_checkpoint, tiny_config, train_args
 
 pytestmark = pytest.mark.slow  # each test launches 1-3 training runs of ~10-15 s
 
@@ -42,28 +42,8 @@ TRAIN = {  # the train section of every run here
 }
 
 
-def _train_args(config: Path, out: Path, method: str = "agon") -> list[str]:
-    return [
-        "train",
-        "--config",
-        str(config),
-        "--family",
-        "tiny",
-        "--task",
-        "parity_test",
-        "--method",
-        method,
-        "--seed",
-        "3",
-        "--out",
-        str(out),
-        "--threads",
-        "1",
-    ]
-
-
 def _one(config: Path, out: Path, method: str = "agon") -> list[str]:
-    return [sys.executable, SCRIPT, *_train_args(config, out, method)]
+    return [sys.executable, SCRIPT, *train_args(config, out, method)]
 
 
 def _two(config: Path, out: Path, method: str = "agon") -> list[str]:
@@ -75,7 +55,7 @@ def _two(config: Path, out: Path, method: str = "agon") -> list[str]:
         "--nproc_per_node",
         "2",
         SCRIPT,
-        *_train_args(config, out, method),
+        *train_args(config, out, method),
     ]
 
 
@@ -243,7 +223,7 @@ def test_fsdp2_config_on_cpu_is_replicated_and_says_so(runs):
         "--mixed_precision",
         "no",
         SCRIPT,
-        *_train_args(runs["config"], out),
+        *train_args(runs["config"], out),
     ]
     r = _run(cmd)
     assert "asks for FSDP, but accelerate runs these processes as MULTI_CPU" in r.stderr

@@ -23,14 +23,13 @@ so the test split is the source's own.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import random
 from collections.abc import Sequence
 
 from agon.grading.verdict import Verdict
-from agon.tasks.base import Problem, Task, build_splits
+from agon.tasks.base import Problem, Task, build_splits, content_sha256
 from agon.tasks.code.calls import call_harness
 from agon.tasks.code.extract import extract_code
 from agon.tasks.code.grading import Run, finish
@@ -216,10 +215,7 @@ class CodeTask(CodePrompts, Task):
         return {"special_judge": self.special_judge_summary()}
 
     def _manifest_extra(self) -> dict:
-        content = hashlib.sha256()  # the problems' text and tests, not only their ids
         splits = self._load()
-        for p in splits["train"] + splits["validation"] + splits["test"]:
-            content.update(f"{p.id}\x00{p.question}\x00{p.answer}\x01".encode())
         return {
             "source": self.source,
             "data_files": self.data_files,
@@ -233,7 +229,10 @@ class CodeTask(CodePrompts, Task):
             "time_limit_factor": self.time_limit_factor,
             "memory_limit_factor": self.memory_limit_factor,
             "special_judge": self.special_judge_summary(),
-            "problems_sha256": content.hexdigest(),
+            # the problems' text and tests, not only their ids
+            "problems_sha256": content_sha256(
+                {k: splits[k] for k in ("train", "validation", "test")}
+            ),
         }
 
     def _cap(self, pid: str, *groups: Sequence) -> list:
