@@ -523,3 +523,32 @@ def test_teacher_totals_for_the_summary(tmp_path):
         "B/teacher_tokens": 4.0,
         "teacher_time_s": 2.0,
     }
+
+
+def test_compute_budget_stops_each_model_at_its_own_target(tmp_path, models):
+    """Under ``train.budget`` the loop trains each model until it has generated its target
+    tokens (or taken its most steps), then leaves it out of the steps that follow."""
+    from agon.training.run import run
+
+    cfg = _toy_config(models)
+    cfg["train"]["budget"] = {"match": "tokens", "max_steps_factor": 2.0}  # cap: 4 steps
+    config = _write(tmp_path, cfg)
+    reference = tmp_path / "agon-summary.json"  # A: reached by any first step; B: never
+    reference.write_text(json.dumps({"A/tokens_generated": 1, "B/tokens_generated": 1e9}))
+    out = tmp_path / "run"
+    run(config, "tiny", "arith", "cliff", seed=0, out=out, match_run=reference)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    assert [("A/loss" in r, "B/loss" in r) for r in rows] == [(True, True)] + [(False, True)] * 3
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["A/steps"] == 1 and summary["B/steps"] == 4
+    budget = summary["budget"]
+    assert budget["match"] == "tokens" and budget["targets"] == {"A": 1.0, "B": 1e9}
+    assert budget["A/spent"] == summary["A/tokens_generated"] > 1
+    assert budget["A/hit_step_cap"] is False and budget["B/hit_step_cap"] is True
+    # B's samples are seeded as in the unbudgeted run: the same first step for B
+    free = tmp_path / "free"
+    cfg["train"]["budget"] = {"match": "steps"}
+    run(_write(tmp_path, cfg), "tiny", "arith", "cliff", seed=0, out=free)
+    first = json.loads((free / "metrics.jsonl").read_text().splitlines()[0])
+    assert first["B/drafter/tokens"] == rows[0]["B/drafter/tokens"]

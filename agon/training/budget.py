@@ -96,11 +96,42 @@ def spent(rows: Iterable[Mapping[str, Any]], model: str, match: str) -> float:
     return float(sum(r.get(k, 0) or 0 for r in rows for k in keys))
 
 
-def report(budget: Budget, rows: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """The budget, what each model spent against it, and the relative difference."""
+def report(
+    budget: Budget, rows: list[Mapping[str, Any]], step_caps: Mapping[str, int] | None = None
+) -> dict[str, Any]:
+    """The budget, what each model spent against it, and the relative difference; with
+    ``step_caps`` (each model's most steps), ``{model}/hit_step_cap``: the model took them all
+    and still fell short of its target."""
     out = budget.to_dict()
     for name, target in budget.targets.items():
         got = spent(rows, name, budget.match)
         out[f"{name}/spent"] = got
         out[f"{name}/relative_difference"] = (got - target) / target if target else None
+        if step_caps is not None:
+            took = spent(rows, name, "steps")
+            out[f"{name}/hit_step_cap"] = took >= step_caps[name] and got < target
     return out
+
+
+def from_settings(s: Any) -> Budget | None:
+    """The budget a trainer's settings carry (``agon train --match-run``), or None."""
+    if s.budget_targets is None:
+        return None
+    return Budget(s.budget_match, s.budget_targets, s.budget_reference)
+
+
+def active_models(
+    budget: Budget | None, names: Iterable[str], rows: list[Mapping[str, Any]], s: Any
+) -> list[str]:
+    """The models of a solo trainer's loop that still train: every model without a budget;
+    with one, those that have neither reached their target nor taken their most steps
+    (:meth:`agon.training.settings.TrainSettings.model_steps`). A model stops after the first
+    step that reaches its target, so it overshoots by less than one step's spend."""
+    if budget is None:
+        return list(names)
+    return [
+        n
+        for n in names
+        if spent(rows, n, budget.match) < budget.target(n)
+        and spent(rows, n, "steps") < s.model_steps(n)
+    ]

@@ -23,8 +23,10 @@ from agon import duel
 from agon.tasks.base import Problem, Task
 from agon.training import checkpoint as ckpt
 from agon.training import probe
+from agon.training.budget import active_models
+from agon.training.budget import from_settings as budget_of
 from agon.training.cost import measured
-from agon.training.metrics import CPU_S, GPU_S, STEP, combine_ranks
+from agon.training.metrics import CPU_S, GPU_S, STEP, combine_ranks, read_rows
 from agon.training.policy import Policy
 from agon.training.settings import DuelSettings
 
@@ -91,6 +93,12 @@ def train(
     ``step_fn`` (default :func:`agon.duel.duel_step`, same arguments) is one training step: a
     method that changes only the step (a baseline's advantages, say) keeps this loop's resume,
     checkpoints, probes, process shares and metrics.
+
+    Matched compute (``s.budget_targets``, set by ``agon train --match-run`` for a solo trainer
+    in :data:`agon.methods.BUDGET_MATCHED`): the loop runs each model until it has spent its
+    target (:mod:`agon.training.budget`) or taken its most steps, handing ``step_fn`` only the
+    models still training; it ends when none is. The spend so far is read from the metrics rows,
+    which a checkpoint's resume keeps.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -140,8 +148,18 @@ def train(
                 f.write(json.dumps(row, allow_nan=True) + "\n")
         return row
 
+    budget = budget_of(s)
+    if budget is not None and s.mode != "solo":
+        raise ValueError("a compute budget applies to a trainer whose models train alone (solo)")
+    # what the models spent before this run's first step (the rows a resume keeps)
+    spent_rows = [r for r in read_rows(metrics_path) if r.get(STEP, -1) < start]
+    last_step = max((s.model_steps(n) for n in policies), default=s.steps)
     rows = []
-    for step in range(start, s.steps):
+    done = start
+    for step in range(start, last_step):
+        training = active_models(budget, policies, spent_rows + rows, s)
+        if not training:
+            break
         # every rank draws the same P problems and rolls out its share; groups live inside a
         # problem, so advantages need no communication; a problem's samples are seeded by its
         # place in the batch (keys) and the loss normalizers count every rank's tokens, so the
@@ -159,14 +177,18 @@ def train(
         # the probe scores the models before this step's update
         evaluation = evaluate(step) if probe.is_eval_step(step, s.eval_every) else {}
         with measured() as cost:
-            row = (step_fn or duel.duel_step)(task, policies, problems, s, step, keys, len(batch))
+            step_policies = {n: policies[n] for n in training}
+            row = (step_fn or duel.duel_step)(
+                task, step_policies, problems, s, step, keys, len(batch)
+            )
         row |= {CPU_S: cost["cpu_s"], GPU_S: cost["gpu_s"]} | evaluation
         row = write(row)
         rows.append(row)
         if on_step:
             on_step(row)
         done = step + 1
-        if (s.checkpoint_every and done % s.checkpoint_every == 0) or done == s.steps:
+        last = done == last_step or not active_models(budget, policies, spent_rows + rows, s)
+        if (s.checkpoint_every and done % s.checkpoint_every == 0) or last:
             ckpt.save_checkpoint(
                 out_dir / "checkpoints",
                 done,
@@ -176,5 +198,5 @@ def train(
                 accelerator=acc,
             )
     if s.eval_every:  # the trained models; a resume drops this row with the others, writes it again
-        write(probe.final_row(s.steps, evaluate(s.steps)))
+        write(probe.final_row(done, evaluate(done)))
     return rows

@@ -104,7 +104,7 @@ def make_policy(
         settings.lr_scheduler,
         optimizer,
         num_warmup_steps=settings.warmup_steps,
-        num_training_steps=settings.steps * settings.num_iterations,
+        num_training_steps=settings.model_steps(name) * settings.num_iterations,
     )
     ref = None
     if settings.beta != 0.0:

@@ -133,17 +133,27 @@ def save_policies(
             accelerator.wait_for_everyone()
 
 
-def run_payload(out: Path, rows: list[dict], t0: float, accelerator: Any) -> dict:
+def run_payload(
+    out: Path, rows: list[dict], t0: float, accelerator: Any, settings: Any = None
+) -> dict:
     """The summary payload of a run trained by :func:`agon.training.loop.train`: the totals of
-    ``OUT/metrics.jsonl``, this run's wall seconds and steps, and its processes."""
-    from agon.training.metrics import summarize_metrics
+    ``OUT/metrics.jsonl``, this run's wall seconds and steps, and its processes; with a compute
+    budget in ``settings``, what each model spent against it (``budget``)."""
+    from agon.training.budget import from_settings
+    from agon.training.budget import report as budget_report
+    from agon.training.metrics import read_rows, summarize_metrics
     from agon.training.policy import distributed_info
 
-    return summarize_metrics(out / "metrics.jsonl") | {
+    payload = summarize_metrics(out / "metrics.jsonl") | {
         "wall_s_this_run": time.time() - t0,
         "steps_this_run": len(rows),
         "distributed": distributed_info(accelerator),
     }
+    budget = from_settings(settings) if settings is not None else None
+    if budget is not None:
+        caps = {name: settings.model_steps(name) for name in budget.targets}
+        payload["budget"] = budget_report(budget, read_rows(out / "metrics.jsonl"), caps)
+    return payload
 
 
 def train_duel(config: dict, fam: dict, task_name: str, settings: DuelSettings, out: Path) -> dict:

@@ -120,6 +120,16 @@ class TrainSettings:
         """The most optimizer steps a budget-matched trainer may take."""
         return max(self.steps, math.ceil(self.budget_max_steps_factor * self.steps))
 
+    def model_steps(self, name: str) -> int:
+        """The optimizer steps model ``name`` may take (TRL's ``max_steps``; the training loop's
+        cap and the scheduler's horizon): ``steps`` without a budget, the reference's steps under
+        ``budget.match: steps``, else the cap (the budget stops the model earlier)."""
+        if self.budget_targets is None:
+            return self.steps
+        if self.budget_match == "steps":
+            return int(self.budget_targets[name])
+        return self.max_steps
+
     @property
     def eps_high(self) -> float:
         """The upper clip of the importance ratio."""

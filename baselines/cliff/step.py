@@ -156,8 +156,11 @@ def cliff_step(
     counts: dict[str, dict[str, float]] = {}
     tokens, teacher_s = 0, 0.0
     flat_problems = [p for p in problems for _ in range(s.num_generations)]
-    for i, (name, policy) in enumerate(policies.items()):
-        ro = duel.rollout(task, policy, None, problems, s, step, salt=10 * i, keys=keys)
+    for name, policy in policies.items():
+        # each model's samples seeded by its own place in the family, whichever models train
+        # this step (under a compute budget one may have stopped)
+        salt = 10 * mk.MODELS.index(name) if name in mk.MODELS else 0
+        ro = duel.rollout(task, policy, None, problems, s, step, salt=salt, keys=keys)
         c_draft, c_read = duel.grade(task, ro)
         rewards, r_read = duel.role_rewards(c_draft, c_read, s)
         adv, _ = duel.role_advantages(rewards, r_read, s)

@@ -147,7 +147,7 @@ def train_pair(config: dict, fam: dict, task_name: str, s: CliffSettings, out: P
         for engine in {id(t): t.engine for t in teachers.values() if hasattr(t, "engine")}.values():
             engine.close()
     save_policies(policies, tokenizers, out, accelerator)
-    return run_payload(out, rows, t0, accelerator) | teacher_totals(out / "metrics.jsonl")
+    return run_payload(out, rows, t0, accelerator, s) | teacher_totals(out / "metrics.jsonl")
 
 
 def _print_step(row: dict) -> None:

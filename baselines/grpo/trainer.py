@@ -27,7 +27,7 @@ from agon.registry import Trainer
 from agon.tasks import task_from_config
 from agon.tasks.base import Task
 from agon.training import metrics as mk
-from agon.training.budget import Budget
+from agon.training.budget import from_settings
 from agon.training.budget import report as budget_report
 from agon.training.checkpoint import save_model, truncate_jsonl
 from agon.training.policy import distributed_info
@@ -85,15 +85,6 @@ class GRPOSettings(TrainSettings):
             if per_device < self.num_generations:
                 return total, 1
         return per_device, total // per_device
-
-    def model_steps(self, name: str) -> int:
-        """TRL's ``max_steps`` for model ``name``: the reference's steps under
-        ``budget.match: steps``, else the cap (the budget callback stops the run earlier)."""
-        if self.budget_targets is None:
-            return self.steps
-        if self.budget_match == "steps":
-            return int(self.budget_targets[name])
-        return self.max_steps
 
     def grpo_config(
         self,
@@ -199,11 +190,7 @@ def train_grpo(
         truncate_jsonl(part, keep=lambda r: r.get(mk.STEP, -1) < resumed_step)
     per_step = settings.problems_per_step * settings.num_generations
     evaluate = _hard_eval(config, fam, task, settings, row, tok) if settings.eval_every else None
-    budget = (
-        Budget(settings.budget_match, settings.budget_targets, settings.budget_reference)
-        if settings.budget_targets is not None
-        else None
-    )
+    budget = from_settings(settings)
     callback = _metrics_callback(metrics, name, per_step, evaluate, settings.eval_every, budget)
     trainer = GRPOTrainer(
         model=model,
@@ -264,15 +251,10 @@ def train_pair(config: dict, fam: dict, task_name: str, settings: GRPOSettings, 
     rows = mk.merge_metrics(paths)
     atomic_write_text(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     summary = mk.summarize_metrics(out / "metrics.jsonl") | {"distributed": distributed}
-    if settings.budget_targets is not None:
-        budget = Budget(settings.budget_match, settings.budget_targets, settings.budget_reference)
-        summary["budget"] = budget_report(budget, rows)
-        for name in budget.targets:
-            summary["budget"][f"{name}/hit_step_cap"] = summary[
-                f"{name}/steps"
-            ] >= settings.model_steps(name) and summary["budget"][f"{name}/spent"] < budget.target(
-                name
-            )
+    budget = from_settings(settings)
+    if budget is not None:
+        caps = {name: settings.model_steps(name) for name in budget.targets}
+        summary["budget"] = budget_report(budget, rows, caps)
     return summary
 
 
