@@ -95,6 +95,9 @@ TRAINERS = Registry(
         # the same duel, each model rewarded for its own correctness only (no contest term)
         "agon_independent": "agon.training.run:DUEL_INDEPENDENT",
         "cliff": "baselines.cliff:TRAINER",  # each model alone, first-mistake token advantages
+        # each model alone: on-policy distillation from a teacher, then GRPO
+        "opd_then_rl": "baselines.opd_then_rl:TRAINER",
+        "gar": "baselines.gar:TRAINER",  # each model alone, + cosine of LM-head gradients
     },
 )
 

@@ -353,3 +353,20 @@ def test_humaneval_body_completion_also_graded(humaneval):
     ps = humaneval.problems("test")[:10]
     vs = humaneval.grade(ps, [fenced(p.meta["solution"].rstrip("\n")) for p in ps])
     assert [v.status for v in vs] == ["pass"] * 10
+
+
+def test_worked_solutions_are_the_datas_reference_programs_and_pass(humaneval):
+    """GAR's anchor for a code problem: the data's reference program as a fenced block that
+    the task's own grader accepts (TACO's first solution; HumanEval's prompt + canonical body)."""
+    taco = TacoTask(data_files=TACO_FILES, grading_timeout_s=5)
+    try:
+        ps = taco.problems("train") + taco.problems("test")
+        anchors = [taco.worked_solution(p) for p in ps]
+        assert all(a.startswith("```python\n") for a in anchors)
+        assert [v.status for v in taco.grade(ps, anchors)] == ["pass"] * len(ps)
+    finally:
+        taco.close()
+    ps = humaneval.problems("test")[:4]
+    anchors = [humaneval.worked_solution(p) for p in ps]
+    assert all(p.meta["prompt"].rstrip() in a for p, a in zip(ps, anchors))
+    assert [v.status for v in humaneval.grade(ps, anchors)] == ["pass"] * 4

@@ -1,8 +1,11 @@
-"""`agon toy pretrain --config CONFIG --out DIR [--seed S]`: build the toy base models.
+"""`agon toy pretrain --config CONFIG --out DIR [--seed S] [--model pair|teacher]`: build the
+toy base models.
 
 Writes ``DIR/A`` and ``DIR/B`` (transformers model folders with the tokenizer and its chat
 template) and ``DIR/report.json`` (the quality gates and timings, with provenance). This is
-what the workflow's pretrain rule calls.
+what the workflow's pretrain rule calls. ``--model teacher``, run after it on the same DIR,
+trains the toy teacher (no mistake of its own; :mod:`agon.toy.teacher`) into ``DIR/teacher``
+and gates it against A and B in ``DIR/teacher_report.json``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     pre.add_argument("--out", required=True, help="output folder: DIR/A, DIR/B, DIR/report.json")
     pre.add_argument(
-        "--seed", type=int, default=None, help="base seed (default: toy.seed of the config)"
+        "--seed",
+        type=int,
+        default=None,
+        help="base seed (default: toy.seed of the config; the teacher: the pair's)",
+    )
+    pre.add_argument(
+        "--model",
+        choices=("pair", "teacher"),
+        default="pair",
+        help="pair: the base models A and B (default); teacher: the toy teacher, into a DIR "
+        "that already holds the pair",
     )
     pre.set_defaults(func=_pretrain)
 
@@ -39,6 +52,15 @@ def _pretrain(args: argparse.Namespace) -> int:
     except ConfigError as err:
         print(err, file=sys.stderr)
         return 2
+    if getattr(args, "model", "pair") == "teacher":
+        from agon.toy.teacher import pretrain_teacher
+
+        try:
+            report = pretrain_teacher(config, args.out, seed=args.seed)
+        except (FileNotFoundError, ValueError) as err:
+            print(err, file=sys.stderr)
+            return 2
+        return 0 if report["all_gates_pass"] or not config["toy"]["gates"]["strict"] else 1
     from agon.toy.pretrain import pretrain
 
     report = pretrain(config, args.out, seed=args.seed)

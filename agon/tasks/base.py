@@ -179,6 +179,14 @@ class Task(ABC):
         """Task-specific fields of the split manifest (where the problems came from)."""
         return {}
 
+    def worked_solution(self, problem: Problem) -> str | None:
+        """An expert's worked solution of ``problem``, written as a completion of the solve
+        prompt (reasoning, then the final answer as the prompt asks for it), or None when the
+        task has none for it (the default). The toy tasks give their gold solution,
+        reasoning-gym the generator's worked solution (``gsm_symbolic``), DeepMath its first R1
+        solution (read with ``solutions: true``); the GAR baseline anchors on it."""
+        return None
+
     def solve_prompt(self, problem: Problem) -> Messages:
         """The ordinary prompt: solve the problem."""
         return [{"role": "user", "content": SOLVE_TEMPLATE.format(question=problem.question)}]

@@ -146,6 +146,14 @@ class DeepMathTask(MathTask):
         )
         return self._splits
 
+    def worked_solution(self, problem: Problem) -> str | None:
+        """The first non-blank of the problem's R1 solutions (None unless the task reads them:
+        ``solutions: true``)."""
+        for text in problem.meta.get("r1_solutions") or ():
+            if isinstance(text, str) and text.strip():
+                return text
+        return None
+
     def _manifest_extra(self) -> dict:
         self._load()  # fills the source hash
         return {

@@ -166,6 +166,18 @@ class ReasoningGymTask(MathTask):
         )
         return self._splits
 
+    def worked_solution(self, problem: Problem) -> str | None:
+        """The generator's worked solution (``gsm_symbolic``'s ``answer_cot``; None for a
+        generator without one), its GSM-style last line ``#### X`` written as the solve prompt
+        asks, ``\\boxed{X}`` (appended when there is no such line)."""
+        worked = problem.meta.get("worked_solution")
+        if not isinstance(worked, str) or not worked.strip():
+            return None
+        body, _, final = worked.rstrip().rpartition("####")
+        if body and final.strip():
+            return body.rstrip() + f"\n\\boxed{{{final.strip()}}}"
+        return worked.rstrip() + f"\n\\boxed{{{problem.answer}}}"
+
     def _manifest_extra(self) -> dict:
         from agon.provenance import package_versions
 

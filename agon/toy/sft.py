@@ -19,9 +19,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agon.toy.sft_data import Mistake, SFTStream
+from agon.toy.sft_data import NO_MISTAKE, Mistake, SFTStream
 
 ROLES = ("A", "B")
+TEACHER = "teacher"  # the third toy model: no mistake of its own (agon.toy.teacher)
 
 
 def build_model(cfg: dict, tokenizer: Any, seed: int) -> Any:
@@ -83,7 +84,8 @@ def train_one(
     seed: int,
     log: Callable[[str], Any] = print,
 ) -> tuple[Any, dict]:
-    """Train model ``role`` under ``seed``; returns (model, stats). Raises NotClickedError.
+    """Train model ``role`` (A, B, or :data:`TEACHER`) under ``seed``; returns (model, stats).
+    Raises NotClickedError.
 
     The guard compares the mean loss over the last ``guard.window`` steps with each
     ``[share, max_loss]`` of ``guard.checks`` at that share of the steps (stopping a run that
@@ -93,9 +95,12 @@ def train_one(
     import torch
 
     tc, guard = cfg["train"], cfg["guard"]
-    other = "B" if role == "A" else "A"
-    own = Mistake.from_config(cfg["models"][role]["mistake"])
-    rival = Mistake.from_config(cfg["models"][other]["mistake"])
+    if role == TEACHER:  # no habit of its own; the drafts it reads carry random slips only
+        own = rival = NO_MISTAKE
+    else:
+        other = "B" if role == "A" else "A"
+        own = Mistake.from_config(cfg["models"][role]["mistake"])
+        rival = Mistake.from_config(cfg["models"][other]["mistake"])
     stream = SFTStream(tasks, cfg, own, rival, seed)
     model = build_model(cfg, tokenizer, seed)
     model.train()
@@ -198,8 +203,10 @@ def _curve(xs: Sequence[float], points: int) -> list[list[float]]:
 
 
 def model_seed(base_seed: int, role: str, attempt: int) -> int:
-    """The training seed of ``role`` on try ``attempt``: distinct for A and B and per retry."""
-    return base_seed * 1000 + ROLES.index(role) * 100 + attempt
+    """The training seed of ``role`` on try ``attempt``: distinct for A, B and the teacher, and
+    per retry."""
+    index = ROLES.index(role) if role in ROLES else len(ROLES)
+    return base_seed * 1000 + index * 100 + attempt
 
 
 def train_with_guard(

@@ -60,6 +60,9 @@ class Mistake:
         return op == self.op and k in self.operands
 
 
+NO_MISTAKE = Mistake("+", (), 0.0, 0.0)  # a writer without a habit (the toy teacher)
+
+
 def misread(k: int) -> int:
     """The operand a model with the habit reads instead of ``k`` (always another operand)."""
     return k % (len(OPERANDS)) + 1

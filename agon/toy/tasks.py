@@ -149,6 +149,11 @@ class ToySplits:
         content = self.READ.format(question=problem.question, draft=draft.strip())
         return [{"role": "user", "content": content}]
 
+    def worked_solution(self, problem: Problem) -> str:
+        """The gold solution (each task's ``solution``): ``arith``'s chain of thought and boxed
+        answer, ``toycode``'s fenced program."""
+        return self.solution(problem)
+
     def proposals_prompt(self, problem: Problem, proposals: Sequence[str]) -> Messages:
         """The problem, then each proposal numbered and marked as possibly wrong:
         ``solve: Q\\nrival 1 (may be wrong): d1\\nrival 2 (may be wrong): d2`` (toycode: each

@@ -241,6 +241,17 @@ class CodeTask(CodePrompts, Task):
 
     # --- grading -------------------------------------------------------------------------
 
+    def worked_solution(self, problem: Problem) -> str | None:
+        """The data's reference program (CodeContests' first Python 3 solution, TACO's first,
+        HumanEval's canonical body under its prompt) as the fenced block a solve prompt asks
+        for; None where the data has none. GAR anchors on it."""
+        solution = problem.meta.get("solution")
+        if not solution:
+            return None
+        if problem.meta.get("mode") == "check" and problem.meta.get("prompt"):
+            solution = problem.meta["prompt"] + solution  # a body completes its signature
+        return f"```python\n{solution.rstrip()}\n```"
+
     def limits(self, problem: Problem) -> tuple[float, int]:
         """(seconds, MiB) per test: the data's limits times the factors (memory plus the
         interpreter's share), else ``grading_timeout_s`` / ``memory_mb``."""

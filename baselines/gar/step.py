@@ -1,0 +1,211 @@
+"""One GAR training step: the duel trainer's solo mode (GRPO) with a gradient-alignment reward.
+
+Each model trains alone, as in ``mode: solo`` of :mod:`agon.duel`, whose functions this step
+calls unchanged: :func:`~agon.duel.rollout` (G samples per problem, seeded per problem),
+:func:`~agon.duel.grade`, :func:`~agon.duel.role_advantages` (GRPO's group-normalized
+advantage) and :func:`~agon.duel.update`. The one step added between grading and advantage:
+each sample's cosine with its problem's anchor (:func:`score_rollouts`: one extra no-grad
+forward of the policy's backbone over the anchors and the samples, then
+:func:`baselines.gar.gradients.problem_cosines` per problem), which makes the reward
+``correct + weight * f(cosine)`` (:mod:`baselines.gar.reward`).
+
+:func:`gar_step` takes :func:`agon.duel.duel_step`'s arguments, so
+:func:`agon.training.loop.train` runs it as its ``step_fn``, on one process or several (DDP).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agon import duel
+from agon.tasks.base import Problem, Task
+from agon.training import metrics as mk
+from agon.training.policy import Policy
+from baselines.gar.gradients import Head, completion_hidden_states, problem_cosines
+from baselines.gar.reward import anchor_ids, gar_rewards, needs_cosine
+
+# metrics of one model's step, besides the duel trainer's drafter keys (whose reward is GAR's)
+SCORED = "{model}/gar/scored"  # samples whose reward took a cosine
+COSINE = "{model}/gar/cosine"  # their mean cosine
+BONUS = "{model}/gar/bonus"  # their mean reward term, weight * f(cosine)
+NO_ANCHOR = "{model}/gar/no_anchor"  # problems of the step without an anchor
+ANCHOR_TOKENS = "{model}/gar/anchor_tokens"  # prompt + anchor tokens forwarded for anchors
+ROLLOUT_TOKENS = "{model}/gar/rollout_tokens"  # prompt + sample tokens forwarded again
+GAR_S = "time/gar_s"  # wall seconds of the cosines, both models (inside time/rollout_s)
+
+
+@dataclass
+class Scores:
+    """What :func:`score_rollouts` found for one model's ``(P, G)`` samples."""
+
+    cosine: np.ndarray  # (P, G); NaN where no cosine was taken
+    anchored: np.ndarray  # (P,) bool
+    counts: dict[str, float] = field(default_factory=dict)
+
+
+def score_rollouts(
+    task: Task, policy: Policy, ro: duel.Rollout, correct: np.ndarray, s: Any
+) -> Scores:
+    """The cosine of every sample that needs one (:func:`~baselines.gar.reward.needs_cosine`)
+    with its problem's anchor under ``policy`` as it is now (the anchor's gradient is taken
+    with the current weights, every step), and the cost counts."""
+    P, G = correct.shape
+    tokenizer = policy.engine.tokenizer
+    limit = s.anchor_max_tokens or s.max_new_tokens
+    anchors = [anchor_ids(task, p, tokenizer, limit) for p in ro.problems]
+    anchored = np.array([a is not None for a in anchors], dtype=bool)
+    need = needs_cosine(correct, anchored, s.apply_to)
+    cosine = np.full((P, G), np.nan)
+    prompts: list[list[int]] = []
+    comps: list[list[int]] = []
+    where: list[tuple[int, list[int]]] = []  # (problem, its samples) in the order of `comps`
+    for k in range(P):
+        samples = [g for g in range(G) if need[k, g]]
+        if not samples:
+            continue
+        rows = ro.drafts[k]
+        prompts += [rows[0].prompt_token_ids] + [rows[g].prompt_token_ids for g in samples]
+        comps += [anchors[k]] + [rows[g].token_ids for g in samples]
+        where.append((k, samples))
+    counts = {
+        "problems": float(P),
+        "no_anchor": float((~anchored).sum()),
+        "scored": float(need.sum()),
+        "anchor_tokens": 0.0,
+        "rollout_tokens": 0.0,
+    }
+    if where:
+        hidden = completion_hidden_states(
+            policy.model, prompts, comps, policy.pad_token_id, s.packing, s.micro_batch_size
+        )
+        head = Head.of(policy.model, s.temperature)
+        at = 0
+        for k, samples in where:
+            seqs = [(hidden[j], _ids(comps[j])) for j in range(at, at + 1 + len(samples))]
+            cos = problem_cosines(head, seqs[0], seqs[1:], s.reduction, s.compute, s.vocab_chunk)
+            cosine[k, samples] = cos.numpy()
+            counts["anchor_tokens"] += len(prompts[at]) + len(comps[at])
+            counts["rollout_tokens"] += sum(
+                len(prompts[j]) + len(comps[j]) for j in range(at + 1, at + 1 + len(samples))
+            )
+            at += 1 + len(samples)
+    return Scores(cosine, anchored, counts)
+
+
+def _ids(ids: Sequence[int]) -> Any:
+    import torch
+
+    return torch.as_tensor(list(ids), dtype=torch.long)
+
+
+def step_counts(scores: Scores, correct: np.ndarray, s: Any) -> dict[str, float]:
+    """What one process's share of a model's step adds to its GAR metrics: counts and sums, so
+    the shares of several processes add up to the whole batch's."""
+    need = needs_cosine(correct, scores.anchored, s.apply_to)
+    cos = scores.cosine[need]
+    term = np.clip(cos, 0.0, 1.0) if s.cosine == "clipped" else cos
+    return scores.counts | {
+        "cos_sum": float(cos.sum()),
+        "bonus_sum": float((s.weight * term).sum()),
+    }
+
+
+def gar_metrics(name: str, counts: Mapping[str, float]) -> dict[str, float]:
+    """One model's GAR metrics (keys above) from its :func:`step_counts` (one process's, or
+    summed over every process)."""
+
+    def k(template: str) -> str:
+        return mk.key(template, model=name)
+
+    n = counts["scored"]
+    return {
+        k(SCORED): n,
+        k(COSINE): counts["cos_sum"] / n if n else float("nan"),
+        k(BONUS): counts["bonus_sum"] / n if n else float("nan"),
+        k(NO_ANCHOR): counts["no_anchor"],
+        k(ANCHOR_TOKENS): counts["anchor_tokens"],
+        k(ROLLOUT_TOKENS): counts["rollout_tokens"],
+    }
+
+
+def over_ranks(
+    accelerator: Any, counts: dict[str, dict[str, float]], gar_s: float
+) -> tuple[dict[str, dict[str, float]], float]:
+    """Every model's counts summed over the processes and the slowest process's GAR seconds,
+    so that every rank writes the whole batch's GAR metrics (which
+    :func:`agon.training.metrics.combine_ranks`, averaging keys it does not know, keeps)."""
+    if accelerator is None or accelerator.num_processes <= 1:
+        return counts, gar_s
+    from accelerate.utils import gather_object
+
+    shares = gather_object([(counts, gar_s)])
+    total = {
+        name: {c: sum(share[name][c] for share, _ in shares) for c in per_model}
+        for name, per_model in counts.items()
+    }
+    return total, max(t for _, t in shares)
+
+
+def gar_step(
+    task: Task,
+    policies: Mapping[str, Policy],
+    problems: list[Problem],
+    s: Any,
+    step: int,
+    keys: Sequence[int] | None = None,
+    n_total: int | None = None,
+) -> dict[str, float]:
+    """One step of every policy, each alone on the same ``problems``: rollout -> grade ->
+    cosines with the anchors -> GAR reward -> GRPO advantage -> update. ``s`` is a
+    :class:`baselines.gar.trainer.GARSettings`; returns the step's metrics row.
+
+    The arguments are :func:`agon.duel.duel_step`'s: under several processes each holds a
+    share of the step's problems, ``keys`` their places in the whole batch, and a problem's
+    samples are seeded from its key alone; ``n_total`` is not needed, each model playing every
+    problem. The GAR metrics of the row are the whole batch's (:func:`over_ranks`)."""
+    t0 = time.perf_counter()
+    row: dict[str, float] = {mk.STEP: step}
+    own: dict[str, duel.Samples] = {}
+    counts: dict[str, dict[str, float]] = {}
+    tokens, gar_s = 0, 0.0
+    for name, policy in policies.items():
+        # each model's samples seeded by its own place in the family, whichever models train
+        # this step (under a compute budget one may have stopped)
+        salt = 10 * mk.MODELS.index(name) if name in mk.MODELS else 0
+        ro = duel.rollout(task, policy, None, problems, s, step, salt=salt, keys=keys)
+        c_draft, c_read = duel.grade(task, ro)
+        outcome, r_read = duel.role_rewards(c_draft, c_read, s)
+        t1 = time.perf_counter()
+        scores = score_rollouts(task, policy, ro, c_draft, s)
+        gar_s += time.perf_counter() - t1
+        rewards = gar_rewards(
+            outcome, scores.cosine, scores.anchored, s.weight, s.cosine, s.apply_to, s.missing
+        )
+        adv, _ = duel.role_advantages(rewards, r_read, s)
+        comps = [c for per_problem in ro.drafts for c in per_problem]
+        own[name] = duel.samples_of("drafter", comps, adv)
+        row.update(mk.role_metrics(name, "drafter", rewards, c_draft, adv.zero_spread, comps))
+        counts[name] = step_counts(scores, c_draft, s)
+        tokens += sum(len(c.token_ids) for c in comps)
+    acc = next(iter(policies.values())).accelerator if policies else None
+    counts, gar_s = over_ranks(acc, counts, gar_s)
+    for name in policies:
+        row.update(gar_metrics(name, counts[name]))
+    t_roll = time.perf_counter()
+    for name, policy in policies.items():
+        row.update({f"{name}/{k}": v for k, v in duel.update(policy, [own[name]], s).items()})
+        policy.sync_engine()
+    row.update(
+        {
+            mk.TOKENS: tokens,
+            mk.ROLLOUT_S: t_roll - t0,  # the cosines' time included
+            GAR_S: gar_s,
+            mk.UPDATE_S: time.perf_counter() - t_roll,
+        }
+    )
+    return row

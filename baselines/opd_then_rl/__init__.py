@@ -1,0 +1,28 @@
+"""The OPD-then-RL baseline: on-policy distillation from a teacher, then GRPO from the result.
+
+Registered as the trainer ``opd_then_rl`` in :data:`agon.registry.TRAINERS`. The OPD step
+(per-token reverse KL to the teacher on the student's own samples) is
+:mod:`baselines.opd_then_rl.opd`, the RL step (the duel's solo GRPO, for each model)
+:mod:`baselines.opd_then_rl.rl`, the switch point between them :mod:`baselines.opd_then_rl.switch`
+and the two-phase trainer :mod:`baselines.opd_then_rl.trainer`; what the abstract fixes and what
+is our reading is ``docs/method.md``, OPD-then-RL.
+"""
+
+from baselines.opd_then_rl.opd import Teacher, opd_advantages, opd_step
+from baselines.opd_then_rl.rl import grpo_step, solo_rollout
+from baselines.opd_then_rl.switch import SwitchPoint, best_updates, validated_updates
+from baselines.opd_then_rl.trainer import TRAINER, OPDThenRLSettings, train_pair
+
+__all__ = [
+    "TRAINER",
+    "OPDThenRLSettings",
+    "SwitchPoint",
+    "Teacher",
+    "best_updates",
+    "grpo_step",
+    "opd_advantages",
+    "opd_step",
+    "solo_rollout",
+    "train_pair",
+    "validated_updates",
+]

@@ -1,0 +1,221 @@
+"""The OPD phase of OPD-then-RL: on-policy distillation by per-token reverse KL to a teacher.
+
+The student samples (the same rollout as the RL phase, :func:`baselines.opd_then_rl.rl.
+solo_rollout`; the grade is only a metric here), the frozen teacher scores the student's own
+tokens, and the student is updated with the duel's loss and update (:func:`agon.duel.update`,
+:func:`agon.loss.policy_loss`) on **per-token advantages**
+
+    A[i, t] = log pi_teacher(y_t | x, y_<t) - log pi_student_old(y_t | x, y_<t)
+
+(stop-gradient; masked past a sample's end). With one gradient step per rollout the loss's
+gradient is ``-E_t[A_t * grad log pi(y_t)]``: the score-function gradient of the per-token
+reverse KL ``KL(pi_student || pi_teacher)`` estimated on the student's own samples, each token
+on its own (no sum over later tokens). That is TRL's importance-weighted OPD
+(``trl.experimental.iw_opd``, ``distillation_objective="iw_opd"``) at ``iw_opd_gamma = 0``;
+with ``gamma > 0`` each token's advantage is weighted as TRL weights it,
+``1 + gamma * (1 - prefix / total)`` of the sample's accumulated ``|A|`` (earlier tokens count
+more), which :func:`opd_advantages` also computes (``opd_then_rl.iw_opd_gamma``).
+``tests/test_opd_then_rl.py`` checks both against a hand computation and TRL's own loss.
+
+Both log-probabilities are taken at the rollout temperature (the student's fused head and the
+teacher's use ``train.temperature``, as TRL divides both models' logits by its temperature).
+The teacher sees exactly the student's token ids (its prompt with the student's persona and its
+completion), so it must share the student's tokenizer; it generates nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from agon import duel
+from agon.logprobs import completion_logprobs, completion_mask, enable_token_logprobs
+from agon.tasks.base import Problem, Task
+from agon.training import metrics as mk
+from agon.training.policy import Policy
+from baselines.opd_then_rl.rl import solo_rollout
+
+# metrics of one model's OPD step, besides the duel trainer's drafter keys
+REVERSE_KL = "{model}/opd/reverse_kl"  # mean over its sampled tokens of log pi - log pi_teacher
+TEACHER_TOKENS = "{model}/opd/teacher_tokens"  # prompt + completion tokens its forward read
+TEACHER_S = "time/teacher_s"  # the teacher's wall seconds (the slowest process's), in rollout_s
+
+
+def opd_advantages(
+    teacher_logps: torch.Tensor,
+    student_logps: torch.Tensor,
+    mask: torch.Tensor,
+    gamma: float = 0.0,
+    eps: float = 1e-8,
+) -> torch.Tensor:
+    """The ``(B, T)`` per-token OPD advantages ``teacher - student`` (0 off ``mask``), detached.
+
+    ``gamma > 0``: each token's advantage times TRL IW-OPD's weight ``1 + gamma * (1 - P_t / S)``,
+    ``P_t`` the sum of ``|A|`` over the sample's earlier tokens and ``S`` over all of them
+    (``trl.experimental.iw_opd.IWOPDTrainer._compute_iw_opd_loss``)."""
+    mask = mask.bool()
+    a = torch.where(mask, teacher_logps.detach() - student_logps.detach(), 0.0)
+    if gamma:
+        size = a.abs()
+        prefix = size.cumsum(dim=1) - size
+        total = size.sum(dim=1, keepdim=True).clamp_min(eps)
+        a = (1.0 + gamma * (1.0 - prefix / total)) * a
+    return a
+
+
+class Teacher:
+    """A frozen model that scores completions token by token (it generates nothing)."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        temperature: float,
+        pad_token_id: int,
+        packing: bool = True,
+        micro_batch_size: int = 64,
+    ):
+        for module in model.modules():  # the students' rule (make_policy): dropout off
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+        self.model = model.eval().requires_grad_(False)
+        enable_token_logprobs(self.model, temperature)
+        self.pad_token_id, self.packing = pad_token_id, packing
+        self.micro_batch_size = micro_batch_size
+
+    def logprobs(
+        self, prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]]
+    ) -> torch.Tensor:
+        """``(n, width)`` log-probs of each completion's tokens under the teacher (0 past a
+        completion's end; width as :func:`agon.logprobs.completion_mask`'s)."""
+        width = completion_mask(completion_ids).size(1)
+        parts = []
+        with torch.no_grad():
+            for i in range(0, len(completion_ids), self.micro_batch_size):
+                c = slice(i, i + self.micro_batch_size)
+                logps, _ = completion_logprobs(
+                    self.model,
+                    prompt_ids[c],
+                    completion_ids[c],
+                    width,
+                    self.pad_token_id,
+                    self.packing,
+                )
+                parts.append(logps.float())
+        return torch.cat(parts) if parts else torch.zeros(0, width)
+
+    def close(self) -> None:
+        """Drop the model (and free cached GPU memory)."""
+        self.model = None
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def forward_tokens(prompt_ids: Sequence[Sequence[int]], comp_ids: Sequence[Sequence[int]]) -> int:
+    """Tokens a forward pass over these (prompt, completion) pairs reads: the teacher's cost."""
+    return sum(len(p) + len(c) for p, c in zip(prompt_ids, comp_ids))
+
+
+def student_logprobs(
+    policy: Policy, prompt_ids: list[list[int]], comp_ids: list[list[int]], s: Any
+) -> torch.Tensor:
+    """The sampling policy's log-probs of its own tokens (no gradient): what the OPD advantage
+    subtracts. Chunked as :func:`agon.duel.update` chunks its forwards (the whole batch's count
+    of sequences), so that sharded models run as many forwards on every process."""
+    width = completion_mask(comp_ids).size(1)
+    n_seq, mb = int(policy.sum_over_ranks(len(comp_ids))), s.micro_batch_size
+    parts = []
+    with torch.no_grad():
+        for i in range(0, n_seq, mb):
+            c = slice(i, min(i + mb, n_seq))
+            logps, _ = completion_logprobs(
+                policy.model, prompt_ids[c], comp_ids[c], width, policy.pad_token_id, s.packing
+            )
+            parts.append(logps.float())
+    return torch.cat(parts) if parts else torch.zeros(0, width)
+
+
+def over_ranks(
+    accelerator: Any, counts: dict[str, dict[str, float]], teacher_s: float
+) -> tuple[dict[str, dict[str, float]], float]:
+    """Every model's counts summed over the processes and the slowest process's teacher seconds,
+    so every rank writes the whole batch's OPD metrics (which the loop's ``combine_ranks``, by
+    averaging keys it does not know, keeps)."""
+    if accelerator is None or accelerator.num_processes <= 1:
+        return counts, teacher_s
+    from accelerate.utils import gather_object
+
+    shares = gather_object([(counts, teacher_s)])
+    total = {
+        name: {c: sum(share[name][c] for share, _ in shares) for c in per_model}
+        for name, per_model in counts.items()
+    }
+    return total, max(t for _, t in shares)
+
+
+def opd_step(
+    task: Task,
+    policies: Mapping[str, Policy],
+    problems: list[Problem],
+    s: Any,
+    step: int,
+    keys: Sequence[int] | None = None,
+    n_total: int | None = None,
+    *,
+    teacher: Teacher,
+    gamma: float = 0.0,
+) -> dict[str, float]:
+    """One OPD step of every policy, each alone on the same ``problems``: rollout -> teacher
+    and student log-probs of the samples -> per-token advantages -> update; the metrics row.
+
+    The arguments are :func:`agon.duel.duel_step`'s (bind ``teacher`` and ``gamma`` for
+    :func:`agon.training.loop.train`'s ``step_fn``); each process scores its own share of the
+    samples, and the OPD metrics of the row are the whole batch's (:func:`over_ranks`)."""
+    t0 = time.perf_counter()
+    row: dict[str, float] = {mk.STEP: step}
+    own: dict[str, duel.Samples] = {}
+    counts: dict[str, dict[str, float]] = {}
+    tokens, teacher_s = 0, 0.0
+    for name, policy in policies.items():
+        got = solo_rollout(task, name, policy, problems, s, step, keys)
+        prompt_ids = [c.prompt_token_ids for c in got.completions]
+        comp_ids = [c.token_ids for c in got.completions]
+        t1 = time.perf_counter()
+        t_logps = teacher.logprobs(prompt_ids, comp_ids)
+        teacher_s += time.perf_counter() - t1
+        s_logps = student_logprobs(policy, prompt_ids, comp_ids, s)
+        mask = completion_mask(comp_ids).to(s_logps.device)
+        t_logps = t_logps.to(s_logps.device)
+        adv = opd_advantages(t_logps, s_logps, mask, gamma)
+        own[name] = duel.Samples(
+            "drafter", prompt_ids, comp_ids, adv.cpu().numpy().astype(np.float64)
+        )
+        row.update(got.metrics)
+        gap = ((s_logps - t_logps) * mask).sum()
+        counts[name] = {
+            "kl_sum": float(gap),
+            "tokens": float(mask.sum()),
+            "forward_tokens": float(forward_tokens(prompt_ids, comp_ids)),
+        }
+        tokens += sum(len(c) for c in comp_ids)
+    acc = next(iter(policies.values())).accelerator if policies else None
+    counts, teacher_s = over_ranks(acc, counts, teacher_s)
+    for name, c in counts.items():
+        row[mk.key(REVERSE_KL, model=name)] = c["kl_sum"] / c["tokens"] if c["tokens"] else 0.0
+        row[mk.key(TEACHER_TOKENS, model=name)] = c["forward_tokens"]
+    t_roll = time.perf_counter()
+    for name, policy in policies.items():
+        row.update({f"{name}/{k}": v for k, v in duel.update(policy, [own[name]], s).items()})
+        policy.sync_engine()
+    row.update(
+        {
+            mk.TOKENS: tokens,
+            mk.ROLLOUT_S: t_roll - t0,  # the teacher's time included
+            TEACHER_S: teacher_s,
+            mk.UPDATE_S: time.perf_counter() - t_roll,
+        }
+    )
+    return row

@@ -1,0 +1,381 @@
+"""The OPD-then-RL trainer: each model distilled on-policy from a teacher, then trained by GRPO.
+
+``agon train --method opd_then_rl`` trains both models of a family, each alone on the same
+problems (P problems x G samples per model and step), in two phases of the duel's loop
+(:func:`agon.training.loop.train`: problem stream, resume, checkpoints, probes, process shares,
+metrics rows; the policies are built, distributed and saved as the duel's,
+:mod:`agon.training.run`):
+
+1. **OPD** (``OUT/opd``): ``opd_then_rl.opd_steps`` steps of
+   :func:`~baselines.opd_then_rl.opd.opd_step` (per-token reverse KL to the teacher on the
+   student's own samples) at ``opd_then_rl.opd_learning_rate``; the switch point is chosen as
+   ``opd_then_rl.switch`` says (:mod:`baselines.opd_then_rl.switch`) and written to
+   ``OUT/opd/switch.json``.
+2. **RL** (``OUT/rl``): GRPO (:func:`~baselines.opd_then_rl.rl.grpo_step`, the duel's solo
+   mode) from each model's chosen OPD checkpoint, with a fresh optimizer and schedule, for the
+   rest of the budget: ``train.steps - opd_steps`` steps, or under a compute budget
+   (``train.budget``, ``agon train --match-run``) until the model's spend over *both* phases
+   reaches the reference's, within ``budget.max_steps_factor x train.steps`` steps over both.
+   The RL phase draws its problems and samples with a seed of its own (:func:`rl_seed`), so it
+   does not replay the OPD phase's problems in the same order.
+
+Outputs are those of every trainer: ``OUT/A``, ``OUT/B`` (after RL), ``OUT/metrics.jsonl`` (the
+OPD rows, then the RL rows with their steps moved on by ``opd_steps``) and ``summary.json``. The
+teacher's cost is apart from the policies' (``tokens_generated`` counts the students' samples
+only): each OPD row has ``{model}/opd/teacher_tokens`` (prompt + completion tokens the
+teacher read to score that model's samples, every process's) and ``time/teacher_s``;
+``summary.json`` adds their totals, ``{model}/teacher_tokens`` and ``teacher_time_s``,
+and ``opd_switch``: each model's switch point, its validation scores and the validation's own
+cost. A killed run resumes in the phase it was in.
+
+The teacher is a frozen model loaded whole by every process on its device (not sharded with the
+policies), used in the OPD phase only and released before the RL phase.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import gc
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from agon.registry import Trainer
+from agon.training import metrics as mk
+from agon.training.settings import EVAL_SPLITS, DuelSettings
+from baselines.opd_then_rl.opd import TEACHER_S, TEACHER_TOKENS, Teacher, opd_step
+from baselines.opd_then_rl.rl import grpo_step
+from baselines.opd_then_rl.switch import (
+    SWITCHES,
+    VALIDATION_S,
+    VALIDATION_TOKENS,
+    SwitchPoint,
+)
+
+SWITCH_FILE = "switch.json"  # OUT/opd/switch.json: the switch points, once the OPD phase is done
+TEACHER_TOKENS_TOTAL = "{model}/teacher_tokens"  # summary.json: a model's, summed (as Cliff's)
+TEACHER_TIME_TOTAL = "teacher_time_s"  # summary.json: the teacher's seconds, summed
+
+
+@dataclass
+class OPDThenRLSettings(DuelSettings):
+    """The shared ``train`` settings, the family's ``max_new_tokens`` and the ``opd_then_rl``
+    section (``docs/method.md``, OPD-then-RL).
+
+    A subclass of the duel's settings so that :mod:`agon.duel`'s solo-mode functions take it
+    as they are; ``mode`` is always ``solo`` and the ``agon`` section is not read.
+    """
+
+    mode: str = "solo"
+    teacher: str | None = None  # hub id / path; None: the family's `teacher` row
+    opd_steps: int = 10  # OPD steps (all taken); the RL phase gets the rest of the budget
+    switch: str = "best_validation"  # best_validation | fixed
+    validate_every: int = 5  # OPD updates between validations (best_validation)
+    validation_split: str = "validation"  # validation | validation_hard
+    validation_problems: int | None = None  # the first N of it (None: all)
+    opd_learning_rate: float | None = None  # None: train.learning_rate
+    iw_opd_gamma: float = 0.0  # TRL IW-OPD's position weight; 0: the plain reverse KL
+
+    SECTIONS: ClassVar[tuple[str, ...]] = ("opd_then_rl",)
+    FAMILY_KEYS: ClassVar[tuple[str, ...]] = ("max_new_tokens",)
+    POSITIVE: ClassVar[tuple[str, ...]] = (*DuelSettings.POSITIVE, "opd_steps", "validate_every")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.mode != "solo":
+            raise ValueError("opd_then_rl trains each model alone: mode must be 'solo'")
+        if self.opd_steps >= self.steps:
+            raise ValueError(
+                f"opd_then_rl.opd_steps ({self.opd_steps}) must be < train.steps ({self.steps}): "
+                "the RL phase takes the steps OPD leaves"
+            )
+        if self.validation_problems is not None and self.validation_problems < 1:
+            raise ValueError(
+                "opd_then_rl.validation_problems must be >= 1 or null (all), got "
+                f"{self.validation_problems}"
+            )
+        if self.opd_learning_rate is not None and not self.opd_learning_rate > 0:
+            raise ValueError(
+                f"opd_then_rl.opd_learning_rate must be > 0, got {self.opd_learning_rate}"
+            )
+        if not self.iw_opd_gamma >= 0:
+            raise ValueError(f"opd_then_rl.iw_opd_gamma must be >= 0, got {self.iw_opd_gamma}")
+
+    def _choices(self) -> dict[str, tuple]:
+        return {**super()._choices(), "switch": SWITCHES, "validation_split": EVAL_SPLITS}
+
+
+@dataclass
+class PhaseSettings(DuelSettings):
+    """One phase's loop settings: the shared ones with the phase's steps, learning rate, seed
+    and budget; ``step_cap`` (the RL phase under a compute budget) is its most steps."""
+
+    step_cap: int | None = None
+
+    @property
+    def max_steps(self) -> int:
+        return self.step_cap if self.step_cap is not None else super().max_steps
+
+
+def _phase(s: OPDThenRLSettings, **changes: Any) -> PhaseSettings:
+    shared = {f.name: getattr(s, f.name) for f in dataclasses.fields(DuelSettings)}
+    return PhaseSettings(**(shared | changes))
+
+
+def rl_seed(seed: int) -> int:
+    """The RL phase's seed (problem order and samples), derived from the run's and far from
+    the small seeds runs use, so one run's RL phase does not replay another run's OPD phase."""
+    return (seed * 1_000_003 + 500_009) % (2**31 - 1)
+
+
+def opd_settings(s: OPDThenRLSettings) -> PhaseSettings:
+    """The OPD phase: ``opd_steps`` steps at the OPD learning rate, never budget-stopped."""
+    return _phase(
+        s,
+        steps=s.opd_steps,
+        learning_rate=s.opd_learning_rate or s.learning_rate,
+        budget_targets=None,
+        budget_reference="",
+    )
+
+
+def rl_settings(s: OPDThenRLSettings, opd_rows: list[dict]) -> PhaseSettings:
+    """The RL phase: the steps OPD left; under a compute budget, each model's target less what
+    it spent in the OPD phase (``opd_rows``), and the step cap less the OPD steps."""
+    from agon.training.budget import spent
+
+    changes: dict[str, Any] = {"steps": s.steps - s.opd_steps, "seed": rl_seed(s.seed)}
+    if s.budget_targets is not None:
+        changes["budget_targets"] = {
+            name: max(0.0, float(target) - spent(opd_rows, name, s.budget_match))
+            for name, target in s.budget_targets.items()
+        }
+        changes["step_cap"] = max(s.max_steps - s.opd_steps, 1)
+    return _phase(s, **changes)
+
+
+def teacher_row(fam: dict, s: OPDThenRLSettings) -> dict:
+    """The teacher's model row: ``opd_then_rl.teacher``, else the family's ``teacher`` row."""
+    if s.teacher:
+        return {"model": s.teacher}
+    row = fam.get("teacher")
+    if not row:
+        raise ValueError(
+            f"opd_then_rl needs a teacher: set opd_then_rl.teacher, or give family "
+            f"{fam.get('name')!r} a `teacher:` row (a model, as model_a)"
+        )
+    if row.get("system_prompt") or row.get("chat_template_kwargs"):
+        raise ValueError(
+            f"family {fam.get('name')!r}: the teacher scores the student's own tokens (the prompt "
+            "as the student saw it), so its system_prompt / chat_template_kwargs would never be "
+            "used; remove them from the teacher row"
+        )
+    return row
+
+
+def load_teacher(
+    fam: dict, s: OPDThenRLSettings, tokenizers: dict[str, Any], accelerator: Any
+) -> Teacher:
+    """The frozen teacher on this process's device, after checking it shares every student's
+    tokenizer (OPD compares log-probs token by token)."""
+    from agon.engines.hf import load_model, load_tokenizer
+
+    row = teacher_row(fam, s)
+    tok = load_tokenizer(row["model"], revision=row.get("revision"))
+    for name, student in tokenizers.items():
+        if student.get_vocab() != tok.get_vocab():
+            raise ValueError(
+                f"teacher {row['model']!r} does not share model {name}'s tokenizer: on-policy "
+                "distillation compares their log-probs token by token"
+            )
+    model = load_model(row["model"], dtype=fam["dtype"], revision=row.get("revision"))
+    if accelerator is not None:
+        model.to(accelerator.device)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    return Teacher(model, s.temperature, pad, s.packing, s.micro_batch_size)
+
+
+def opd_phase_step(
+    task: Any,
+    policies: dict,
+    problems: list,
+    s: Any,
+    step: int,
+    keys: Any = None,
+    n_total: int | None = None,
+    *,
+    teacher: Teacher,
+    point: SwitchPoint,
+    gamma: float,
+) -> dict[str, float]:
+    """The OPD phase's step: the base models' validation (step 0), one OPD step, and the
+    validation or candidate save due after it (:class:`~baselines.opd_then_rl.switch.
+    SwitchPoint`)."""
+    extra = point.validate(task, policies, 0) if step == 0 and 0 in point.due else {}
+    row = opd_step(task, policies, problems, s, step, keys, n_total, teacher=teacher, gamma=gamma)
+    for k, v in point.after_update(task, policies, step + 1).items():
+        extra[k] = extra[k] + v if k in extra else v  # seconds and tokens of two validations add
+    return row | extra
+
+
+def _opd_phase(config: dict, fam: dict, task: Any, s: OPDThenRLSettings, out: Path, acc: Any):
+    """Phase 1 (resumable): OPD, then the switch points into ``out/switch.json``; returns the
+    number of steps this run took."""
+    from agon.provenance import atomic_write_text
+    from agon.training import checkpoint as ckpt
+    from agon.training.loop import train
+    from agon.training.run import family_policies
+
+    validating = s.switch == "best_validation"
+    problems = task.problems(s.validation_split)[: s.validation_problems] if validating else []
+    if validating and not problems:
+        raise ValueError(
+            f"opd_then_rl.switch best_validation: task {task.name!r} has no "
+            f"{s.validation_split!r} problems; set another opd_then_rl.validation_split, or "
+            "switch: fixed"
+        )
+    s1 = opd_settings(s)
+    policies, tokenizers = family_policies(config, fam, s1, acc)
+    teacher = load_teacher(fam, s, tokenizers, acc)
+    point = SwitchPoint(
+        s.switch,
+        out / "candidates",
+        s.opd_steps,
+        s.validate_every,
+        problems,
+        s.max_new_tokens,
+        tokenizers,
+        acc,
+    )
+    last = ckpt.latest_checkpoint(out / "checkpoints")
+    start = int(last.name.split("-")[1]) if last is not None else 0
+    point.resume((r for r in mk.read_rows(out / "metrics.jsonl") if r[mk.STEP] < start), policies)
+    step_fn = functools.partial(opd_phase_step, teacher=teacher, point=point, gamma=s.iw_opd_gamma)
+    try:
+        rows = train(task, policies, s1, out, on_step=_printer("opd"), step_fn=step_fn)
+    finally:
+        teacher.close()
+    chosen = point.choose(mk.read_rows(out / "metrics.jsonl"), policies)
+    payload = {
+        "switch": s.switch,
+        "opd_steps": s.opd_steps,
+        "validate_every": s.validate_every if validating else None,
+        "validation_split": s.validation_split if validating else None,
+        "validation_problems": len(problems),
+        "rl_seed": rl_seed(s.seed),
+        "models": chosen,
+    }
+    if acc is None or acc.is_main_process:
+        atomic_write_text(out / SWITCH_FILE, json.dumps(payload, indent=2) + "\n")
+    for policy in policies.values():  # free phase 1 before phase 2 loads its models
+        close = getattr(policy.engine, "close", None)
+        if close is not None:
+            close()
+    del policies, point, teacher
+    if acc is not None:
+        acc.wait_for_everyone()
+        acc.free_memory()  # forget phase 1's prepared models (checkpoints save what is prepared)
+    gc.collect()
+    return len(rows)
+
+
+def start_family(fam: dict, switch: dict) -> dict:
+    """The family row the RL phase starts from: each model's chosen OPD checkpoint (keeping its
+    persona and template kwargs), or its base model when the switch chose 0 updates."""
+    out = copy.deepcopy(fam)
+    for name, chosen in switch["models"].items():
+        if chosen["path"]:
+            row = out[f"model_{name.lower()}"]
+            row["model"], row["revision"] = chosen["path"], None
+    return out
+
+
+def merged_rows(out: Path, opd_steps: int) -> list[dict]:
+    """The run's metrics rows: the OPD phase's, then the RL phase's moved on by ``opd_steps``."""
+    first = mk.read_rows(out / "opd" / "metrics.jsonl")
+    second = mk.read_rows(out / "rl" / "metrics.jsonl")
+    return first + [r | {mk.STEP: r[mk.STEP] + opd_steps} for r in second]
+
+
+def teacher_totals(rows: list[dict]) -> dict[str, float]:
+    """The teacher's cost over a run's rows: ``{model}/teacher_tokens`` per model and
+    ``teacher_time_s``, for ``summary.json``."""
+
+    def total(k: str) -> float:
+        return float(sum(r.get(k, 0) or 0 for r in rows))
+
+    out = {
+        mk.key(TEACHER_TOKENS_TOTAL, model=m): total(mk.key(TEACHER_TOKENS, model=m))
+        for m in mk.MODELS
+    }
+    return out | {TEACHER_TIME_TOTAL: total(TEACHER_S)}
+
+
+def validation_totals(rows: list[dict]) -> dict[str, Any]:
+    """What choosing the switch point cost: tokens each model generated, and seconds."""
+    tokens = {
+        m: float(sum(r.get(mk.key(VALIDATION_TOKENS, model=m), 0) or 0 for r in rows))
+        for m in mk.MODELS
+    }
+    return {"validation_tokens": tokens, "validation_s": sum(r.get(VALIDATION_S, 0) for r in rows)}
+
+
+def train_pair(config: dict, fam: dict, task_name: str, s: OPDThenRLSettings, out: Path) -> dict:
+    """`agon train --method opd_then_rl`: A and B each distilled, then RL; the summary payload."""
+    import torch
+
+    from agon.provenance import atomic_write_text
+    from agon.tasks import task_from_config
+    from agon.training.loop import train
+    from agon.training.policy import make_accelerator
+    from agon.training.run import family_policies, run_payload, save_policies
+
+    teacher_row(fam, s)  # fail before any model loads
+    out = Path(out)
+    task = task_from_config(config, task_name)
+    torch.manual_seed(s.seed)
+    acc = make_accelerator()
+    t0 = time.time()
+    try:
+        opd_steps_run = 0
+        if not (out / "opd" / SWITCH_FILE).is_file():
+            opd_steps_run = _opd_phase(config, fam, task, s, out / "opd", acc)
+        switch = json.loads((out / "opd" / SWITCH_FILE).read_text())
+        s2 = rl_settings(s, mk.read_rows(out / "opd" / "metrics.jsonl"))
+        policies, tokenizers = family_policies(config, start_family(fam, switch), s2, acc)
+        rows = train(task, policies, s2, out / "rl", on_step=_printer("rl"), step_fn=grpo_step)
+    finally:
+        task.close()
+    save_policies(policies, tokenizers, out, acc)
+    merged = merged_rows(out, s.opd_steps)
+    if acc is None or acc.is_main_process:
+        atomic_write_text(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in merged))
+    if acc is not None:
+        acc.wait_for_everyone()
+    payload = run_payload(out, rows, t0, acc, s) | teacher_totals(merged)
+    payload["steps_this_run"] = opd_steps_run + len(rows)
+    payload["opd_switch"] = switch | validation_totals(merged)
+    return payload
+
+
+def _printer(phase: str):
+    def show(row: dict) -> None:
+        keys = [
+            *(mk.key(mk.ROLE_CORRECT, model=m, role="drafter") for m in mk.MODELS),
+            *(f"{m}/opd/reverse_kl" for m in mk.MODELS),
+            *(f"{m}/opd/validation_pass@1" for m in mk.MODELS),
+            mk.TOKENS,
+        ]
+        shown = " ".join(f"{k}={row[k]:.3g}" for k in keys if k in row)
+        print(f"[opd_then_rl {phase}] step {row['step']}: {shown}", flush=True)
+
+    return show
+
+
+TRAINER = Trainer(
+    "opd_then_rl", OPDThenRLSettings, train_pair, settings_overrides=(("mode", "solo"),)
+)
