@@ -2,6 +2,7 @@
 #
 #   snakemake --cores all results/table1.csv                      # the offline toy world
 #   snakemake --cores all results/ablations.csv                   # its Agon variants
+#   snakemake --cores all results/related.csv                     # Cliff, GAR, ... beside it
 #   snakemake -n --configfile config/paper.yaml results/table1.csv  # the paper's DAG
 #   snakemake --profile profiles/slurm --configfile config/paper.yaml  # on a SLURM cluster
 #

@@ -37,6 +37,16 @@ COLORS = {
     "agon_independent": "#2ca02c",
     "agon_single": "#e377c2",
     "agon_single_b": "#f7b6d2",
+    # the methods published beside Agon (results/related.csv)
+    "cliff": "#9467bd",
+    "cliff_b": "#c5b0d5",
+    "cliff_cascade": "#9467bd",
+    "opd_then_rl": "#8c564b",
+    "opd_then_rl_b": "#c49c94",
+    "opd_then_rl_cascade": "#8c564b",
+    "gar": "#17becf",
+    "gar_b": "#9edae5",
+    "gar_cascade": "#17becf",
 }
 
 

@@ -72,14 +72,28 @@ COLUMNS: dict[str, Column] = {
     )
 }
 
+# The methods published beside Agon (results/related.csv; docs/method.md): each trains A and B
+# alone, so each has GRPO's three columns: A alone, B alone (`<name>_b`) and the A -> B
+# cascade of the two (`<name>_cascade`, read against grpo_cascade and agon).
+RELATED: tuple[str, ...] = ("cliff", "opd_then_rl", "gar")
+for _m in RELATED:
+    COLUMNS |= {
+        _m: Column(_m, _m, "single", train=_m, model="A"),
+        f"{_m}_b": Column(f"{_m}_b", _m, "single", train=_m, model="B", cli_system=_m),
+        f"{_m}_cascade": Column(f"{_m}_cascade", _m, "cascade", train=_m, drafter="A", reader="B"),
+    }
+
 # each model alone against that model's own base: (model, its base column, its trained columns)
-GAINS = (("A", "base", ("grpo", "agon_single")), ("B", "base_b", ("grpo_b", "agon_single_b")))
+GAINS = (
+    ("A", "base", ("grpo", "agon_single", *RELATED)),
+    ("B", "base_b", ("grpo_b", "agon_single_b", *(f"{m}_b" for m in RELATED))),
+)
 
 # Matched compute (``train.budget``): these trainers run, per model, until they have spent
 # what the same model spent in the reference run (same family, task and seed); the duel
 # variants are matched by construction (the same steps, drafts and reads).
 BUDGET_REFERENCE = "agon"
-BUDGET_MATCHED: tuple[str, ...] = ("grpo",)
+BUDGET_MATCHED: tuple[str, ...] = ("grpo", *RELATED)
 
 # the trained methods, in the order of their first column (the report's order)
 TRAINED_METHODS: tuple[str, ...] = tuple(

@@ -92,6 +92,7 @@ RNG = {
     "agon_over_grpo_cascade": 4,
     "agon_minus_agon_independent": 5,
     "ablation": 6,
+    "related": 7,
 }
 
 # ----------------------------------------------------------------------------- per-seed rates
@@ -386,8 +387,17 @@ def budget_columns(budgets: Sequence[Mapping[str, Any] | None]) -> dict[str, Any
 # ----------------------------------------------------------------------------- table 1
 
 
-def build_table(config: dict, layout: Layout) -> list[dict]:
-    """Table 1: one dict per (family, task) with every column (see the module docstring)."""
+def build_table(
+    config: dict,
+    layout: Layout,
+    compare: Callable[
+        [Mapping[str, float], Mapping[str, SeedRates | None], int], dict[str, Any]
+    ] = None,
+) -> list[dict]:
+    """Table 1: one dict per (family, task) with every column (see the module docstring);
+    ``compare`` (default :func:`comparison_columns`) makes the comparisons of each row from
+    the systems' pass@1 and per-(seed, problem) rates."""
+    compare = compare or comparison_columns
     systems = columns_for_methods(config["methods"])
     seeds = [int(s) for s in config["seeds"]]
     n_boot = int(config["eval"]["bootstrap"])
@@ -416,7 +426,7 @@ def build_table(config: dict, layout: Layout) -> list[dict]:
                 row.update(stats_columns(f"{s}_", stats))
                 p[s] = stats["pass@1"]
 
-            row.update(comparison_columns(p, rates, n_boot))
+            row.update(compare(p, rates, n_boot))
             row.update(training_columns(layout, f, t, trained, seeds))
             for s in systems:
                 for k, v in compute_used(layout, f, t, s, eval_seeds(s, seeds)).items():

@@ -38,6 +38,10 @@ class Layout:
     def toy_report(self) -> str:
         return f"{self.toy_dir()}/report.json"
 
+    def toy_teacher_report(self) -> str:
+        """`agon toy pretrain --model teacher`: the toy teacher's gate, beside the pair's."""
+        return f"{self.toy_dir()}/teacher_report.json"
+
     def pretrain_snapshot(self) -> str:
         return f"{self.out_dir}/toy/config/pretrain.yaml"
 
@@ -101,6 +105,19 @@ class Layout:
 
     def ablations_provenance(self) -> str:
         return f"{self.out_dir}/ablations.provenance.json"
+
+    # results/related.csv: the methods published beside Agon, under the same budget
+    def related_csv(self) -> str:
+        return f"{self.out_dir}/related.csv"
+
+    def related_md(self) -> str:
+        return f"{self.out_dir}/related.md"
+
+    def related_provenance(self) -> str:
+        return f"{self.out_dir}/related.provenance.json"
+
+    def related_figures(self) -> list[str]:
+        return [f"{self.figures_dir}/related_compute.{ext}" for ext in FIGURE_FORMATS]
 
     def log(self, name: str) -> str:
         return f"{self.out_dir}/logs/{name}.log"

@@ -115,22 +115,33 @@ def _seed_keys(rows: list[dict], prefix: str) -> list[int]:
     return sorted(set(found))
 
 
-def table_markdown(rows: list[dict], systems: Sequence[str], config_hash_: str) -> str:
-    """A readable rendering: pass@1 [95% interval] per system and the comparisons, each model
-    against its base, pass@1 per training seed, then training and evaluation compute."""
+# how the gains table heads a trained column (model A's name)
+_ALONE = {"agon_single": "agon (alone)"}
+
+
+# table 1's comparisons: (row key, column title, ratio | points)
+COMPARISONS = (
+    ("agon_over_grpo", "agon / grpo", "ratio"),
+    ("agon_over_grpo_cascade", "agon / grpo_cascade", "ratio"),
+    ("agon_gain_over_moa_gain", "(agon-base) / (moa-base)", "ratio"),
+    ("agon_minus_agon_independent", "agon - agon_independent (points)", "points"),
+)
+
+
+def table_markdown(
+    rows: list[dict],
+    systems: Sequence[str],
+    config_hash_: str,
+    title: str = "Table 1",
+    comparisons: Sequence[tuple[str, str, str]] = COMPARISONS,
+) -> str:
+    """A readable rendering: pass@1 [95% interval] per system and the ``comparisons`` the rows
+    have, each model against its base, pass@1 per training seed, then training and evaluation
+    compute."""
     notes = _Notes()
-    comparisons = [
-        (k, title, kind)
-        for k, title, kind in (
-            ("agon_over_grpo", "agon / grpo", "ratio"),
-            ("agon_over_grpo_cascade", "agon / grpo_cascade", "ratio"),
-            ("agon_gain_over_moa_gain", "(agon-base) / (moa-base)", "ratio"),
-            ("agon_minus_agon_independent", "agon - agon_independent (points)", "points"),
-        )
-        if any(k in r for r in rows)
-    ]
+    comparisons = [c for c in comparisons if any(c[0] in r for r in rows)]
     lines = [
-        "# Table 1: pass@1 (%) [95% interval over training seeds and problems]",
+        f"# {title}: pass@1 (%) [95% interval over training seeds and problems]",
         "",
         f"95% intervals: {INTERVAL_TEXT}; an untrained system is evaluated at one seed, so "
         "only its problems vary.",
@@ -151,17 +162,24 @@ def table_markdown(rows: list[dict], systems: Sequence[str], config_hash_: str) 
         for model, base, ts in GAINS
         if r.get(f"{base}_pass@1") is not None and any(f"{s}_gain" in r for s in ts)
     ]
+    # the trained columns some row has (by their place in GAINS: model A's name heads them)
+    shown = [
+        i
+        for i in range(len(GAINS[0][2]))
+        if any(f"{ts[i]}_pass@1" in r for r, _, _, ts in gain_rows)
+    ]
     if gain_rows:
+        names = [GAINS[0][2][i] for i in shown]
         lines += [
             "",
             "## Each model alone: trained vs. its own base "
             "(pass@1 %; gain in points [paired 95% interval])",
             "",
-            *_head(["family", "task", "model", "base", "grpo", "agon (alone)"]),
+            *_head(["family", "task", "model", "base", *(_ALONE.get(n, n) for n in names)]),
         ]
         for r, model, base, ts in gain_rows:
             cells = [r["family"], r["task"], model, _pct(r, f"{base}_")]
-            for s in ts:
+            for s in (ts[i] for i in shown):
                 if r.get(f"{s}_pass@1") is None:
                     cells.append("")
                     continue

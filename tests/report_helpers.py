@@ -14,7 +14,13 @@ from pathlib import Path
 import numpy as np
 
 from agon.config import validate_config
-from agon.methods import BUDGET_MATCHED, BUDGET_REFERENCE, COLUMNS, columns_for_methods
+from agon.methods import (
+    BUDGET_MATCHED,
+    BUDGET_REFERENCE,
+    COLUMNS,
+    RELATED,
+    columns_for_methods,
+)
 from agon.methods import eval_seeds as column_seeds
 from agon.results import Layout
 
@@ -43,6 +49,16 @@ RATES = {
     "agon_independent": 0.6,
     "agon_single": 0.5,
     "agon_single_b": 0.45,
+    # the related methods' columns (results/related.csv)
+    "cliff": 0.45,
+    "cliff_b": 0.32,
+    "cliff_cascade": 0.5,
+    "opd_then_rl": 0.47,
+    "opd_then_rl_b": 0.35,
+    "opd_then_rl_cascade": 0.52,
+    "gar": 0.43,
+    "gar_b": 0.31,
+    "gar_cascade": 0.48,
 }
 SEED_SPREAD = 0.05  # a trained system's true rate moves by this per training seed
 
@@ -194,6 +210,8 @@ def write_synthetic(
                         rows.append(json.dumps(row))
                     (d / "metrics.jsonl").write_text("\n".join(rows) + "\n")
                     summary = train_summary(rng, old_summaries, seed)
+                    if m in RELATED and not old_summaries:  # a teacher's tokens, per model
+                        summary |= {f"{x}/teacher_tokens": 1000.0 * (seed + 1) for x in "AB"}
                     if m in BUDGET_MATCHED and BUDGET_REFERENCE in trained and not old_summaries:
                         ref_path = layout.train_summary(f, t, BUDGET_REFERENCE, seed)
                         ref = json.loads(Path(ref_path).read_text())

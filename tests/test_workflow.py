@@ -53,8 +53,10 @@ def dry_run_jobs(workdir: Path, *args: str) -> list[dict]:
     for line in res.stdout.splitlines():
         m = re.match(r"^(local)?rule (\w+):$", line)
         if m:
-            job = {"rule": m.group(2), "output": [], "resources": {}}
+            job = {"rule": m.group(2), "input": [], "output": [], "resources": {}}
             jobs.append(job)
+        elif job is not None and line.startswith("    input: "):
+            job["input"] = line.split(": ", 1)[1].split(", ")
         elif job is not None and line.startswith("    output: "):
             job["output"] = line.split(": ", 1)[1].split(", ")
         elif job is not None and line.startswith("    resources: "):
@@ -178,6 +180,41 @@ def test_ablations_are_one_target_away(tmp_path):
     assert counts["ablations_report"] == 1 and "train" not in counts and "report" not in counts
     default = Counter(j["rule"] for j in dry_run_jobs(wd))
     assert not any(r.startswith("ablation") for r in default)
+
+
+def test_related_methods_are_one_target_away(tmp_path):
+    """results/related.csv: each related method trained per (family, task, seed) against the
+    agon run of its seed, evaluated in its three columns; the toy teacher is built only for
+    the method that distills from it; the paper config plans the same with a teacher row per
+    family; table 1's DAG builds none of it."""
+    from agon.methods import RELATED
+
+    wd = workdir_with(tmp_path)
+    cfg = load(wd / "config" / "config.yaml")
+    methods = cfg["related"]["methods"]
+    assert set(RELATED) <= set(methods)
+    jobs = dry_run_jobs(wd, "results/related.csv")
+    counts = Counter(j["rule"] for j in jobs)
+    n = len(cfg["families"]) * len(cfg["tasks"]) * len(cfg["seeds"])
+    trained = {COLUMNS[c].train for c in columns_for_methods(methods)} - {None}
+    assert counts["train"] == n * len(trained) and counts["pretrain_teacher"] == 1
+    assert counts["related_report"] == 1 and "report" not in counts
+    trains = [j for j in jobs if j["rule"] == "train"]
+    for method in RELATED:
+        run = next(j for j in trains if f"/train/{method}/seed1/" in j["output"][0])
+        inputs = " ".join(run["input"])
+        assert "/train/agon/seed1/summary.json" in inputs  # matched to the agon run of its seed
+        assert ("teacher_report.json" in inputs) == (method == "opd_then_rl")
+    default = Counter(j["rule"] for j in dry_run_jobs(wd))
+    assert "pretrain_teacher" not in default and "related_report" not in default
+    assert default["train"] == n * 3  # grpo, agon, agon_independent
+    paper = load(wd / "config" / "paper.yaml")
+    assert all("teacher" in fam for fam in paper["families"])
+    jobs = dry_run_jobs(wd, "results/related.csv", "--configfile", "config/paper.yaml")
+    outputs = {o for j in jobs for o in j["output"]}
+    for fam in paper["families"]:
+        for method in RELATED:
+            assert f"results/{fam['name']}/deepmath/train/{method}/seed0/summary.json" in outputs
 
 
 def test_a_family_is_a_row(tmp_path):

@@ -1,5 +1,6 @@
 """`agon report --config C`: table 1 (CSV + Markdown, with provenance) and the figures;
-`agon report --config C --ablations`: the ablations table (CSV + Markdown, with provenance)."""
+`agon report --config C --ablations`: the ablations table (CSV + Markdown, with provenance);
+`agon report --config C --related`: the related methods' table and its compute figure."""
 
 from __future__ import annotations
 
@@ -25,6 +26,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="write results/ablations.csv and .md (the config's ablations section) instead",
     )
+    p.add_argument(
+        "--related",
+        action="store_true",
+        help="write results/related.csv and .md (the config's related section) and its figure",
+    )
     p.set_defaults(func=_cli)
 
 
@@ -34,8 +40,14 @@ def _cli(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     config.pop("resources", None)  # resources never change results (same as the workflow)
     layout = Layout(config["out_dir"], args.figures)
+    if args.ablations and args.related:
+        raise SystemExit("agon report: --ablations and --related are two reports; pass one")
     if args.ablations:
         written = build_ablations_report(config, layout)
+    elif args.related:
+        from agon.related import build_related_report
+
+        written = build_related_report(config, layout)
     else:
         written = build_report(config, layout, smooth=args.smooth)
     for kind, paths in written.items():

@@ -16,6 +16,7 @@ from agon.methods import (
     BUDGET_REFERENCE,
     COLUMNS,
     METHODS,
+    RELATED,
     TRAINED_METHODS,
     columns_for_methods,
     eval_seeds,
@@ -47,7 +48,8 @@ PACKAGED = {
     if "source" in row[key]
 }
 TOY_TASKS = ("arith", "toycode")  # the task rows `agon toy pretrain` reads
-ALL_METHODS = list(METHODS)
+TEACHER_METHODS = ("opd_then_rl",)  # trainers that distill from the family's teacher row
+ALL_METHODS = [m for m in METHODS if m not in RELATED]  # table 1's (the schema's `methods`)
 
 # Sections of the config each stage depends on. A job's config snapshot holds exactly these
 # (plus its own family and task row), so editing one family's row, or a section a stage
@@ -56,7 +58,8 @@ ALL_METHODS = list(METHODS)
 STAGE_SECTIONS = {
     "pretrain": ["toy", "grading"],
     "data": [],
-    "train": ["grading", "eval", "train", "agon", "grpo"],
+    # a related method's own section (cliff, gar, ...) shapes its training only
+    "train": ["grading", "eval", "train", "agon", "grpo", *(m for m in RELATED if m in config)],
     "eval": ["grading", "eval", "moa"],
 }
 # an ablation variant's one snapshot serves its training and its evaluation
@@ -81,7 +84,10 @@ wildcard_constraints:
 def _check_toy_rows():
     """Toy families must point at the models the pretrain rule builds, or nothing builds them."""
     for name in TOY_FAMILIES:
-        for key, expected in (("model_a", LAYOUT.toy_model("A")), ("model_b", LAYOUT.toy_model("B"))):
+        rows = [("model_a", LAYOUT.toy_model("A")), ("model_b", LAYOUT.toy_model("B"))]
+        if "teacher" in FAMILIES[name]:
+            rows.append(("teacher", LAYOUT.toy_model("teacher")))
+        for key, expected in rows:
             got = FAMILIES[name][key]["model"]
             if os.path.normpath(got) != os.path.normpath(expected):
                 raise WorkflowError(
@@ -200,6 +206,8 @@ def train_inputs(wildcards):
         "split": LAYOUT.split(wildcards.family, wildcards.task),
         **base_model_inputs(wildcards),
     }
+    if wildcards.method in TEACHER_METHODS and FAMILIES[wildcards.family]["toy"]:
+        inputs["teacher"] = LAYOUT.toy_teacher_report()  # the toy teacher, built on demand
     if budget_matched(wildcards.method):
         inputs["match"] = LAYOUT.train_summary(
             wildcards.family, wildcards.task, BUDGET_REFERENCE, wildcards.seed
@@ -318,6 +326,21 @@ def ablation_results():
         for seed in ABLATIONS["seeds"]
         for path in (LAYOUT.ablation_train_summary, LAYOUT.ablation_eval_summary)
     ]
+
+
+def related_systems():
+    """The columns of results/related.csv (the config's related.methods)."""
+    return columns_for_methods(config["related"]["methods"])
+
+
+def related_results():
+    """Every evaluation and training summary results/related.csv is built from."""
+    systems = related_systems()
+    evals = [LAYOUT.eval_summary(f, t, s, seed) for f in FAMILIES for t in TASKS for s in systems
+             for seed in eval_seeds(s, SEEDS)]
+    runs = [LAYOUT.train_summary(f, t, m, seed) for f in FAMILIES for t in TASKS
+            for m in trained_methods_for(systems) for seed in SEEDS]
+    return evals + runs
 
 
 def table_outputs():

@@ -69,3 +69,30 @@ rule pretrain:
     shell:
         "OMP_NUM_THREADS={threads} python -m agon toy pretrain --config {input.config} --out {params.out}"
         " > {log} 2>&1"
+
+
+rule pretrain_teacher:
+    """`agon toy pretrain --model teacher`: the toy teacher (no injected mistake), gated against
+    A and B; only the methods that distill from a teacher (opd_then_rl) wait for it."""
+    input:
+        config=LAYOUT.pretrain_snapshot(),
+        pair=LAYOUT.toy_report(),
+    output:
+        teacher=directory(LAYOUT.toy_model("teacher")),
+        report=LAYOUT.toy_teacher_report(),
+    log:
+        LAYOUT.log("pretrain_teacher"),
+    benchmark:
+        LAYOUT.benchmark("pretrain_teacher")
+    params:
+        out=pretrain_out,
+    conda:
+        "../envs/agon.yaml"
+    threads: res("pretrain", "threads")
+    resources:
+        mem_mb=res("pretrain", "mem_mb"),
+        runtime=res("pretrain", "runtime"),
+        gpu=res("pretrain", "gpus"),
+    shell:
+        "OMP_NUM_THREADS={threads} python -m agon toy pretrain --model teacher --config {input.config}"
+        " --out {params.out} > {log} 2>&1"

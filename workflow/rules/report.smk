@@ -1,4 +1,5 @@
-# Table 1 and the paper figures, gathered from every evaluation and training run.
+# Table 1 and the paper figures, gathered from every evaluation and training run; and
+# results/related.csv, the methods published beside Agon (snakemake --cores all results/related.csv).
 
 
 rule report:
@@ -25,3 +26,29 @@ rule report:
         gpu=res("report", "gpus"),
     script:
         "../scripts/report.py"
+
+
+rule related_report:
+    """`agon report --related`: results/related.csv (+ provenance JSON), its Markdown and the
+    pass@1-against-compute figure (not part of the default target)."""
+    input:
+        related_results(),
+    output:
+        csv=LAYOUT.related_csv(),
+        md=LAYOUT.related_md(),
+        provenance=LAYOUT.related_provenance(),
+        figures=LAYOUT.related_figures(),
+    log:
+        LAYOUT.log("related_report"),
+    params:
+        config=snapshot("report"),
+        figures_dir=figures_dir,
+    conda:
+        "../envs/agon.yaml"
+    threads: res("report", "threads")
+    resources:
+        mem_mb=res("report", "mem_mb"),
+        runtime=res("report", "runtime"),
+        gpu=res("report", "gpus"),
+    script:
+        "../scripts/related.py"
