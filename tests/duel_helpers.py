@@ -136,9 +136,15 @@ def kill_after_checkpoint(cmd: list[str], env: dict, out: Path, timeout: float =
 
 
 def train_args(
-    config: Path, out: Path, method: str = "agon", steps: int | None = None
+    config: Path,
+    out: Path,
+    method: str = "agon",
+    steps: int | None = None,
+    family: str = "tiny",
+    task: str = "parity_test",
 ) -> list[str]:
-    """`agon train` arguments for the tiny family and ParityTask (seed 3, one thread)."""
-    args = ["train", "--config", str(config), "--family", "tiny", "--task", "parity_test"]
+    """`agon train` arguments (seed 3, one thread); by default for the tiny family and
+    ParityTask."""
+    args = ["train", "--config", str(config), "--family", family, "--task", task]
     args += ["--method", method, "--seed", "3", "--out", str(out), "--threads", "1"]
     return args + (["--steps", str(steps)] if steps is not None else [])

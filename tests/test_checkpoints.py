@@ -111,3 +111,28 @@ def test_smollm2_from_its_package_is_a_plain_trainable_model(tmp_path, repo_root
     assert not torch.equal(before, model.lm_head.weight.detach())
     # a second prepare of the same source leaves the folder as it is
     assert prepare(row["source"], out) == record
+
+
+def test_a_template_from_the_config_makes_its_turn_end_stop_a_completion(tmp_path):
+    """A base checkpoint given a chat format by the config must stop at that format's turn end
+    (Gemma's ``<end_of_turn>``), else it writes the next turn and that is graded."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agon.checkpoints import TURN_ENDS, add_turn_end
+    from agon.engines.hf import HFEngine
+    from tests.tiny_models import build_tiny_model
+
+    path = build_tiny_model("qwen3", tmp_path / "m", seed=0)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    tok = AutoTokenizer.from_pretrained(path)
+    model.generation_config.eos_token_id = tok.eos_token_id
+    end = tok.convert_tokens_to_ids(TURN_ENDS["chatml"])
+    add_turn_end(model, tok, "<|endoftext|>")  # some other special token of the vocabulary
+    add_turn_end(model, tok, "<no such token>")  # unknown: nothing changes
+    extra = tok.convert_tokens_to_ids("<|endoftext|>")
+    assert model.generation_config.eos_token_id == [tok.eos_token_id, extra]
+    add_turn_end(model, tok, TURN_ENDS["chatml"])
+    assert end in model.generation_config.eos_token_id
+    model.save_pretrained(tmp_path / "saved")
+    tok.save_pretrained(tmp_path / "saved")
+    assert extra in HFEngine(str(tmp_path / "saved"), dtype="float32", device="cpu").eos_ids
