@@ -465,7 +465,8 @@ def test_cliff_metrics_are_the_whole_batch_over_processes(monkeypatch):
     import accelerate.utils
 
     from agon.training.metrics import combine_ranks
-    from baselines.cliff.step import cliff_metrics, over_ranks, teacher_counts
+    from agon.training.metrics import counts_over_ranks as over_ranks
+    from baselines.cliff.step import cliff_metrics, teacher_counts
     from baselines.cliff.teacher import Marks
 
     mine = {

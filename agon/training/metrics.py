@@ -138,6 +138,25 @@ def pool_duel_outcomes(metrics: dict[str, float]) -> None:
             metrics[POOLED_OUTCOME.format(outcome=outcome)] = float(np.mean(vals))
 
 
+def counts_over_ranks(
+    accelerator: Any, counts: dict[str, dict[str, float]], seconds: float
+) -> tuple[dict[str, dict[str, float]], float]:
+    """A step's per-model counts (``{model: {name: count}}``) summed over the processes, and
+    the slowest process's seconds, as they are on one process: a baseline's own metrics (a
+    teacher's, an anchor's) made from them are then the whole batch's on every rank, and
+    :func:`combine_ranks`, which averages keys it does not know, keeps them."""
+    if accelerator is None or accelerator.num_processes <= 1:
+        return counts, seconds
+    from accelerate.utils import gather_object
+
+    shares = gather_object([(counts, seconds)])
+    total = {
+        name: {c: sum(share[name][c] for share, _ in shares) for c in per_model}
+        for name, per_model in counts.items()
+    }
+    return total, max(t for _, t in shares)
+
+
 def combine_ranks(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One step's row from the rows of every process that shared it (each on its own problems).
 

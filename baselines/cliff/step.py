@@ -108,25 +108,6 @@ def cliff_metrics(
     }
 
 
-def over_ranks(
-    accelerator: Any, counts: dict[str, dict[str, float]], teacher_s: float
-) -> tuple[dict[str, dict[str, float]], float]:
-    """Every model's :func:`teacher_counts` summed over the processes and the slowest
-    process's teacher seconds (as they are on one process), so that every rank writes the whole
-    batch's Cliff metrics and :func:`agon.training.metrics.combine_ranks`, which averages keys
-    it does not know, keeps them."""
-    if accelerator is None or accelerator.num_processes <= 1:
-        return counts, teacher_s
-    from accelerate.utils import gather_object
-
-    shares = gather_object([(counts, teacher_s)])
-    total = {
-        name: {c: sum(share[name][c] for share, _ in shares) for c in per_model}
-        for name, per_model in counts.items()
-    }
-    return total, max(t for _, t in shares)
-
-
 def cliff_step(
     task: Task,
     policies: Mapping[str, Policy],
@@ -149,7 +130,7 @@ def cliff_step(
     the whole batch), and a problem's samples are seeded from its key alone, as the duel's;
     ``n_total`` (the whole batch's size) is not needed, each model playing every problem. Each
     process asks its teacher about its own share's wrong samples; the Cliff metrics of the row
-    are the whole batch's (:func:`over_ranks`)."""
+    are the whole batch's (:func:`agon.training.metrics.counts_over_ranks`)."""
     t0 = time.perf_counter()
     row: dict[str, float] = {mk.STEP: step}
     own: dict[str, duel.Samples] = {}
@@ -181,7 +162,7 @@ def cliff_step(
         counts[name] = teacher_counts(mistakes, lengths, int((correct == 0.0).sum()), marks)
         tokens += sum(lengths)
     acc = next(iter(policies.values())).accelerator if policies else None
-    counts, teacher_s = over_ranks(acc, counts, teacher_s)
+    counts, teacher_s = mk.counts_over_ranks(acc, counts, teacher_s)
     for name in policies:
         is_model = getattr(teachers[name], "name", "") == "model"
         row.update(cliff_metrics(name, counts[name], is_model))

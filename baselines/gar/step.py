@@ -133,24 +133,6 @@ def gar_metrics(name: str, counts: Mapping[str, float]) -> dict[str, float]:
     }
 
 
-def over_ranks(
-    accelerator: Any, counts: dict[str, dict[str, float]], gar_s: float
-) -> tuple[dict[str, dict[str, float]], float]:
-    """Every model's counts summed over the processes and the slowest process's GAR seconds,
-    so that every rank writes the whole batch's GAR metrics (which
-    :func:`agon.training.metrics.combine_ranks`, averaging keys it does not know, keeps)."""
-    if accelerator is None or accelerator.num_processes <= 1:
-        return counts, gar_s
-    from accelerate.utils import gather_object
-
-    shares = gather_object([(counts, gar_s)])
-    total = {
-        name: {c: sum(share[name][c] for share, _ in shares) for c in per_model}
-        for name, per_model in counts.items()
-    }
-    return total, max(t for _, t in shares)
-
-
 def gar_step(
     task: Task,
     policies: Mapping[str, Policy],
@@ -167,7 +149,8 @@ def gar_step(
     The arguments are :func:`agon.duel.duel_step`'s: under several processes each holds a
     share of the step's problems, ``keys`` their places in the whole batch, and a problem's
     samples are seeded from its key alone; ``n_total`` is not needed, each model playing every
-    problem. The GAR metrics of the row are the whole batch's (:func:`over_ranks`)."""
+    problem. The GAR metrics of the row are the whole batch's
+    (:func:`agon.training.metrics.counts_over_ranks`)."""
     t0 = time.perf_counter()
     row: dict[str, float] = {mk.STEP: step}
     own: dict[str, duel.Samples] = {}
@@ -193,7 +176,7 @@ def gar_step(
         counts[name] = step_counts(scores, c_draft, s)
         tokens += sum(len(c.token_ids) for c in comps)
     acc = next(iter(policies.values())).accelerator if policies else None
-    counts, gar_s = over_ranks(acc, counts, gar_s)
+    counts, gar_s = mk.counts_over_ranks(acc, counts, gar_s)
     for name in policies:
         row.update(gar_metrics(name, counts[name]))
     t_roll = time.perf_counter()

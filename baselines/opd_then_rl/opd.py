@@ -138,24 +138,6 @@ def student_logprobs(
     return torch.cat(parts) if parts else torch.zeros(0, width)
 
 
-def over_ranks(
-    accelerator: Any, counts: dict[str, dict[str, float]], teacher_s: float
-) -> tuple[dict[str, dict[str, float]], float]:
-    """Every model's counts summed over the processes and the slowest process's teacher seconds,
-    so every rank writes the whole batch's OPD metrics (which the loop's ``combine_ranks``, by
-    averaging keys it does not know, keeps)."""
-    if accelerator is None or accelerator.num_processes <= 1:
-        return counts, teacher_s
-    from accelerate.utils import gather_object
-
-    shares = gather_object([(counts, teacher_s)])
-    total = {
-        name: {c: sum(share[name][c] for share, _ in shares) for c in per_model}
-        for name, per_model in counts.items()
-    }
-    return total, max(t for _, t in shares)
-
-
 def opd_step(
     task: Task,
     policies: Mapping[str, Policy],
@@ -173,7 +155,8 @@ def opd_step(
 
     The arguments are :func:`agon.duel.duel_step`'s (bind ``teacher`` and ``gamma`` for
     :func:`agon.training.loop.train`'s ``step_fn``); each process scores its own share of the
-    samples, and the OPD metrics of the row are the whole batch's (:func:`over_ranks`)."""
+    samples, and the OPD metrics of the row are the whole batch's
+    (:func:`agon.training.metrics.counts_over_ranks`)."""
     t0 = time.perf_counter()
     row: dict[str, float] = {mk.STEP: step}
     own: dict[str, duel.Samples] = {}
@@ -202,7 +185,7 @@ def opd_step(
         }
         tokens += sum(len(c) for c in comp_ids)
     acc = next(iter(policies.values())).accelerator if policies else None
-    counts, teacher_s = over_ranks(acc, counts, teacher_s)
+    counts, teacher_s = mk.counts_over_ranks(acc, counts, teacher_s)
     for name, c in counts.items():
         row[mk.key(REVERSE_KL, model=name)] = c["kl_sum"] / c["tokens"] if c["tokens"] else 0.0
         row[mk.key(TEACHER_TOKENS, model=name)] = c["forward_tokens"]
