@@ -110,3 +110,23 @@ def test_grpo_step_every_architecture(arch, tmp_path):
     before = AutoModelForCausalLM.from_pretrained(fam["model_b"]["model"])
     after = AutoModelForCausalLM.from_pretrained(tmp_path / "B")
     assert any(not torch.equal(p, q) for p, q in zip(before.parameters(), after.parameters()))
+
+
+def test_resume_skips_a_checkpoint_whose_save_was_cut_short(tmp_path):
+    """A run killed while the Trainer saved checkpoint-2 (or on a full disk) resumes from
+    checkpoint-1, the newest one written whole; the cut one is removed to be written again."""
+    from baselines.grpo.trainer import last_complete_checkpoint
+
+    assert last_complete_checkpoint(tmp_path / "none") is None
+    whole = tmp_path / "checkpoint-1"
+    whole.mkdir()
+    for name in ("model.safetensors", "optimizer.pt", "trainer_state.json", "config.json"):
+        (whole / name).write_text("x")
+    cut = tmp_path / "checkpoint-2"
+    cut.mkdir()
+    (cut / "config.json").write_text("x")
+    (tmp_path / "checkpoint-10").mkdir()  # by number, not by name: 10 is newer than 2
+    assert last_complete_checkpoint(tmp_path) == str(whole)
+    assert not cut.exists() and not (tmp_path / "checkpoint-10").exists()
+    (whole / "optimizer.pt").unlink()
+    assert last_complete_checkpoint(tmp_path) is None

@@ -17,7 +17,10 @@ hard problems of the validation split) at the duel trainer's steps and into the 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +37,8 @@ from agon.training.policy import distributed_info
 from agon.training.settings import TrainSettings
 from baselines.grpo.data import make_reward_fn, prompt_dataset
 from baselines.grpo.metrics import _metrics_callback
+
+log = logging.getLogger("agon.grpo")
 
 
 @dataclass
@@ -164,7 +169,6 @@ def train_grpo(
     model's own ``metrics.jsonl``.
     """
     import torch
-    from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOTrainer
 
     from agon.engines.hf import load_model, load_tokenizer
@@ -183,7 +187,7 @@ def train_grpo(
     )
     dataset = prompt_dataset(task, settings.split, mrow.get("system_prompt"))
     metrics = work_dir / "metrics.jsonl"
-    last = get_last_checkpoint(str(work_dir)) if work_dir.is_dir() else None
+    last = last_complete_checkpoint(work_dir)
     resumed_step = int(last.rsplit("-", 1)[1]) if last else 0
     shares = work_dir.parent.parent / "shares" / name  # which problems each process had
     for part in [metrics, *sorted(shares.glob("rank-*.jsonl"))]:
@@ -256,6 +260,35 @@ def train_pair(config: dict, fam: dict, task_name: str, settings: GRPOSettings, 
         caps = {name: settings.model_steps(name) for name in budget.targets}
         summary["budget"] = budget_report(budget, rows, caps)
     return summary
+
+
+# what a checkpoint the Trainer finished saving holds (it writes trainer_state.json after the
+# weights and the optimizer); a folder without them was cut short (a kill, a full disk)
+COMPLETE_CHECKPOINT = ("trainer_state.json", "optimizer.pt")
+WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+
+
+def last_complete_checkpoint(work_dir: Path) -> str | None:
+    """The newest ``checkpoint-N`` under ``work_dir`` that the Trainer finished writing, or None.
+
+    ``transformers``' ``get_last_checkpoint`` takes the newest folder by name, so a run killed
+    while saving (or on a full disk) resumes from a folder without weights and fails ("Can't
+    find a valid checkpoint"); the folders newer than the complete one are removed, so the
+    resumed run writes them again whole."""
+    if not work_dir.is_dir():
+        return None
+    found = sorted(
+        (int(m[1]), d)
+        for d in work_dir.iterdir()
+        if d.is_dir() and (m := re.fullmatch(r"checkpoint-(\d+)", d.name))
+    )
+    for _, d in reversed(found):
+        files = {f.name for f in d.iterdir()}
+        if set(COMPLETE_CHECKPOINT) <= files and files & set(WEIGHTS):
+            return str(d)
+        log.warning("checkpoint %s was not finished (a killed save); writing it again", d)
+        shutil.rmtree(d)
+    return None
 
 
 TRAINER = Trainer("grpo", GRPOSettings, train_pair)
