@@ -38,7 +38,7 @@ import logging
 import math
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -429,6 +429,19 @@ def samples_of(role: str, comps: list[Completion], adv: Advantages) -> Samples:
     )
 
 
+def update_each(
+    policies: Mapping[str, Policy], own: Mapping[str, Sequence[Samples]], s: DuelSettings
+) -> dict[str, float]:
+    """Steps 5-6 for every policy: each model on its own samples with its own optimizer, then
+    its rollout engine synced (a vLLM engine holds its own copy of the weights); the update
+    metrics as ``{model}/{key}``. Every trainer in the duel's loop ends its step with this."""
+    out: dict[str, float] = {}
+    for name, policy in policies.items():
+        out.update({f"{name}/{k}": v for k, v in update(policy, own[name], s).items()})
+        policy.sync_engine()
+    return out
+
+
 def duel_step(
     task: Task,
     policies: dict[str, Policy],
@@ -470,9 +483,7 @@ def duel_step(
             outcomes = mk.duel_outcomes(c_draft_per_read.ravel(), c_read.ravel())
             row.update({f"{d}->{r}/{k}": v for k, v in outcomes.items()})
     t_roll = time.perf_counter()
-    for name, policy in policies.items():  # 5-6: each model on its own tokens, own optimizer
-        row.update({f"{name}/{k}": v for k, v in update(policy, own[name], s).items()})
-        policy.sync_engine()  # a vLLM engine holds its own copy of the weights
+    row.update(update_each(policies, own, s))  # 5-6
     mk.pool_duel_outcomes(row)
     row.update(
         {

@@ -167,9 +167,7 @@ def cliff_step(
         is_model = getattr(teachers[name], "name", "") == "model"
         row.update(cliff_metrics(name, counts[name], is_model))
     t_roll = time.perf_counter()
-    for name, policy in policies.items():
-        row.update({f"{name}/{k}": v for k, v in duel.update(policy, [own[name]], s).items()})
-        policy.sync_engine()
+    row.update(duel.update_each(policies, {n: [own[n]] for n in policies}, s))
     row.update(
         {
             mk.TOKENS: tokens,

@@ -180,9 +180,7 @@ def gar_step(
     for name in policies:
         row.update(gar_metrics(name, counts[name]))
     t_roll = time.perf_counter()
-    for name, policy in policies.items():
-        row.update({f"{name}/{k}": v for k, v in duel.update(policy, [own[name]], s).items()})
-        policy.sync_engine()
+    row.update(duel.update_each(policies, {n: [own[n]] for n in policies}, s))
     row.update(
         {
             mk.TOKENS: tokens,

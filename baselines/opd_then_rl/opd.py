@@ -190,9 +190,7 @@ def opd_step(
         row[mk.key(REVERSE_KL, model=name)] = c["kl_sum"] / c["tokens"] if c["tokens"] else 0.0
         row[mk.key(TEACHER_TOKENS, model=name)] = c["forward_tokens"]
     t_roll = time.perf_counter()
-    for name, policy in policies.items():
-        row.update({f"{name}/{k}": v for k, v in duel.update(policy, [own[name]], s).items()})
-        policy.sync_engine()
+    row.update(duel.update_each(policies, {n: [own[n]] for n in policies}, s))
     row.update(
         {
             mk.TOKENS: tokens,

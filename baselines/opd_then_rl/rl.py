@@ -85,9 +85,7 @@ def grpo_step(
         row.update(got.metrics)
         tokens += sum(len(c.token_ids) for c in got.completions)
     t_roll = time.perf_counter()
-    for name, policy in policies.items():
-        row.update({f"{name}/{k}": v for k, v in duel.update(policy, [own[name]], s).items()})
-        policy.sync_engine()
+    row.update(duel.update_each(policies, {n: [own[n]] for n in policies}, s))
     row.update(
         {
             mk.TOKENS: tokens,
