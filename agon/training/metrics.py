@@ -250,6 +250,28 @@ def summarize_metrics(path: str | Path, models: Iterable[str] = MODELS) -> dict[
     return out
 
 
+def totals(
+    rows: Sequence[Mapping[str, Any]],
+    per_model: Mapping[str, str],
+    run: Mapping[str, str] | None = None,
+    models: Iterable[str] = MODELS,
+) -> dict[str, float]:
+    """A trainer's own costs summed over a run's rows, for ``summary.json``: ``per_model`` maps
+    a summary key template to a row key template (both with ``{model}``), ``run`` a summary key
+    to a row key with no model in it (seconds). Missing or null values count 0."""
+
+    def total(k: str) -> float:
+        return float(sum(r.get(k, 0) or 0 for r in rows))
+
+    models = tuple(models)
+    out = {
+        key(name, model=m): total(key(row_key, model=m))
+        for name, row_key in per_model.items()
+        for m in models
+    }
+    return out | {name: total(row_key) for name, row_key in (run or {}).items()}
+
+
 def merge_metrics(paths: Sequence[str | Path]) -> list[dict]:
     """Per-model metrics files (one model each) as one row per step, side by side.
 

@@ -105,16 +105,11 @@ def make_teachers(config: dict, fam: dict, s: CliffSettings) -> dict[str, Any]:
 def teacher_totals(metrics_path: str | Path) -> dict[str, float]:
     """The teacher's cost over a run's ``metrics.jsonl``: ``{model}/teacher_tokens`` per model
     and ``teacher_time_s``, for ``summary.json``."""
-    rows = mk.read_rows(metrics_path)
-
-    def total(k: str) -> float:
-        return float(sum(r.get(k, 0) or 0 for r in rows))
-
-    out = {
-        mk.key(TEACHER_TOKENS_TOTAL, model=m): total(mk.key(TEACHER_TOKENS, model=m))
-        for m in mk.MODELS
-    }
-    return out | {TEACHER_TIME_TOTAL: total(TEACHER_S)}
+    return mk.totals(
+        mk.read_rows(metrics_path),
+        {TEACHER_TOKENS_TOTAL: TEACHER_TOKENS},
+        {TEACHER_TIME_TOTAL: TEACHER_S},
+    )
 
 
 def train_pair(config: dict, fam: dict, task_name: str, s: CliffSettings, out: Path) -> dict:

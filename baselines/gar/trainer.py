@@ -92,17 +92,7 @@ class GARSettings(DuelSettings):
 def gar_totals(metrics_path: str | Path) -> dict[str, float]:
     """The cosines' cost over a run's ``metrics.jsonl`` (:data:`TOTALS`, :data:`TIME_TOTAL`),
     for ``summary.json``."""
-    rows = mk.read_rows(metrics_path)
-
-    def total(k: str) -> float:
-        return float(sum(r.get(k, 0) or 0 for r in rows))
-
-    out = {
-        mk.key(name, model=m): total(mk.key(key, model=m))
-        for name, key in TOTALS.items()
-        for m in mk.MODELS
-    }
-    return out | {TIME_TOTAL: total(GAR_S)}
+    return mk.totals(mk.read_rows(metrics_path), TOTALS, {TIME_TOTAL: GAR_S})
 
 
 def check_anchors(task, split: str) -> None:

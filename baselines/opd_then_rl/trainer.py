@@ -304,15 +304,7 @@ def merged_rows(out: Path, opd_steps: int) -> list[dict]:
 def teacher_totals(rows: list[dict]) -> dict[str, float]:
     """The teacher's cost over a run's rows: ``{model}/teacher_tokens`` per model and
     ``teacher_time_s``, for ``summary.json``."""
-
-    def total(k: str) -> float:
-        return float(sum(r.get(k, 0) or 0 for r in rows))
-
-    out = {
-        mk.key(TEACHER_TOKENS_TOTAL, model=m): total(mk.key(TEACHER_TOKENS, model=m))
-        for m in mk.MODELS
-    }
-    return out | {TEACHER_TIME_TOTAL: total(TEACHER_S)}
+    return mk.totals(rows, {TEACHER_TOKENS_TOTAL: TEACHER_TOKENS}, {TEACHER_TIME_TOTAL: TEACHER_S})
 
 
 def validation_totals(rows: list[dict]) -> dict[str, Any]:
