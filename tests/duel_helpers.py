@@ -70,7 +70,6 @@ def tiny_policies(
 def tiny_config(root: Path, arch: str = "qwen3", **sections) -> Path:
     """A config file for `agon train` on tiny ``arch`` models and :class:`ParityTask` (registered
     here)."""
-    import yaml
 
     from agon.tasks import register_task
     from tests.tiny_models import build_tiny_model
@@ -104,7 +103,49 @@ def tiny_config(root: Path, arch: str = "qwen3", **sections) -> Path:
     }
     for key, value in sections.items():
         config[key] = {**config.get(key, {}), **value}
-    path = Path(root) / f"config-{arch}.yaml"
+    return write_config(Path(root), config, f"config-{arch}.yaml")
+
+
+def solo_toy_config(
+    models: Sequence[Path], section: str, settings: dict, steps: int = 2, n_validation: int = 0
+) -> dict:
+    """A config for a related method's few-step run (Cliff, GAR, OPD-then-RL) on the toy arith
+    task with tiny models: ``models`` is A, B and optionally a teacher; ``settings`` is the
+    method's own ``section``."""
+    a, b, *teacher = models
+    family = {
+        "name": "tiny",
+        "model_a": {"model": str(a)},
+        "model_b": {"model": str(b)},
+        "dtype": "float32",
+        "max_prompt_tokens": 256,
+        "max_new_tokens": 8,
+    }
+    if teacher:
+        family["teacher"] = {"model": str(teacher[0])}
+    params = {"n_train": 20, "n_test": 4, "n_validation": n_validation}
+    return {
+        "families": [family],
+        "tasks": [{"name": "arith", "params": params | {"levels": 2, "hard_min_level": 2}}],
+        "methods": ["grpo"],
+        "grading": {"workers": 1},
+        "train": {
+            "steps": steps,
+            "problems_per_step": 2,
+            "num_generations": 3,
+            "learning_rate": 1e-2,
+            "checkpoint_every": 1,
+            "budget": {"match": "steps"},
+        },
+        section: settings,
+    }
+
+
+def write_config(root: Path, config: dict, name: str = "config.yaml") -> Path:
+    """``config`` as YAML at ``root / name``."""
+    import yaml
+
+    path = root / name
     path.write_text(yaml.safe_dump(config))
     return path
 

@@ -9,7 +9,6 @@ import math
 import numpy as np
 import pytest
 import torch
-import yaml
 
 from agon.config import ConfigError, load_config
 from agon.loss import policy_loss
@@ -28,7 +27,7 @@ from baselines.cliff import (
     token_advantages,
 )
 from baselines.cliff.steps import generic_steps
-from tests.duel_helpers import ParityTask
+from tests.duel_helpers import ParityTask, solo_toy_config, write_config
 from tests.tiny_models import ScriptedEngine, build_tiny_model
 
 W = 0.5
@@ -268,48 +267,13 @@ def models(tmp_path_factory):
 
 
 def _toy_config(models, **cliff) -> dict:
-    a, b = models
-    return {
-        "families": [
-            {
-                "name": "tiny",
-                "model_a": {"model": str(a)},
-                "model_b": {"model": str(b)},
-                "dtype": "float32",
-                "max_prompt_tokens": 256,
-                "max_new_tokens": 8,
-            }
-        ],
-        "tasks": [
-            {
-                "name": "arith",
-                "params": {
-                    "n_train": 20,
-                    "n_test": 4,
-                    "n_validation": 0,
-                    "levels": 2,
-                    "hard_min_level": 2,
-                },
-            }
-        ],
-        "methods": ["grpo"],
-        "grading": {"workers": 1},
-        "train": {
-            "steps": 2,
-            "problems_per_step": 2,
-            "num_generations": 3,
-            "learning_rate": 1e-2,
-            "checkpoint_every": 1,
-            "budget": {"match": "steps"},
-        },
-        "cliff": cliff,
-    }
+    return solo_toy_config(models, "cliff", cliff)
 
 
 def test_settings_from_config(tmp_path, models):
     from agon.registry import TRAINERS
 
-    cfg = load_config(_write(tmp_path, _toy_config(models)))
+    cfg = load_config(write_config(tmp_path, _toy_config(models)))
     assert cfg["cliff"] == {
         "weight": 0.5,
         "correct": "prefix_all",
@@ -322,22 +286,16 @@ def test_settings_from_config(tmp_path, models):
     assert isinstance(s, CliffSettings)
     assert (s.mode, s.weight, s.num_generations, s.max_new_tokens, s.seed) == ("solo", 0.5, 3, 8, 3)
     cfg = load_config(
-        _write(tmp_path, _toy_config(models, weight=0.2, correct="none", teacher="model"))
+        write_config(tmp_path, _toy_config(models, weight=0.2, correct="none", teacher="model"))
     )
     s = CliffSettings.from_config(cfg, cfg["families"][0])
     assert (s.weight, s.correct, s.teacher) == (0.2, "none", "model")
     with pytest.raises(ConfigError, match="cliff"):
-        load_config(_write(tmp_path, _toy_config(models, correct="all")))
+        load_config(write_config(tmp_path, _toy_config(models, correct="all")))
     with pytest.raises(ValueError, match="teacher"):
         CliffSettings(teacher="human")
     with pytest.raises(ValueError, match="solo"):
         CliffSettings(mode="duel")
-
-
-def _write(root, config: dict):
-    path = root / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 def test_toy_run_writes_summary_and_moves_both_models(tmp_path, models):
@@ -346,7 +304,7 @@ def test_toy_run_writes_summary_and_moves_both_models(tmp_path, models):
 
     from agon.training.run import run
 
-    config = _write(tmp_path, _toy_config(models))
+    config = write_config(tmp_path, _toy_config(models))
     out = tmp_path / "run"
     payload = run(config, "tiny", "arith", "cliff", seed=0, out=out)
     summary = json.loads((out / "summary.json").read_text())
@@ -378,7 +336,7 @@ def test_toy_run_writes_summary_and_moves_both_models(tmp_path, models):
 def test_model_teachers_from_config(models):
     from baselines.cliff.trainer import make_teachers
 
-    cfg = load_config(_write(models[0].parent, _toy_config(models, teacher="model")))
+    cfg = load_config(write_config(models[0].parent, _toy_config(models, teacher="model")))
     fam = cfg["families"][0]
     s = CliffSettings.from_config(cfg, fam)
     rival = make_teachers(cfg, fam, s)  # the other base model marks each model's samples
@@ -533,7 +491,7 @@ def test_compute_budget_stops_each_model_at_its_own_target(tmp_path, models):
 
     cfg = _toy_config(models)
     cfg["train"]["budget"] = {"match": "tokens", "max_steps_factor": 2.0}  # cap: 4 steps
-    config = _write(tmp_path, cfg)
+    config = write_config(tmp_path, cfg)
     reference = tmp_path / "agon-summary.json"  # A: reached by any first step; B: never
     reference.write_text(json.dumps({"A/tokens_generated": 1, "B/tokens_generated": 1e9}))
     out = tmp_path / "run"
@@ -550,6 +508,6 @@ def test_compute_budget_stops_each_model_at_its_own_target(tmp_path, models):
     # B's samples are seeded as in the unbudgeted run: the same first step for B
     free = tmp_path / "free"
     cfg["train"]["budget"] = {"match": "steps"}
-    run(_write(tmp_path, cfg), "tiny", "arith", "cliff", seed=0, out=free)
+    run(write_config(tmp_path, cfg), "tiny", "arith", "cliff", seed=0, out=free)
     first = json.loads((free / "metrics.jsonl").read_text().splitlines()[0])
     assert first["B/drafter/tokens"] == rows[0]["B/drafter/tokens"]

@@ -9,7 +9,6 @@ import math
 import numpy as np
 import pytest
 import torch
-import yaml
 
 from agon.config import ConfigError, load_config
 from agon.tasks.base import Problem
@@ -25,7 +24,7 @@ from baselines.gar import (
     needs_cosine,
     problem_cosines,
 )
-from tests.duel_helpers import ParityTask
+from tests.duel_helpers import ParityTask, solo_toy_config, write_config
 from tests.tiny_models import ARCHS, build_tiny_model
 
 # ------------------------------------------------------------------------- the cosine
@@ -202,54 +201,13 @@ def models(tmp_path_factory):
 
 
 def _toy_config(models, **gar) -> dict:
-    a, b = models
-    return {
-        "families": [
-            {
-                "name": "tiny",
-                "model_a": {"model": str(a)},
-                "model_b": {"model": str(b)},
-                "dtype": "float32",
-                "max_prompt_tokens": 256,
-                "max_new_tokens": 8,
-            }
-        ],
-        "tasks": [
-            {
-                "name": "arith",
-                "params": {
-                    "n_train": 20,
-                    "n_test": 4,
-                    "n_validation": 0,
-                    "levels": 2,
-                    "hard_min_level": 2,
-                },
-            }
-        ],
-        "methods": ["grpo"],
-        "grading": {"workers": 1},
-        "train": {
-            "steps": 2,
-            "problems_per_step": 2,
-            "num_generations": 3,
-            "learning_rate": 1e-2,
-            "checkpoint_every": 1,
-            "budget": {"match": "steps"},
-        },
-        "gar": gar,
-    }
-
-
-def _write(root, config: dict):
-    path = root / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return solo_toy_config(models, "gar", gar)
 
 
 def test_settings_from_config(tmp_path, models):
     from agon.registry import TRAINERS
 
-    cfg = load_config(_write(tmp_path, _toy_config(models)))
+    cfg = load_config(write_config(tmp_path, _toy_config(models)))
     assert cfg["gar"] == {
         "weight": 0.5,
         "gradient": "lm_head",
@@ -265,11 +223,12 @@ def test_settings_from_config(tmp_path, models):
     s = TRAINERS.get("gar").settings_from_config(cfg, cfg["families"][0], seed=3)
     assert isinstance(s, GARSettings)
     assert (s.mode, s.weight, s.num_generations, s.max_new_tokens, s.seed) == ("solo", 0.5, 3, 8, 3)
-    cfg = load_config(_write(tmp_path, _toy_config(models, cosine="signed", apply_to="wrong")))
+    config = _toy_config(models, cosine="signed", apply_to="wrong")
+    cfg = load_config(write_config(tmp_path, config))
     s = GARSettings.from_config(cfg, cfg["families"][0])
     assert (s.cosine, s.apply_to) == ("signed", "wrong")
     with pytest.raises(ConfigError, match="gar"):
-        load_config(_write(tmp_path, _toy_config(models, cosine="abs")))
+        load_config(write_config(tmp_path, _toy_config(models, cosine="abs")))
     with pytest.raises(ValueError, match="missing"):
         GARSettings(missing="skip")
     with pytest.raises(ValueError, match="solo"):
@@ -315,7 +274,7 @@ def test_toy_run_writes_summary_and_moves_both_models(tmp_path, models):
     from agon.training.run import run
 
     # untrained models answer wrong and their cosines sit near 0: signed, they still differ
-    config = _write(tmp_path, _toy_config(models, cosine="signed"))
+    config = write_config(tmp_path, _toy_config(models, cosine="signed"))
     out = tmp_path / "run"
     payload = run(config, "tiny", "arith", "gar", seed=0, out=out)
     summary = json.loads((out / "summary.json").read_text())

@@ -23,7 +23,7 @@ from baselines.opd_then_rl import (
     validated_updates,
 )
 from baselines.opd_then_rl.switch import scores_from_rows
-from tests.duel_helpers import ParityTask
+from tests.duel_helpers import ParityTask, solo_toy_config, write_config
 from tests.tiny_models import build_tiny_model
 
 
@@ -200,55 +200,14 @@ def test_start_family_and_rl_settings():
 
 
 def _toy_config(models, **section) -> dict:
-    a, b, teacher = models
-    return {
-        "families": [
-            {
-                "name": "tiny",
-                "model_a": {"model": str(a)},
-                "model_b": {"model": str(b)},
-                "teacher": {"model": str(teacher)},
-                "dtype": "float32",
-                "max_prompt_tokens": 256,
-                "max_new_tokens": 8,
-            }
-        ],
-        "tasks": [
-            {
-                "name": "arith",
-                "params": {
-                    "n_train": 20,
-                    "n_test": 4,
-                    "n_validation": 4,
-                    "levels": 2,
-                    "hard_min_level": 2,
-                },
-            }
-        ],
-        "methods": ["grpo"],
-        "grading": {"workers": 1},
-        "train": {
-            "steps": 3,
-            "problems_per_step": 2,
-            "num_generations": 3,
-            "learning_rate": 1e-2,
-            "checkpoint_every": 1,
-            "budget": {"match": "steps"},
-        },
-        "opd_then_rl": {"opd_steps": 2, "validate_every": 1} | section,
-    }
-
-
-def _write(root, config: dict, name: str = "config.yaml"):
-    path = root / name
-    path.write_text(yaml.safe_dump(config))
-    return path
+    settings = {"opd_steps": 2, "validate_every": 1} | section
+    return solo_toy_config(models, "opd_then_rl", settings, steps=3, n_validation=4)
 
 
 def test_settings_from_config(tmp_path, models):
     from agon.registry import TRAINERS
 
-    cfg = load_config(_write(tmp_path, _toy_config(models)))
+    cfg = load_config(write_config(tmp_path, _toy_config(models)))
     assert cfg["opd_then_rl"] == {
         "opd_steps": 2,
         "validate_every": 1,
@@ -264,7 +223,7 @@ def test_settings_from_config(tmp_path, models):
     assert isinstance(s, OPDThenRLSettings)
     assert (s.mode, s.opd_steps, s.steps, s.max_new_tokens, s.seed) == ("solo", 2, 3, 8, 3)
     with pytest.raises(ConfigError, match="opd_then_rl"):
-        load_config(_write(tmp_path, _toy_config(models, switch="plateau")))
+        load_config(write_config(tmp_path, _toy_config(models, switch="plateau")))
     with pytest.raises(ValueError, match="opd_steps"):
         OPDThenRLSettings(steps=5, opd_steps=5)
     with pytest.raises(ValueError, match="solo"):
@@ -372,7 +331,7 @@ def test_toy_run_distills_switches_and_trains(tmp_path, models, monkeypatch):
         return out | {f"eval/hard_tokens/{n}": 7.0 for n in engines} | {"time/eval_s": 0.01}
 
     monkeypatch.setattr(probe, "hard_pass1", fake_pass1)
-    config = _write(tmp_path, _toy_config(models))
+    config = write_config(tmp_path, _toy_config(models))
     out = tmp_path / "run"
     run(config, "tiny", "arith", "opd_then_rl", seed=0, out=out)
     assert calls == [4, 4, 4]  # the validation split's 4 problems, 3 times
@@ -431,7 +390,7 @@ def test_fixed_switch_and_a_compute_budget(tmp_path, models):
 
     cfg = _toy_config(models, switch="fixed", opd_learning_rate=1e-3)
     cfg["train"]["budget"] = {"match": "tokens", "max_steps_factor": 2.0}
-    config = _write(tmp_path, cfg)
+    config = write_config(tmp_path, cfg)
     reference = tmp_path / "agon-summary.json"
     reference.write_text(json.dumps({"A/tokens_generated": 1, "B/tokens_generated": 1e9}))
     out = tmp_path / "run"
@@ -473,7 +432,7 @@ def test_toy_teacher_is_trained_beside_the_pair_and_gated_against_it(tmp_path):
 
     with open("config/config.yaml") as f:
         raw = yaml.safe_load(f)
-    cfg = load_config(_write(tmp_path, deep_merge(raw, REDUCED)))
+    cfg = load_config(write_config(tmp_path, deep_merge(raw, REDUCED)))
     config = tmp_path / "config.yaml"
     out = tmp_path / "models"
     teacher = ["toy", "pretrain", "--config", str(config), "--out", str(out), "--model", "teacher"]
