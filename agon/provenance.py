@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterable
 from importlib import metadata
@@ -95,6 +96,35 @@ def package_versions(names: Iterable[str] = PACKAGES) -> dict[str, str | None]:
     return out
 
 
+def cpu_model() -> str | None:
+    """The CPU's model name (Linux: ``/proc/cpuinfo``; elsewhere what ``platform`` knows)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def host() -> dict[str, Any]:
+    """The machine a result was computed on. Floating-point results depend on it: torch picks
+    its CPU kernels by instruction set (``cpu_capability``: AVX2, AVX512, ...), so two CPUs can
+    sum in different orders and a seeded run then takes another draw. Read from torch only when
+    the job already imported it."""
+    out: dict[str, Any] = {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "cpu_model": cpu_model(),
+    }
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        out["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+        if torch.cuda.is_available():
+            out["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return out
+
+
 def provenance(config: Any = None, seed: int | None = None, **extra: Any) -> dict:
     """The provenance block of a results file."""
     return {
@@ -104,7 +134,7 @@ def provenance(config: Any = None, seed: int | None = None, **extra: Any) -> dic
         "code": {"source_sha256": source_fingerprint()},
         "packages": package_versions(),
         "python": platform.python_version(),
-        "host": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "host": host(),
         "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         **extra,
     }

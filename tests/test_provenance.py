@@ -33,3 +33,15 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path):
         pass
     assert json.loads(path.read_text()) == {"v": 1}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.json"]
+
+
+def test_host_names_the_cpu_and_torch_kernels():
+    """Seeded CPU runs reproduce on the same instruction set; the provenance says which."""
+    import torch
+
+    from agon.provenance import host
+
+    h = host()
+    assert h["cpus"] >= 1 and h["platform"]
+    assert h["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert h["cpu_model"] is None or isinstance(h["cpu_model"], str)
