@@ -217,10 +217,24 @@ def plot_related_compute(
         ax.set_ylim(0, 100)
         ax.set_title(f"{r['family']} / {r['task']}")
         ax.grid(lw=0.3, alpha=0.6)
-        ax.legend(loc="lower right", ncols=2, frameon=False)
     for ax in list(axes.flat)[len(rows) :]:
         ax.axis("off")
-    fig.tight_layout()
+    handles: dict[str, Any] = {}  # one legend for all panels, below them, clear of the points
+    for ax in list(axes.flat)[: len(rows)]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    fig.legend(
+        handles.values(),
+        handles.keys(),
+        loc="lower center",
+        ncol=min(len(handles), 6),
+        frameon=False,
+        title="filled: the method's A -> B cascade; open: its model A alone",
+    )
+    rows_of_legend = -(-len(handles) // 6) + 1  # entries' rows + the title
+    legend_in = 0.18 * rows_of_legend
+    fig.set_size_inches(fig.get_size_inches()[0], fig.get_size_inches()[1] + legend_in)
+    fig.tight_layout(rect=(0, legend_in / fig.get_size_inches()[1], 1, 1))
     return _save(fig, figures_dir, "related_compute", meta)
 
 
