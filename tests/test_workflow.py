@@ -26,7 +26,7 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 def workdir_with(tmp_path: Path, config: dict | None = None, name: str = "config.yaml") -> Path:
     """A fresh working directory (as a new clone would be) holding config/ files."""
     (tmp_path / "config").mkdir(parents=True, exist_ok=True)
-    for f in ("config.yaml", "paper.yaml"):
+    for f in ("config.yaml", "paper.yaml", "real-cpu.yaml"):
         shutil.copy(REPO / "config" / f, tmp_path / "config" / f)
     if config is not None:
         (tmp_path / "config" / name).write_text(yaml.safe_dump(config, sort_keys=False))
@@ -122,6 +122,26 @@ def test_paper_dag_lists_every_job_without_a_gpu(tmp_path):
     assert train["resources"]["mem_mb"] == str(cfg["resources"]["train"]["mem_mb"])
     assert train["resources"]["runtime"] == str(cfg["resources"]["train"]["runtime"])
     # nothing was downloaded or written by building the DAG
+    assert not (wd / "results").exists()
+
+
+def test_real_tier_writes_beside_the_toy_world(tmp_path):
+    """`snakemake -n results/real-cpu/table1.csv --configfile config/real-cpu.yaml`: every job
+    of table 1 for real checkpoints, each file under the tier's own results and figures folders,
+    so running it in a clone that holds the toy world's table overwrites nothing."""
+    wd = workdir_with(tmp_path)
+    cfg = load(wd / "config" / "real-cpu.yaml")
+    jobs = dry_run_jobs(wd, "results/real-cpu/table1.csv", "--configfile", "config/real-cpu.yaml")
+    counts = Counter(j["rule"] for j in jobs)
+    want = expected_counts(cfg)
+    want.pop("all")
+    # no toy models: each of the two checkpoints is prepared from its package
+    assert counts == want + Counter(prepare_model=2)
+    outputs = [o for j in jobs for o in j["output"]]
+    assert outputs and all(
+        o.startswith(("results/real-cpu/", "figures/real-cpu/")) for o in outputs
+    ), [o for o in outputs if not o.startswith(("results/real-cpu/", "figures/real-cpu/"))]
+    assert "figures/real-cpu/pass1_by_system.png" in outputs
     assert not (wd / "results").exists()
 
 

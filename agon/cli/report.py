@@ -17,7 +17,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--config", required=True, help="agon config YAML (the one the results were made with)"
     )
-    p.add_argument("--figures", default="figures", help="folder for the PNG and PDF figures")
+    p.add_argument(
+        "--figures",
+        default=None,
+        help="folder for the PNG and PDF figures (default: the config's figures_dir)",
+    )
     p.add_argument(
         "--smooth", type=int, default=5, help="steps in the moving average of duel win rates"
     )
@@ -39,7 +43,7 @@ def _cli(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     config.pop("resources", None)  # resources never change results (same as the workflow)
-    layout = Layout(config["out_dir"], args.figures)
+    layout = Layout(config["out_dir"], args.figures or config["figures_dir"])
     if args.ablations and args.related:
         raise SystemExit("agon report: --ablations and --related are two reports; pass one")
     if args.ablations:

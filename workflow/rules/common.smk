@@ -31,7 +31,7 @@ except ConfigError as err:
     raise WorkflowError(f"{err}\nFix the config file (or the --config overrides) and rerun.")
 
 OUT = config["out_dir"]
-LAYOUT = Layout(OUT)
+LAYOUT = Layout(OUT, config["figures_dir"])
 FAMILIES = {row["name"]: row for row in config["families"]}
 TASKS = {row["name"]: row for row in config["tasks"]}
 SEEDS = [int(s) for s in config["seeds"]]
