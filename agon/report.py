@@ -274,9 +274,10 @@ def moa_gain_ratio(
         out[f"{key}_note"] = "no interval: per-problem results missing (summary source)"
         return out
     with np.errstate(divide="ignore", invalid="ignore"):
-        out[f"{key}_lo"], out[f"{key}_hi"] = percentile_interval(
-            (reps[0] - reps[2]) / (reps[1] - reps[2])
-        )
+        lo, hi = percentile_interval((reps[0] - reps[2]) / (reps[1] - reps[2]))
+    out[f"{key}_lo"], out[f"{key}_hi"] = lo, hi
+    if _holds(lo, hi, 1.0):
+        out[f"{key}_note"] = "Agon's gain not shown larger than MoA's: the 95% interval holds 1"
     return out
 
 

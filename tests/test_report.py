@@ -102,12 +102,13 @@ def test_table_pass1_over_seeds_and_problems_recounted_from_samples(tmp_path):
         assert (r[f"{key}_note"] != "") == (lo <= 0 <= hi)
 
         moa_gain = expected["moa"] - expected["base"]
-        if r["agon_gain_over_moa_gain_note"]:  # MoA's gain not positive, or its interval holds 0
-            assert r["agon_gain_over_moa_gain"] == ""
+        if r["agon_gain_over_moa_gain"] == "":  # MoA's gain not positive, or its interval holds 0
             assert "not defined" in r["agon_gain_over_moa_gain_note"]
         else:
             gain = (expected["agon"] - expected["base"]) / moa_gain
             assert float(r["agon_gain_over_moa_gain"]) == pytest.approx(gain, rel=1e-6)
+            lo, hi = (float(r[f"agon_gain_over_moa_gain_{k}"]) for k in ("lo", "hi"))
+            assert (r["agon_gain_over_moa_gain_note"] != "") == (lo <= 1 <= hi)
         # each model alone against its own base: A's trained columns vs base, B's vs base_b
         for _, base, trained_systems in GAINS:
             for s in (x for x in trained_systems if x in expected):
@@ -444,10 +445,19 @@ def test_report_flags_results_of_mixed_code(tmp_path):
     assert versions["0" * 64] == [str(stale)] and len(versions) == 2
 
 
-@pytest.mark.parametrize(("moa", "defined"), [(0.2, False), (0.31, False), (0.6, True)])
-def test_moa_ratio_is_defined_only_for_a_clear_moa_gain(moa, defined):
+@pytest.mark.parametrize(
+    ("moa", "agon", "defined", "holds_one"),
+    [
+        (0.2, 0.7, False, None),
+        (0.31, 0.7, False, None),
+        (0.5, 0.9, True, False),
+        (0.6, 0.6, True, True),
+    ],
+)
+def test_moa_ratio_is_defined_only_for_a_clear_moa_gain(moa, agon, defined, holds_one):
     """(agon-base)/(moa-base) is a number only when MoA's gain is positive and its paired
-    interval stays above 0; otherwise the table says why it is not defined."""
+    interval stays above 0; otherwise the table says why it is not defined. A defined ratio
+    whose interval holds 1 says that Agon's gain is not shown larger than MoA's."""
     from agon.report import moa_gain_ratio
 
     ids = [f"p{i}" for i in range(200)]
@@ -456,7 +466,7 @@ def test_moa_ratio_is_defined_only_for_a_clear_moa_gain(moa, defined):
     def series(rate, n_seeds=1):
         return SeedRates({k: {i: float(rng.random() < rate) for i in ids} for k in range(n_seeds)})
 
-    rates = {"base": series(0.3), "moa": series(moa), "agon": series(0.7, n_seeds=3)}
+    rates = {"base": series(0.3), "moa": series(moa), "agon": series(agon, n_seeds=3)}
     p = {k: float(v.matrix(ids).mean()) for k, v in rates.items()}
     out = moa_gain_ratio(p, rates, n_boot=500)
     if defined:
@@ -470,7 +480,10 @@ def test_moa_ratio_is_defined_only_for_a_clear_moa_gain(moa, defined):
         )
         lo, hi = percentile_interval((reps[0] - reps[2]) / (reps[1] - reps[2]))
         assert (out["agon_gain_over_moa_gain_lo"], out["agon_gain_over_moa_gain_hi"]) == (lo, hi)
-        assert out["agon_gain_over_moa_gain_note"] == ""
+        assert (lo <= 1 <= hi) == holds_one
+        assert (out["agon_gain_over_moa_gain_note"] != "") == holds_one
+        if holds_one:
+            assert "not shown larger than MoA's" in out["agon_gain_over_moa_gain_note"]
     else:
         assert out["agon_gain_over_moa_gain"] is None
         assert out["agon_gain_over_moa_gain_note"].startswith("not defined: MoA's gain")
