@@ -125,22 +125,34 @@ def test_paper_dag_lists_every_job_without_a_gpu(tmp_path):
     assert not (wd / "results").exists()
 
 
-def test_real_tier_writes_beside_the_toy_world(tmp_path):
-    """`snakemake -n results/real-cpu/table1.csv --configfile config/real-cpu.yaml`: every job
-    of table 1 for real checkpoints, each file under the tier's own results and figures folders,
-    so running it in a clone that holds the toy world's table overwrites nothing."""
+def test_real_tier_plans_table_1_and_can_write_beside_the_toy_world(tmp_path):
+    """`snakemake -n results/table1.csv --configfile config/real-cpu.yaml`: every job of table 1
+    for real checkpoints, each prepared from its package; with ``out_dir`` and ``figures_dir``
+    given, every file goes under the tier's own folders, so a clone can hold both tables."""
     wd = workdir_with(tmp_path)
     cfg = load(wd / "config" / "real-cpu.yaml")
-    jobs = dry_run_jobs(wd, "results/real-cpu/table1.csv", "--configfile", "config/real-cpu.yaml")
-    counts = Counter(j["rule"] for j in jobs)
     want = expected_counts(cfg)
     want.pop("all")
-    # no toy models: each of the two checkpoints is prepared from its package
-    assert counts == want + Counter(prepare_model=2)
+    want += Counter(prepare_model=2)  # no toy models: each checkpoint comes from its package
+    jobs = dry_run_jobs(wd, "results/table1.csv", "--configfile", "config/real-cpu.yaml")
+    assert Counter(j["rule"] for j in jobs) == want
+    report = next(j for j in jobs if j["rule"] == "report")
+    assert "results/table1.csv" in report["output"]
+    assert "figures/pass1_by_system.png" in report["output"]
+
+    own = ("results/real-cpu/", "figures/real-cpu/")
+    jobs = dry_run_jobs(
+        wd,
+        "results/real-cpu/table1.csv",
+        "--configfile",
+        "config/real-cpu.yaml",
+        "--config",
+        "out_dir=results/real-cpu",
+        "figures_dir=figures/real-cpu",
+    )
+    assert Counter(j["rule"] for j in jobs) == want
     outputs = [o for j in jobs for o in j["output"]]
-    assert outputs and all(
-        o.startswith(("results/real-cpu/", "figures/real-cpu/")) for o in outputs
-    ), [o for o in outputs if not o.startswith(("results/real-cpu/", "figures/real-cpu/"))]
+    assert all(o.startswith(own) for o in outputs), [o for o in outputs if not o.startswith(own)]
     assert "figures/real-cpu/pass1_by_system.png" in outputs
     assert not (wd / "results").exists()
 
