@@ -53,6 +53,12 @@ def ablation_reference(config: dict) -> str:
     return ref
 
 
+SINGLE_SEED = (
+    "one training seed: the interval covers the problems, not the spread between training runs "
+    "(set ablations.seeds to several)"
+)
+
+
 def build_ablation_table(config: dict, layout: Layout) -> list[dict]:
     """One dict per (family, task, variant): the variant's changes, its cascade's (A drafts, B
     reads) pass@1 over seeds and problems, the paired difference from the reference variant,
@@ -95,6 +101,11 @@ def build_ablation_table(config: dict, layout: Layout) -> list[dict]:
                 else:
                     reps = paired_replicates([rates[name], rates[ref]], n_boot, RNG["ablation"])
                     row |= difference_columns("minus_reference", name, ref, p, reps, "difference")
+                    if len(seeds) == 1 and reps is not None:
+                        # one training run per variant: two runs of the same variant differ by
+                        # about as much as the variants do, and this interval does not see it
+                        note = row["minus_reference_note"]
+                        row["minus_reference_note"] = (f"{note}; " if note else "") + SINGLE_SEED
                 compute = train_compute(
                     [layout.ablation_train_summary(f, t, name, s) for s in seeds],
                     [f"{layout.ablation_train_dir(f, t, name, s)}/metrics.jsonl" for s in seeds],

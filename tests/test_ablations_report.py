@@ -91,7 +91,8 @@ def test_ablations_table_recounted_from_samples(tmp_path):
                 float(r["minus_reference_lo"]),
                 float(r["minus_reference_hi"]),
             ) == pytest.approx((lo, hi))
-            assert (r["minus_reference_note"] != "") == (lo <= 0 <= hi)
+            holds_0 = r["minus_reference_note"].startswith("no difference shown")
+            assert holds_0 == (lo <= 0 <= hi)
         sums = [
             json.loads(Path(layout.ablation_train_summary(f, t, v, s)).read_text()) for s in seeds
         ]
@@ -131,6 +132,23 @@ def test_ablations_table_recounted_from_samples(tmp_path):
     }
     assert set(prov["inputs"]) == expected_inputs and len(prov["runs"]) == len(expected_inputs)
     assert set(prov["code_versions"]) == {"unknown"}
+
+
+def test_one_training_seed_is_said_in_every_difference(tmp_path):
+    """With one training run per variant the paired interval covers the problems only; each
+    difference says so, whatever its interval, and several seeds drop the caveat."""
+    from agon.ablations import SINGLE_SEED
+
+    for seeds, said in (((0,), True), ((0, 1), False)):
+        cfg = _config(tmp_path / str(len(seeds)), seeds=seeds)
+        layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
+        write_synthetic_ablations(cfg, layout, TRUE_RATES)
+        build_ablations_report(cfg, layout)
+        rows = [r for r in read_csv(layout.ablations_csv()) if r["variant"] != "agon.draft"]
+        assert rows and all((SINGLE_SEED in r["minus_reference_note"]) == said for r in rows)
+        if said:
+            md = Path(layout.ablations_md()).read_text()
+            assert "*one training seed*" in md or "one training seed" in md
 
 
 def test_reference_defaults_to_the_first_variant_and_must_exist(tmp_path):
