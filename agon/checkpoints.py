@@ -205,3 +205,17 @@ def prepare(source: dict, out: str | Path) -> dict:
     }
     record.write_text(json.dumps(payload, indent=2) + "\n")
     return payload
+
+
+def prepared_models(config: dict) -> dict[str, dict]:
+    """The ``provenance.json`` of every prepared checkpoint a config's families load (packages,
+    file hashes, where its chat template came from), by model folder: what a table's
+    provenance says of the models it was made with. Rows without a ``source`` have none."""
+    out = {}
+    for fam in config.get("families", []):
+        for role in ("model_a", "model_b", "teacher"):
+            row = fam.get(role) or {}
+            record = Path(str(row.get("model", ""))) / PROVENANCE
+            if row.get("source") and record.is_file():
+                out[str(row["model"])] = json.loads(record.read_text())
+    return out

@@ -240,6 +240,7 @@ def plot_related_compute(
 
 def build_related_report(config: dict, layout: Layout) -> dict[str, list[Path]]:
     """Write related.csv (+ provenance JSON), related.md and the compute figure."""
+    from agon.checkpoints import prepared_models
     from agon.config import config_hash
     from agon.provenance import atomic_write_text, write_results
     from agon.tables import table_csv
@@ -272,6 +273,7 @@ def build_related_report(config: dict, layout: Layout) -> dict[str, list[Path]]:
                 "inputs": inputs,
                 "runs": runs,
                 "code_versions": versions,
+                "models": prepared_models(config),
             },
             config=config,
             seed=None,

@@ -552,6 +552,7 @@ def result_paths(
 
 def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, list[Path]]:
     """Write table1.csv (+ provenance JSON), table1.md and the figures; return what was written."""
+    from agon.checkpoints import prepared_models
     from agon.config import config_hash
     from agon.provenance import atomic_write_text, write_results
 
@@ -586,6 +587,7 @@ def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, lis
                 "inputs": inputs,
                 "runs": runs,
                 "code_versions": versions,
+                "models": prepared_models(config),
             },
             config=config,
             seed=None,

@@ -136,3 +136,26 @@ def test_a_template_from_the_config_makes_its_turn_end_stop_a_completion(tmp_pat
     model.save_pretrained(tmp_path / "saved")
     tok.save_pretrained(tmp_path / "saved")
     assert extra in HFEngine(str(tmp_path / "saved"), dtype="float32", device="cpu").eos_ids
+
+
+def test_tables_name_the_prepared_checkpoints_they_were_made_with(tmp_path):
+    """A row with a ``source`` contributes its folder's ``provenance.json`` (packages, hashes,
+    where the chat template came from) to a table's provenance; other rows nothing."""
+    from agon.checkpoints import PROVENANCE, prepared_models
+
+    folder = tmp_path / "models" / "b"
+    folder.mkdir(parents=True)
+    record = {"chat_template": "config (gemma)", "gguf_sha256": "ab" * 32}
+    (folder / PROVENANCE).write_text(json.dumps(record))
+    source = {"gguf": "b.gguf", "sha256": "ab" * 32, "chat_template": "gemma"}
+    config = {
+        "families": [
+            {
+                "name": "f",
+                "model_a": {"model": str(tmp_path / "models" / "a")},  # no source: a hub id
+                "model_b": {"model": str(folder), "source": source},
+                "teacher": {"model": str(tmp_path / "missing"), "source": source},  # not prepared
+            }
+        ]
+    }
+    assert prepared_models(config) == {str(folder): record}
