@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from agon.compute import train_compute
 from agon.report import (
     RNG,
     code_note,
@@ -23,7 +24,6 @@ from agon.report import (
     result_paths,
     stats_columns,
     system_stats,
-    train_compute,
 )
 from agon.results import Layout
 from agon.tables import ablations_markdown, table_csv

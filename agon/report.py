@@ -1,5 +1,6 @@
-# long: table 1's numbers (per-seed rates, paired comparisons, compute, the table) read in one
-# order; the ablations table is agon/ablations.py, the rendering agon/tables.py.
+# long: table 1's numbers (per-seed rates, paired comparisons, the table) read in one order;
+# the compute columns are agon/compute.py, the ablations agon/ablations.py, the rendering
+# agon/tables.py.
 """`agon report`: table 1 and the paper figures, and the ablations table, from the evaluation
 and training results.
 
@@ -57,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from agon.compute import compute_used, train_compute
 from agon.figures import plot_duel_dynamics, plot_pass1, plot_training_curves
 from agon.methods import (
     BUDGET_MATCHED,
@@ -67,22 +69,13 @@ from agon.methods import (
     trained_methods_for,
 )
 from agon.results import (
-    TOKEN_KEYS,
-    WALL_KEYS,
     Layout,
-    benchmark_seconds,
     problem_counts,
-    read_jsonl,
-    summary_number,
 )
 from agon.stats import percentile_interval, two_level_bootstrap
 from agon.tables import table_csv, table_markdown
-from agon.training.metrics import MODELS, cumulative_tokens
+from agon.training.metrics import MODELS
 
-# a budget-matched run whose spend is further than this from its target is flagged
-BUDGET_TOLERANCE = 0.05
-# per model keys of a training summary (``{model}/{key}``) shown as compute columns
-MODEL_COMPUTE = ("steps", "completions", "tokens_generated", "tokens_trained", "cpu_s")
 # fixed bootstrap seeds, one per comparison, so every interval is reproducible on its own
 RNG = {
     "pass@1": 0,
@@ -278,110 +271,6 @@ def moa_gain_ratio(
     out[f"{key}_lo"], out[f"{key}_hi"] = lo, hi
     if _holds(lo, hi, 1.0):
         out[f"{key}_note"] = "Agon's gain not shown larger than MoA's: the 95% interval holds 1"
-    return out
-
-
-# ----------------------------------------------------------------------------- compute
-
-
-def _number(d: Mapping[str, Any] | None, key: str) -> float | None:
-    v = (d or {}).get(key)
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def _mean(values: Sequence[float | None]) -> float | None:
-    """The mean, or None when a value is missing (a partial mean would mislead)."""
-    if not values or any(v is None for v in values):
-        return None
-    return sum(values) / len(values)
-
-
-def compute_used(
-    layout: Layout, family: str, task: str, system: str, seeds: Sequence[int]
-) -> dict[str, float | None]:
-    """Mean per evaluated seed of ``system``'s eval tokens and wall hours."""
-    ev = [json.loads(Path(layout.eval_summary(family, task, system, s)).read_text()) for s in seeds]
-    wall = _mean(
-        [
-            benchmark_seconds(layout.benchmark(f"eval/{family}/{task}/{system}/seed{s}"))
-            or summary_number(e, WALL_KEYS)
-            for s, e in zip(seeds, ev)
-        ]
-    )
-    return {
-        "eval_tokens": _mean([summary_number(e, TOKEN_KEYS) for e in ev]),
-        "eval_wall_h": wall / 3600 if wall is not None else None,
-    }
-
-
-def train_compute(
-    summaries: Sequence[str | Path],
-    metrics: Sequence[str | Path] = (),
-    benchmarks: Sequence[str | Path] = (),
-) -> dict[str, Any]:
-    """Mean per seed of a trained method's compute, from its runs' ``summary.json`` (one per
-    seed; ``metrics``: their ``metrics.jsonl``, for tokens an old summary lacks;
-    ``benchmarks``: their Snakemake benchmark files, preferred for wall time).
-
-    Keys: ``train_tokens``, ``train_wall_h``, ``cpu_s``, ``gpu_s``, ``{model}_{k}`` for ``k``
-    in :data:`MODEL_COMPUTE`, and for a run with a ``budget``: ``budget_match``,
-    ``{model}_budget_rel_diff`` (mean over seeds), ``{model}_budget_hit_step_cap`` (any seed)
-    and ``{model}_budget_note``. A key no summary has is None."""
-    loaded = [json.loads(Path(p).read_text()) for p in summaries]
-    toks = []
-    for i, s in enumerate(loaded):
-        t = summary_number(s, TOKEN_KEYS)
-        if t is None and i < len(metrics) and Path(metrics[i]).is_file():
-            rows = read_jsonl(metrics[i])
-            t = cumulative_tokens(rows)[-1] if rows else None
-        toks.append(t)
-    walls = [
-        (benchmark_seconds(benchmarks[i]) if i < len(benchmarks) else None)
-        or summary_number(s, WALL_KEYS)
-        for i, s in enumerate(loaded)
-    ]
-    w = _mean(walls)
-    out: dict[str, Any] = {
-        "train_tokens": _mean(toks),
-        "train_wall_h": w / 3600 if w is not None else None,
-        "cpu_s": _mean([_number(s, "cpu_s") for s in loaded]),
-        "gpu_s": _mean([_number(s, "gpu_s") for s in loaded]),
-    }
-    for m in MODELS:
-        for k in MODEL_COMPUTE:
-            out[f"{m}_{k}"] = _mean([_number(s, f"{m}/{k}") for s in loaded])
-    budgets = [s.get("budget") if isinstance(s.get("budget"), dict) else None for s in loaded]
-    if any(budgets):
-        out |= budget_columns(budgets)
-    return out
-
-
-def budget_columns(budgets: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
-    """What a budget-matched method's runs (one ``budget`` per seed, None for a run without
-    one) spent against their targets, and a note where that is not a match."""
-    given = [b for b in budgets if b]
-    matches = sorted({str(b.get("match")) for b in given})
-    out: dict[str, Any] = {"budget_match": ",".join(matches)}
-    for m in MODELS:
-        rels = [_number(b, f"{m}/relative_difference") if b else None for b in budgets]
-        capped = sum(b.get(f"{m}/hit_step_cap") is True for b in given)
-        out[f"{m}_budget_rel_diff"] = _mean(rels)
-        out[f"{m}_budget_hit_step_cap"] = capped > 0
-        notes = []
-        known = [r for r in rels if r is not None]
-        worst = max(known, key=abs) if known else None
-        if worst is not None and abs(worst) > BUDGET_TOLERANCE:
-            notes.append(
-                f"not matched: model {m} spent {100 * worst:+.1f}% of its {matches[0]} target "
-                f"in a seed (tolerance {100 * BUDGET_TOLERANCE:.0f}%)"
-            )
-        if capped:
-            notes.append(f"step cap: model {m} hit it before its target in {capped} seed(s)")
-        if len(known) < len(budgets):
-            notes.append(
-                f"incomplete: {len(budgets) - len(known)} seed(s) record no budget for model {m}"
-            )
-        out[f"{m}_budget_note"] = "; ".join(notes)
     return out
 
 

@@ -19,8 +19,9 @@ import yaml
 from report_helpers import make_config, rate_matrix, read_csv, write_synthetic_ablations
 
 from agon.ablations import build_ablations_report, changes_text
+from agon.compute import MODEL_COMPUTE
 from agon.config import config_hash
-from agon.report import MODEL_COMPUTE, RNG
+from agon.report import RNG
 from agon.results import Layout
 from agon.stats import percentile_interval, two_level_bootstrap
 

@@ -24,6 +24,7 @@ from report_helpers import (
     write_synthetic,
 )
 
+from agon.compute import BUDGET_TOLERANCE, MODEL_COMPUTE
 from agon.config import config_hash
 from agon.methods import (
     COLUMNS,
@@ -34,8 +35,6 @@ from agon.methods import (
     trained_methods_for,
 )
 from agon.report import (
-    BUDGET_TOLERANCE,
-    MODEL_COMPUTE,
     RNG,
     SeedRates,
     build_report,
