@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -207,15 +208,23 @@ def prepare(source: dict, out: str | Path) -> dict:
     return payload
 
 
+ROLES = ("model_a", "model_b", "teacher")  # the rows of a family that name a checkpoint
+
+
+def packaged(config: dict) -> dict[str, dict]:
+    """Every model folder a config's families prepare from a ``source`` (a GGUF checkpoint),
+    with that source: what the workflow's ``prepare_model`` rule builds."""
+    return {
+        os.path.normpath(str(fam[role]["model"])): fam[role]["source"]
+        for fam in config.get("families", [])
+        for role in ROLES
+        if (fam.get(role) or {}).get("source")
+    }
+
+
 def prepared_models(config: dict) -> dict[str, dict]:
     """The ``provenance.json`` of every prepared checkpoint a config's families load (packages,
     file hashes, where its chat template came from), by model folder: what a table's
     provenance says of the models it was made with. Rows without a ``source`` have none."""
-    out = {}
-    for fam in config.get("families", []):
-        for role in ("model_a", "model_b", "teacher"):
-            row = fam.get(role) or {}
-            record = Path(str(row.get("model", ""))) / PROVENANCE
-            if row.get("source") and record.is_file():
-                out[str(row["model"])] = json.loads(record.read_text())
-    return out
+    records = {folder: Path(folder) / PROVENANCE for folder in packaged(config)}
+    return {f: json.loads(r.read_text()) for f, r in records.items() if r.is_file()}

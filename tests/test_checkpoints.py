@@ -159,3 +159,6 @@ def test_tables_name_the_prepared_checkpoints_they_were_made_with(tmp_path):
         ]
     }
     assert prepared_models(config) == {str(folder): record}
+    from agon.checkpoints import packaged
+
+    assert packaged(config) == {str(folder): source, str(tmp_path / "missing"): source}

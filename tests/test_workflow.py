@@ -157,6 +157,26 @@ def test_real_tier_plans_table_1_and_can_write_beside_the_toy_world(tmp_path):
     assert not (wd / "results").exists()
 
 
+def test_a_packaged_teacher_is_prepared_for_the_method_that_distills_from_it(tmp_path):
+    """A teacher row with a ``source`` is prepared like A and B, and only the opd_then_rl runs
+    wait for it."""
+    wd = workdir_with(tmp_path)
+    cfg = load(wd / "config" / "real-cpu.yaml")
+    fam = cfg["families"][0]
+    teacher = "results/real-cpu/models/teacher"
+    fam["teacher"] = {"model": teacher, "source": {"gguf": "teacher.gguf", "sha256": "ab" * 32}}
+    cfg["related"] = {"methods": ["base", "grpo", "agon", "opd_then_rl"]}
+    (wd / "config" / "teacher.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    jobs = dry_run_jobs(wd, "results/related.csv", "--configfile", "config/teacher.yaml")
+    prepared = {o for j in jobs if j["rule"] == "prepare_model" for o in j["output"]}
+    assert f"{teacher}/provenance.json" in prepared and len(prepared) == 3
+    trains = [j for j in jobs if j["rule"] == "train"]
+    assert any("/train/opd_then_rl/" in j["output"][0] for j in trains)
+    for run in trains:
+        waits = f"{teacher}/provenance.json" in run["input"]
+        assert waits == ("/train/opd_then_rl/" in run["output"][0]), run["output"][0]
+
+
 def test_default_config_is_the_toy_world(tmp_path):
     wd = workdir_with(tmp_path)
     cfg = load(wd / "config" / "config.yaml")

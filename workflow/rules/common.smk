@@ -22,7 +22,7 @@ from agon.methods import (
     eval_seeds,
     trained_methods_for,
 )
-from agon.checkpoints import PROVENANCE
+from agon.checkpoints import PROVENANCE, packaged
 from agon.results import Layout
 
 try:
@@ -41,12 +41,7 @@ ABLATIONS = config["ablations"]
 VARIANTS = [v["name"] for v in ABLATIONS["variants"]]
 TOY_FAMILIES = [name for name, row in FAMILIES.items() if row["toy"]]
 # model folders the prepare_model rule builds from a row's `source` (a GGUF checkpoint)
-PACKAGED = {
-    os.path.normpath(row[key]["model"]): row[key]["source"]
-    for row in FAMILIES.values()
-    for key in ("model_a", "model_b")
-    if "source" in row[key]
-}
+PACKAGED = packaged(config)
 TOY_TASKS = ("arith", "toycode")  # the task rows `agon toy pretrain` reads
 TEACHER_METHODS = ("opd_then_rl",)  # trainers that distill from the family's teacher row
 ALL_METHODS = [m for m in METHODS if m not in RELATED]  # table 1's (the schema's `methods`)
@@ -206,8 +201,11 @@ def train_inputs(wildcards):
         "split": LAYOUT.split(wildcards.family, wildcards.task),
         **base_model_inputs(wildcards),
     }
+    teacher = FAMILIES[wildcards.family].get("teacher") or {}
     if wildcards.method in TEACHER_METHODS and FAMILIES[wildcards.family]["toy"]:
         inputs["teacher"] = LAYOUT.toy_teacher_report()  # the toy teacher, built on demand
+    elif wildcards.method in TEACHER_METHODS and "source" in teacher:  # a packaged teacher
+        inputs["teacher"] = os.path.join(os.path.normpath(teacher["model"]), PROVENANCE)
     if budget_matched(wildcards.method):
         inputs["match"] = LAYOUT.train_summary(
             wildcards.family, wildcards.task, BUDGET_REFERENCE, wildcards.seed
