@@ -363,7 +363,7 @@ def update(policy: Policy, batches: list[Samples], s: DuelSettings) -> dict[str,
             policy.backward(out.loss * world if world > 1 else out.loss)
             w = float(cmask[c].sum())
             loss_sum += float(out.loss.detach())
-            ent_sum += float((ent.detach() * cmask[c]).sum())
+            ent_sum += float((ent.detach() * cmask[c].to(ent.device)).sum())
             kl_sum += (out.kl * w) if not math.isnan(out.kl) else 0.0
             clip_sum += out.clip_ratio * w
         grad_norm = policy.clip_grad_norm(s.max_grad_norm)

@@ -72,7 +72,8 @@ def completion_logprobs(
     packing: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-probs and entropies of each completion given its prompt, as ``(n, width)``
-    tensors (zero past a completion's end).
+    tensors (zero past a completion's end) on the model's device (the ids are built on the CPU
+    and moved there).
 
     ``packing`` (when the model supports it) scores the sequences packed several per row, with
     positions 0..len-1 as the sampler had them; otherwise rows are TRL's
@@ -80,9 +81,11 @@ def completion_logprobs(
     rounding (RoPE sees the same relative positions); packing skips the padding, which in a
     reader's batch is the spread of draft lengths plus that of read lengths.
     """
+    dev = model_device(model)
     if not (packing and supports_packing(model)):
         ids, attn, _ = collate(prompt_ids, completion_ids, pad_token_id)
-        logps, ent = token_logprobs(model, ids, attn, ids.size(1) - max(len(p) for p in prompt_ids))
+        n_completion = ids.size(1) - max(len(p) for p in prompt_ids)
+        logps, ent = token_logprobs(model, ids.to(dev), attn.to(dev), n_completion)
         return _fit(logps, width), _fit(ent, width)
     p = pack(
         [[*a, *b] for a, b in zip(prompt_ids, completion_ids)],
@@ -90,15 +93,23 @@ def completion_logprobs(
         labels=[[-100] * len(a) + list(b) for a, b in zip(prompt_ids, completion_ids)],
     )
     out = model(
-        input_ids=p.input_ids, position_ids=p.position_ids, labels=p.labels, fused_lm_head=True
+        input_ids=p.input_ids.to(dev),
+        position_ids=p.position_ids.to(dev),
+        labels=p.labels.to(dev),
+        fused_lm_head=True,
     )
     # out.* are shifted: column t scores token t + 1, so completion token j sits at
     # len(prompt) - 1 + j
     first = [len(a) - 1 for a in prompt_ids]
-    off = ~completion_mask(completion_ids, width)
+    off = ~completion_mask(completion_ids, width).to(dev)
     return p.gather(out.log_probs, first, width).masked_fill(off, 0.0), p.gather(
         out.entropy, first, width
     ).masked_fill(off, 0.0)
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """Where ``model``'s weights live (also through a DDP wrapper): its inputs go there."""
+    return next(model.parameters()).device
 
 
 def completion_mask(

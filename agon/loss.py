@@ -57,8 +57,9 @@ def policy_loss(
     """
     if loss_type not in LOSS_TYPES:
         raise ValueError(f"unknown loss_type {loss_type!r}; expected one of {LOSS_TYPES}")
-    mask = mask.to(logps.dtype)
-    adv = advantages.to(logps.dtype)
+    # mask and advantages are built on the CPU; logps live on the model's device
+    mask = mask.to(device=logps.device, dtype=logps.dtype)
+    adv = advantages.to(device=logps.device, dtype=logps.dtype)
     if adv.dim() == 2:  # per token
         if adv.shape != logps.shape:
             raise ValueError(

@@ -49,11 +49,12 @@ def tiny_policies(
     names: Sequence[str] = ("A", "B"),
     seeds: Sequence[int] = (0, 1),
 ):
-    """Policies on tiny random ``arch`` models (one model per name), each with its own HFEngine."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """Policies on tiny random ``arch`` models (one model per name), each with its own HFEngine;
+    the models are loaded on the CPU as the trainers load them (:func:`agon.engines.hf.
+    load_model`: no Hub kernels, which a GPU would otherwise fetch at ``train()``)."""
+    from transformers import AutoTokenizer
 
-    from agon.engines.hf import HFEngine
+    from agon.engines.hf import HFEngine, load_model
     from agon.training.policy import make_policy
     from tests.tiny_models import build_tiny_model
 
@@ -61,7 +62,7 @@ def tiny_policies(
     for name, seed in zip(names, seeds):
         path = build_tiny_model(arch, Path(root) / f"{arch}-{seed}", seed=seed)
         tok = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        model = load_model(path, dtype="float32", device="cpu")
         engine = HFEngine(model, tok, batch_size=64)
         policies[name] = make_policy(name, model, engine, settings, pad_token_id=engine.pad_id)
     return policies

@@ -160,8 +160,8 @@ def test_sigkill_then_resume_is_bit_exact(tmp_path):
 
 
 def test_accelerate_path_steps_and_roundtrips(tmp_path):
-    """The accelerate path (used by `accelerate launch` with DDP / FSDP2), exercised on one CPU
-    process."""
+    """The accelerate path (used by `accelerate launch` with DDP / FSDP2), exercised in one
+    process (on the GPU when there is one, as make_accelerator chooses)."""
     from accelerate import Accelerator
 
     from tests.duel_helpers import ParityTask
@@ -170,7 +170,7 @@ def test_accelerate_path_steps_and_roundtrips(tmp_path):
         problems_per_step=2, num_generations=4, num_reads=1, max_new_tokens=4, learning_rate=1e-2
     )
     pols = tiny_policies("qwen3", tmp_path / "m", s)
-    acc = Accelerator(cpu=True, step_scheduler_with_optimizer=False)
+    acc = Accelerator(cpu=not torch.cuda.is_available(), step_scheduler_with_optimizer=False)
     for p in pols.values():
         p.model, p.optimizer, p.scheduler = acc.prepare(p.model, p.optimizer, p.scheduler)
         p.accelerator = acc

@@ -60,8 +60,10 @@ def _two(config: Path, out: Path, method: str = "agon") -> list[str]:
 
 
 def _env() -> dict:
+    """Both the one-process reference and the ranks on the CPU (gloo), also on a GPU machine:
+    parity is asserted on one device, and two NCCL ranks cannot share one GPU."""
     path = f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
-    return dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1")
+    return dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
 
 
 def _run(cmd: list[str]) -> subprocess.CompletedProcess:
