@@ -16,10 +16,9 @@ from typing import Any
 from agon.compute import train_compute
 from agon.report import (
     RNG,
-    code_note,
-    code_versions,
     difference_columns,
     empty_columns,
+    origin,
     paired_replicates,
     result_paths,
     stats_columns,
@@ -128,9 +127,8 @@ def build_ablations_report(config: dict, layout: Layout) -> dict[str, list[Path]
     seeds = [int(s) for s in config["ablations"].get("seeds") or [0]]
     inputs = result_paths(config, layout.ablation_eval_summary, names, lambda _: seeds)
     runs = result_paths(config, layout.ablation_train_summary, names, lambda _: seeds)
-    versions = code_versions(inputs + runs)
-    sidecar = Path(layout.ablations_provenance()).name
-    markdown = ablations_markdown(rows, chash) + "\n" + code_note(versions, sidecar) + "\n"
+    lines, made = origin(inputs + runs, Path(layout.ablations_provenance()).name)
+    markdown = ablations_markdown(rows, chash) + "\n" + lines
     written: dict[str, list[Path]] = {}
     written["csv"] = [atomic_write_text(layout.ablations_csv(), table_csv(rows))]
     written["md"] = [atomic_write_text(layout.ablations_md(), markdown)]
@@ -145,7 +143,7 @@ def build_ablations_report(config: dict, layout: Layout) -> dict[str, list[Path]
                 "reference": ablation_reference(config),
                 "inputs": inputs,
                 "runs": runs,
-                "code_versions": versions,
+                **made,
             },
             config=config,
             seed=None,

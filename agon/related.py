@@ -30,9 +30,8 @@ from agon.methods import COLUMNS, RELATED, columns_for_methods, eval_seeds, trai
 from agon.report import (
     RNG,
     SeedRates,
-    code_note,
-    code_versions,
     comparison_columns,
+    origin,
     paired_replicates,
     ratio_columns,
     result_paths,
@@ -253,9 +252,8 @@ def build_related_report(config: dict, layout: Layout) -> dict[str, list[Path]]:
     chash = config_hash(config)
     inputs = result_paths(config, layout.eval_summary, systems, lambda s: eval_seeds(s, seeds))
     runs = result_paths(config, layout.train_summary, trained, lambda _: seeds)
-    versions = code_versions(inputs + runs)
-    markdown = related_markdown(rows, methods, chash)
-    markdown += "\n" + code_note(versions, "related.provenance.json") + "\n"
+    lines, made = origin(inputs + runs, Path(layout.related_provenance()).name)
+    markdown = related_markdown(rows, methods, chash) + "\n" + lines
     written: dict[str, list[Path]] = {
         "csv": [atomic_write_text(layout.related_csv(), table_csv(rows))],
         "md": [atomic_write_text(layout.related_md(), markdown)],
@@ -272,7 +270,7 @@ def build_related_report(config: dict, layout: Layout) -> dict[str, list[Path]]:
                 "rows": len(rows),
                 "inputs": inputs,
                 "runs": runs,
-                "code_versions": versions,
+                **made,
                 "models": prepared_models(config),
             },
             config=config,

@@ -397,16 +397,38 @@ def training_columns(
 # ----------------------------------------------------------------------------- entry points
 
 
-def code_versions(paths: Sequence[str | Path]) -> dict[str, list[str]]:
-    """The source fingerprints (``provenance.code.source_sha256``) of the results files at
-    ``paths``, each with the files made by that code; ``unknown`` for files that lack one."""
+def _grouped(
+    paths: Sequence[str | Path], key: Callable[[dict], str | None]
+) -> dict[str, list[str]]:
+    """The results files at ``paths`` grouped by ``key`` of their provenance block
+    (``unknown`` where it gives None)."""
     out: dict[str, list[str]] = {}
     for p in paths:
         prov = json.loads(Path(p).read_text()).get("provenance") or {}
-        out.setdefault((prov.get("code") or {}).get("source_sha256") or "unknown", []).append(
-            str(p)
-        )
+        out.setdefault(key(prov) or "unknown", []).append(str(p))
     return out
+
+
+def code_versions(paths: Sequence[str | Path]) -> dict[str, list[str]]:
+    """The source fingerprints (``provenance.code.source_sha256``) of the results files at
+    ``paths``, each with the files made by that code; ``unknown`` for files that lack one."""
+    return _grouped(paths, lambda prov: (prov.get("code") or {}).get("source_sha256"))
+
+
+def machine_label(prov: dict) -> str | None:
+    """The kind of machine a result was computed on, as far as a seeded rerun depends on it: the
+    CPU model, torch's CPU kernel set and the GPUs (``provenance.host``); None if unrecorded."""
+    h = prov.get("host") or {}
+    if not h.get("cpu_capability"):
+        return None
+    label = f"{h.get('cpu_model') or 'unknown CPU'}, torch CPU kernels {h['cpu_capability']}"
+    return label + (f", GPUs {', '.join(sorted(set(h['gpus'])))}" if h.get("gpus") else "")
+
+
+def machines(paths: Sequence[str | Path]) -> dict[str, list[str]]:
+    """The kinds of machine (:func:`machine_label`) the results files at ``paths`` were computed
+    on, each with its files."""
+    return _grouped(paths, machine_label)
 
 
 def code_note(versions: dict[str, list[str]], sidecar: str = "table1.provenance.json") -> str:
@@ -421,6 +443,32 @@ def code_note(versions: dict[str, list[str]], sidecar: str = "table1.provenance.
         f"**Warning: mixed code versions** ({counts}): the runs were made by different code; "
         f"rerun the stale ones (see {sidecar}) before comparing columns."
     )
+
+
+def machine_note(kinds: dict[str, list[str]]) -> str:
+    """One line for a table on the machines its numbers were computed on: a seeded run takes the
+    same draw again only on the same kind of machine (torch sums in another order under another
+    CPU kernel set, and sampling and RL carry the difference on)."""
+    if set(kinds) == {"unknown"}:
+        return "The machines these results were computed on are not recorded in their summaries."
+    if len(kinds) == 1:
+        return (
+            f"Every run and evaluation was computed on one kind of machine ({next(iter(kinds))}); "
+            "a seeded rerun takes the same draw on that kind, another on another instruction set."
+        )
+    counts = "; ".join(f"{k}: {len(files)} files" for k, files in kinds.items())
+    return (
+        f"**Note: results from {len(kinds)} kinds of machine** ({counts}): each kind takes its "
+        "own seeded draw, so these columns mix draws."
+    )
+
+
+def origin(paths: Sequence[str | Path], sidecar: str) -> tuple[str, dict]:
+    """What made the results files at ``paths``: the code and the kinds of machine, as the lines
+    a table's markdown ends with and as the entries of its provenance sidecar."""
+    versions, kinds = code_versions(paths), machines(paths)
+    lines = code_note(versions, sidecar) + "\n\n" + machine_note(kinds) + "\n"
+    return lines, {"code_versions": versions, "machines": kinds}
 
 
 def result_paths(
@@ -453,8 +501,8 @@ def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, lis
     seeds = [int(s) for s in config["seeds"]]
     inputs = result_paths(config, layout.eval_summary, systems, lambda s: eval_seeds(s, seeds))
     runs = result_paths(config, layout.train_summary, trained, lambda _: seeds)
-    versions = code_versions(inputs + runs)
-    markdown = table_markdown(rows, systems, chash) + "\n" + code_note(versions) + "\n"
+    lines, made = origin(inputs + runs, Path(layout.table_provenance()).name)
+    markdown = table_markdown(rows, systems, chash) + "\n" + lines
     written: dict[str, list[Path]] = {}
     written["csv"] = [atomic_write_text(layout.table_csv(), table_csv(rows))]
     written["md"] = [atomic_write_text(layout.table_md(), markdown)]
@@ -475,7 +523,7 @@ def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, lis
                 "rows": len(rows),
                 "inputs": inputs,
                 "runs": runs,
-                "code_versions": versions,
+                **made,
                 "models": prepared_models(config),
             },
             config=config,

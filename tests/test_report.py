@@ -444,6 +444,36 @@ def test_report_flags_results_of_mixed_code(tmp_path):
     assert versions["0" * 64] == [str(stale)] and len(versions) == 2
 
 
+def test_report_names_the_machines_its_results_were_computed_on(tmp_path):
+    """A seeded run reproduces on the same kind of machine only: table 1 names the kind (CPU
+    model, torch's CPU kernels, GPUs) and says when its files come from several."""
+    cfg = make_config(tmp_path / "results", seeds=(0,), methods=["base", "grpo"])
+    layout = Layout(cfg["out_dir"], str(tmp_path / "figs"))
+    write_synthetic(cfg, layout, n_problems=6)
+    build_report(cfg, layout)
+    assert "machines these results were computed on are not recorded" in Path(
+        layout.table_md()
+    ).read_text()
+
+    def stamp(path: Path, host: dict) -> None:
+        body = json.loads(path.read_text())
+        body["provenance"] = {"host": {"cpu_model": "AMD EPYC", "cpus": 2, **host}}
+        path.write_text(json.dumps(body))
+
+    for p in Path(cfg["out_dir"]).rglob("summary.json"):
+        stamp(p, {"cpu_capability": "AVX2"})
+    build_report(cfg, layout)
+    md = Path(layout.table_md()).read_text()
+    assert "one kind of machine (AMD EPYC, torch CPU kernels AVX2)" in md
+    other = Path(layout.train_summary("fam1", "arith", "grpo", 0))
+    stamp(other, {"cpu_capability": "AVX512", "gpus": ["NVIDIA H200"]})
+    build_report(cfg, layout)
+    assert "results from 2 kinds of machine" in Path(layout.table_md()).read_text()
+    kinds = json.loads(Path(layout.table_provenance()).read_text())["machines"]
+    assert kinds["AMD EPYC, torch CPU kernels AVX512, GPUs NVIDIA H200"] == [str(other)]
+    assert len(kinds["AMD EPYC, torch CPU kernels AVX2"]) == sum(map(len, kinds.values())) - 1
+
+
 @pytest.mark.parametrize(
     ("moa", "agon", "defined", "holds_one"),
     [
