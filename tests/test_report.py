@@ -451,9 +451,10 @@ def test_report_names_the_machines_its_results_were_computed_on(tmp_path):
     layout = Layout(cfg["out_dir"], str(tmp_path / "figs"))
     write_synthetic(cfg, layout, n_problems=6)
     build_report(cfg, layout)
-    assert "machines these results were computed on are not recorded" in Path(
-        layout.table_md()
-    ).read_text()
+    assert (
+        "machines these results were computed on are not recorded"
+        in Path(layout.table_md()).read_text()
+    )
 
     def stamp(path: Path, host: dict) -> None:
         body = json.loads(path.read_text())
