@@ -78,14 +78,8 @@ def load_model(
     revision: str | None = None,
 ) -> Any:
     """Load a causal LM from a hub id or local folder, offline when ``HF_HUB_OFFLINE`` is set.
-
-    Hub kernels are off (``use_kernels=False``): transformers 5 turns them on by default and,
-    on a GPU, fetches kernel code from the Hub the first time the model switches between
-    ``train()`` and ``eval()`` (``kernels-community/rotary`` for Qwen3, ``.../fla`` for
-    Qwen3.5's linear attention), which fails on an offline cluster and would tie the numbers to
-    whatever kernel version the Hub serves that day. Every engine and trainer here runs the
-    model's own PyTorch code, as on the CPU.
-    """
+    Hub kernels stay off: by default transformers 5 fetches them on a GPU at ``train()``/``eval()``
+    (offline that fails; online the numbers follow whatever the Hub serves that day)."""
     from transformers import AutoModelForCausalLM
 
     try:
@@ -145,9 +139,8 @@ class _SampleAndRecord:
         return scores
 
     def _sample_rows(self, scores: torch.Tensor) -> torch.Tensor:
-        """Draw each row's token from its own generator; ``generate`` gets only that token."""
+        """Draw each row's token from its own (CPU) generator; ``generate`` gets only that token."""
         cdf = torch.softmax(scores, dim=-1).cumsum(dim=-1)
-        # the generators are CPU ones (the same draws on any device); the scores may be on a GPU
         u = torch.stack([torch.rand((), generator=g, dtype=cdf.dtype) for g in self.generators])
         # the first token whose cumulative mass exceeds u * total: never a zero-mass token
         tokens = torch.searchsorted(cdf, (u.to(cdf.device) * cdf[:, -1])[:, None], right=True)
