@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from agon.compute import train_compute
+from agon.origin import origin
 from agon.report import (
     RNG,
     difference_columns,
     empty_columns,
-    origin,
     paired_replicates,
     result_paths,
     stats_columns,

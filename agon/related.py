@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from agon.methods import COLUMNS, RELATED, columns_for_methods, eval_seeds, trained_methods_for
+from agon.origin import origin
 from agon.report import (
     RNG,
     SeedRates,
     comparison_columns,
-    origin,
     paired_replicates,
     ratio_columns,
     result_paths,
