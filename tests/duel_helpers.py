@@ -107,6 +107,15 @@ def tiny_config(root: Path, arch: str = "qwen3", **sections) -> Path:
     return write_config(Path(root), config, f"config-{arch}.yaml")
 
 
+def qwen3_models(tmp_path_factory, name: str, n: int = 2) -> list[Path]:
+    """``n`` tiny random qwen3 models sharing one tokenizer (seeds 0..n-1: A, B, a teacher),
+    built once in a folder ``name`` of the session's temporary root."""
+    from tests.tiny_models import build_tiny_model
+
+    root = tmp_path_factory.mktemp(name)
+    return [build_tiny_model("qwen3", root / f"qwen3-{seed}", seed=seed) for seed in range(n)]
+
+
 def solo_toy_config(
     models: Sequence[Path], section: str, settings: dict, steps: int = 2, n_validation: int = 0
 ) -> dict:

@@ -16,8 +16,8 @@ from baselines.cliff import (
     CliffSettings,
     ModelTeacher,
 )
-from tests.duel_helpers import ParityTask, solo_toy_config, write_config
-from tests.tiny_models import ScriptedEngine, build_tiny_model
+from tests.duel_helpers import ParityTask, qwen3_models, solo_toy_config, write_config
+from tests.tiny_models import ScriptedEngine
 
 # ------------------------------------------------------------------------- settings and a run
 
@@ -25,8 +25,7 @@ from tests.tiny_models import ScriptedEngine, build_tiny_model
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     """Two tiny random qwen3 models (A and B), built once for this module."""
-    root = tmp_path_factory.mktemp("cliff-models")
-    return [build_tiny_model("qwen3", root / f"qwen3-{seed}", seed=seed) for seed in (0, 1)]
+    return qwen3_models(tmp_path_factory, "cliff-models")
 
 
 def _toy_config(models, **cliff) -> dict:

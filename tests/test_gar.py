@@ -24,8 +24,8 @@ from baselines.gar import (
     needs_cosine,
     problem_cosines,
 )
-from tests.duel_helpers import ParityTask, solo_toy_config, write_config
-from tests.tiny_models import ARCHS, build_tiny_model
+from tests.duel_helpers import ParityTask, qwen3_models, solo_toy_config, write_config
+from tests.tiny_models import ARCHS
 
 # ------------------------------------------------------------------------- the cosine
 
@@ -196,8 +196,7 @@ def test_worked_solutions_and_anchor_ids():
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     """Two tiny random qwen3 models (A and B), built once for this module."""
-    root = tmp_path_factory.mktemp("gar-models")
-    return [build_tiny_model("qwen3", root / f"qwen3-{seed}", seed=seed) for seed in (0, 1)]
+    return qwen3_models(tmp_path_factory, "gar-models")
 
 
 def _toy_config(models, **gar) -> dict:

@@ -23,15 +23,14 @@ from baselines.opd_then_rl import (
     validated_updates,
 )
 from baselines.opd_then_rl.switch import scores_from_rows
-from tests.duel_helpers import ParityTask, solo_toy_config, write_config
+from tests.duel_helpers import ParityTask, qwen3_models, solo_toy_config, write_config
 from tests.tiny_models import build_tiny_model
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     """Three tiny random qwen3 models with one tokenizer: A, B and a teacher."""
-    root = tmp_path_factory.mktemp("opd-models")
-    return [build_tiny_model("qwen3", root / f"qwen3-{seed}", seed=seed) for seed in (0, 1, 2)]
+    return qwen3_models(tmp_path_factory, "opd-models", 3)
 
 
 def _load(path):
