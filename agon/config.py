@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from agon.methods import METHODS, TABLE1_METHODS
+
 SCHEMA_PATH = Path(__file__).with_name("schemas") / "config.schema.yaml"
 
 
@@ -24,8 +26,14 @@ class ConfigError(ValueError):
 
 
 def _schema() -> dict:
+    """The config's JSON schema, with the method names of ``methods`` and ``related.methods``
+    filled in from the registry (:mod:`agon.methods`), their one home."""
     with open(SCHEMA_PATH) as f:
-        return yaml.safe_load(f)
+        schema = yaml.safe_load(f)
+    props = schema["properties"]
+    props["methods"]["items"]["enum"] = list(TABLE1_METHODS)
+    props["related"]["properties"]["methods"]["items"]["enum"] = list(METHODS)
+    return schema
 
 
 def _validator_with_defaults(schema: dict):

@@ -22,6 +22,15 @@ FIGURE_FORMATS = ("png", "pdf")
 
 
 @dataclass(frozen=True)
+class TableFiles:
+    """The files of one table: the CSV, its Markdown rendering, its provenance sidecar."""
+
+    csv: str
+    md: str
+    provenance: str
+
+
+@dataclass(frozen=True)
 class Layout:
     """Where every result lives; the Snakefile and this report both build paths here."""
 
@@ -97,24 +106,11 @@ class Layout:
     def ablation_eval_samples(self, family: str, task: str, variant: str, seed: int | str) -> str:
         return f"{self.ablation_eval_dir(family, task, variant, seed)}/samples.jsonl"
 
-    def ablations_csv(self) -> str:
-        return f"{self.out_dir}/ablations.csv"
-
-    def ablations_md(self) -> str:
-        return f"{self.out_dir}/ablations.md"
-
-    def ablations_provenance(self) -> str:
-        return f"{self.out_dir}/ablations.provenance.json"
-
-    # results/related.csv: the methods published beside Agon, under the same budget
-    def related_csv(self) -> str:
-        return f"{self.out_dir}/related.csv"
-
-    def related_md(self) -> str:
-        return f"{self.out_dir}/related.md"
-
-    def related_provenance(self) -> str:
-        return f"{self.out_dir}/related.provenance.json"
+    def table_files(self, name: str) -> TableFiles:
+        """A table's files: ``{out_dir}/{name}.csv``, its Markdown, its provenance sidecar
+        (``table1``; ``related``: the methods published beside Agon; ``ablations``)."""
+        stem = f"{self.out_dir}/{name}"
+        return TableFiles(f"{stem}.csv", f"{stem}.md", f"{stem}.provenance.json")
 
     def related_figures(self) -> list[str]:
         return [f"{self.figures_dir}/related_compute.{ext}" for ext in FIGURE_FORMATS]
@@ -124,15 +120,6 @@ class Layout:
 
     def benchmark(self, name: str) -> str:
         return f"{self.out_dir}/benchmarks/{name}.tsv"
-
-    def table_csv(self) -> str:
-        return f"{self.out_dir}/table1.csv"
-
-    def table_md(self) -> str:
-        return f"{self.out_dir}/table1.md"
-
-    def table_provenance(self) -> str:
-        return f"{self.out_dir}/table1.provenance.json"
 
     def figure_names(self, train_methods: Sequence[str]) -> list[str]:
         """Figures the report draws: curves need a trained method, duels need Agon."""

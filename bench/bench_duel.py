@@ -36,7 +36,7 @@ THREADS = 1  # torch threads for every measured side
 
 
 def _policies(root: Path, names, seeds, settings):
-    from tests.duel_helpers import tiny_policies
+    from agon.random_models import tiny_policies
 
     return tiny_policies("qwen3", root, settings, names=names, seeds=seeds)
 
@@ -58,8 +58,8 @@ def _trl_step_times(model_path: Path, work: Path, n: int) -> list[float]:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
+    from agon.tasks.synthetic import ParityTask
     from baselines.grpo import make_reward_fn
-    from tests.duel_helpers import ParityTask
 
     task = ParityTask()
     problems = task.problems("train")
@@ -137,7 +137,7 @@ def run() -> dict[str, float]:
     import torch
 
     from agon import duel
-    from tests.duel_helpers import ParityTask
+    from agon.tasks.synthetic import ParityTask
 
     # one thread: on a shared, oversubscribed machine multi-threaded kernels spin and the
     # timings swing by 10x; both sides of each ratio run under the same setting

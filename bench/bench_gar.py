@@ -30,10 +30,10 @@ def run() -> dict[str, float]:
     import torch
 
     from agon import duel
+    from agon.random_models import tiny_policies
     from agon.toy.tasks import ArithTask
     from baselines.gar import GARSettings
     from baselines.gar.step import GAR_S, gar_step
-    from tests.duel_helpers import tiny_policies
 
     # one thread: on a shared, oversubscribed machine multi-threaded kernels spin and the
     # timings swing; both sides run under the same setting

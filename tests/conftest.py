@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 from real_models import CheckpointUnavailable, smollm2_dir
-from tiny_models import ARCHS, build_tiny_model
+
+from agon.random_models import ARCHS, build_tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,81 +1,27 @@
-"""Shared pieces of the duel / GRPO / checkpoint tests: a tiny task and policies on tiny models.
-
-``ParityTask`` grades a completion correct when its token count is even: meaningless, but it
-gives random-weight models groups with reward spread (so gradients are not all zero), and it is
-deterministic and instant, with no grading pool to start.
+"""Shared pieces of the trainer tests: configs and commands for `agon train` on tiny random
+models (:mod:`agon.random_models`) and the synthetic parity task (:mod:`agon.tasks.synthetic`).
 """
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from agon.grading.verdict import Verdict
-from agon.tasks.base import Problem, Task
+import psutil
+import yaml
 
+from agon.random_models import build_tiny_model, tiny_policies
+from agon.tasks.synthetic import ParityTask
+from agon.training import checkpoint as ckpt
 
-class ParityTask(Task):
-    """Six problems per split; a completion is "correct" when its whitespace-split count is even."""
-
-    name = "parity_test"
-    kind = "math"
-
-    def problems(self, split: str) -> list[Problem]:
-        return [
-            Problem(id=f"{split}-{i}", question=f"What is {i} + {i + 1}?", answer=str(2 * i + 1))
-            for i in range(6)
-        ]
-
-    def grade(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
-        out = []
-        for text in completions:
-            ok = len(text) % 2 == 0
-            out.append(
-                Verdict(
-                    correct=ok,
-                    status="correct" if ok else "wrong",
-                    extracted=None,
-                    seconds=0.0,
-                    detail="",
-                )
-            )
-        return out
-
-
-def tiny_policies(
-    arch: str,
-    root: Path,
-    settings,
-    names: Sequence[str] = ("A", "B"),
-    seeds: Sequence[int] = (0, 1),
-):
-    """Policies on tiny random ``arch`` models (one model per name), each with its own HFEngine;
-    the models are loaded on the CPU as the trainers load them (:func:`agon.engines.hf.
-    load_model`: no Hub kernels, which a GPU would otherwise fetch at ``train()``)."""
-    from transformers import AutoTokenizer
-
-    from agon.engines.hf import HFEngine, load_model
-    from agon.training.policy import make_policy
-    from tests.tiny_models import build_tiny_model
-
-    policies = {}
-    for name, seed in zip(names, seeds):
-        path = build_tiny_model(arch, Path(root) / f"{arch}-{seed}", seed=seed)
-        tok = AutoTokenizer.from_pretrained(path)
-        model = load_model(path, dtype="float32", device="cpu")
-        engine = HFEngine(model, tok, batch_size=64)
-        policies[name] = make_policy(name, model, engine, settings, pad_token_id=engine.pad_id)
-    return policies
+__all__ = ["ParityTask", "tiny_policies"]  # re-exported: the tests take them from here
 
 
 def tiny_config(root: Path, arch: str = "qwen3", **sections) -> Path:
-    """A config file for `agon train` on tiny ``arch`` models and :class:`ParityTask` (registered
-    here)."""
-
-    from agon.tasks import register_task
-    from tests.tiny_models import build_tiny_model
-
-    register_task("parity_test", ParityTask)
+    """A config file for `agon train` on tiny ``arch`` models and the parity task."""
     a = build_tiny_model(arch, Path(root) / f"{arch}-0", seed=0)
     b = build_tiny_model(arch, Path(root) / f"{arch}-1", seed=1)
     config = {
@@ -89,7 +35,7 @@ def tiny_config(root: Path, arch: str = "qwen3", **sections) -> Path:
                 "max_new_tokens": 6,
             }
         ],
-        "tasks": [{"name": "parity_test", "params": {}}],
+        "tasks": [{"name": "parity", "params": {}}],
         "methods": ["grpo", "agon"],
         "train": {
             "steps": 2,
@@ -110,8 +56,6 @@ def tiny_config(root: Path, arch: str = "qwen3", **sections) -> Path:
 def qwen3_models(tmp_path_factory, name: str, n: int = 2) -> list[Path]:
     """``n`` tiny random qwen3 models sharing one tokenizer (seeds 0..n-1: A, B, a teacher),
     built once in a folder ``name`` of the session's temporary root."""
-    from tests.tiny_models import build_tiny_model
-
     root = tmp_path_factory.mktemp(name)
     return [build_tiny_model("qwen3", root / f"qwen3-{seed}", seed=seed) for seed in range(n)]
 
@@ -153,8 +97,6 @@ def solo_toy_config(
 
 def write_config(root: Path, config: dict, name: str = "config.yaml") -> Path:
     """``config`` as YAML at ``root / name``."""
-    import yaml
-
     path = root / name
     path.write_text(yaml.safe_dump(config))
     return path
@@ -164,14 +106,6 @@ def kill_after_checkpoint(cmd: list[str], env: dict, out: Path, timeout: float =
     """Start the training command ``cmd``, SIGKILL it (with every process under it: a launcher
     and its ranks) once its first complete checkpoint exists, and return the step of the
     newest complete checkpoint left behind."""
-    import signal
-    import subprocess
-    import time
-
-    import psutil
-
-    from agon.training import checkpoint as ckpt
-
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + timeout
     while time.time() < deadline and proc.poll() is None:
@@ -192,7 +126,7 @@ def train_args(
     method: str = "agon",
     steps: int | None = None,
     family: str = "tiny",
-    task: str = "parity_test",
+    task: str = "parity",
 ) -> list[str]:
     """`agon train` arguments (seed 3, one thread); by default for the tiny family and
     ParityTask."""

@@ -2,7 +2,7 @@
 
 SmolLM2-135M-Instruct, the real tier's model A: the ``source`` of its row in
 ``config/real-cpu.yaml`` (a GGUF file in a registry package, with its sha256) is prepared by
-:func:`agon.checkpoints.prepare` into a plain transformers folder under the user's cache
+:func:`agon.packaged_models.prepare` into a plain transformers folder under the user's cache
 (``$XDG_CACHE_HOME/agon/models``, by default ``~/.cache/agon/models``), once: a folder that
 already holds that source is used as it is. An environment variable may name a folder
 prepared beforehand instead (``AGON_REAL_MODEL_DIR`` for the tests).
@@ -44,7 +44,7 @@ def cache_dir() -> Path:
 def smollm2_dir(env: str = MODEL_DIR_ENV) -> Path:
     """A transformers folder of SmolLM2-135M-Instruct: the one ``$env`` names, else the cached
     copy, prepared from its package first when there is none."""
-    from agon.checkpoints import prepare
+    from agon.packaged_models import prepare
 
     given = os.environ.get(env)
     if given:

@@ -18,10 +18,10 @@ import pytest
 import yaml
 from report_helpers import make_config, rate_matrix, read_csv, write_synthetic_ablations
 
-from agon.ablations import build_ablations_report, changes_text
-from agon.compute import MODEL_COMPUTE
 from agon.config import config_hash
-from agon.report import RNG
+from agon.report.ablations import build_ablations_report, changes_text
+from agon.report.compare import RNG
+from agon.report.compute import MODEL_COMPUTE
 from agon.results import Layout
 from agon.stats import percentile_interval, two_level_bootstrap
 
@@ -59,7 +59,7 @@ def test_ablations_table_recounted_from_samples(tmp_path):
     seeds = cfg["ablations"]["seeds"]
     ref = "zero_sum.problem"
 
-    rows = read_csv(layout.ablations_csv())
+    rows = read_csv(layout.table_files("ablations").csv)
     assert [(r["family"], r["task"], r["variant"]) for r in rows] == [
         ("fam1", t, v["name"]) for t in ("arith", "toycode") for v in VARIANTS
     ]
@@ -110,7 +110,7 @@ def test_ablations_table_recounted_from_samples(tmp_path):
     assert rows[0]["changes"] == "reward.scheme=agon reader_group=draft"
     assert rows[2]["changes"] == "(none)"
 
-    md = Path(layout.ablations_md()).read_text()
+    md = Path(layout.table_files("ablations").md).read_text()
     assert "[95% interval over training seeds and problems]" in md.splitlines()[0]
     assert f"`{ref}`" in md and "| fam1 | arith | zero_sum.problem |" in md
     line = next(ln for ln in md.splitlines() if ln.startswith("| fam1 | arith | agon.draft |"))
@@ -122,7 +122,7 @@ def test_ablations_table_recounted_from_samples(tmp_path):
 
     # the provenance sidecar: written last, lists the inputs, the code versions
     assert [p.name for p in written["provenance"]] == ["ablations.provenance.json"]
-    prov = json.loads(Path(layout.ablations_provenance()).read_text())
+    prov = json.loads(Path(layout.table_files("ablations").provenance).read_text())
     assert prov["provenance"]["config_hash"] == config_hash(cfg)
     assert prov["rows"] == len(rows) and prov["reference"] == ref
     expected_inputs = {
@@ -138,17 +138,19 @@ def test_ablations_table_recounted_from_samples(tmp_path):
 def test_one_training_seed_is_said_in_every_difference(tmp_path):
     """With one training run per variant the paired interval covers the problems only; each
     difference says so, whatever its interval, and several seeds drop the caveat."""
-    from agon.ablations import SINGLE_SEED
+    from agon.report.ablations import SINGLE_SEED
 
     for seeds, said in (((0,), True), ((0, 1), False)):
         cfg = _config(tmp_path / str(len(seeds)), seeds=seeds)
         layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
         write_synthetic_ablations(cfg, layout, TRUE_RATES)
         build_ablations_report(cfg, layout)
-        rows = [r for r in read_csv(layout.ablations_csv()) if r["variant"] != "agon.draft"]
+        rows = [
+            r for r in read_csv(layout.table_files("ablations").csv) if r["variant"] != "agon.draft"
+        ]
         assert rows and all((SINGLE_SEED in r["minus_reference_note"]) == said for r in rows)
         if said:
-            md = Path(layout.ablations_md()).read_text()
+            md = Path(layout.table_files("ablations").md).read_text()
             assert "*one training seed*" in md or "one training seed" in md
 
 
@@ -157,7 +159,7 @@ def test_reference_defaults_to_the_first_variant_and_must_exist(tmp_path):
     layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
     write_synthetic_ablations(cfg, layout, TRUE_RATES, n_problems=5)
     build_ablations_report(cfg, layout)
-    rows = read_csv(layout.ablations_csv())
+    rows = read_csv(layout.table_files("ablations").csv)
     assert {r["reference"] for r in rows} == {VARIANTS[0]["name"]}
     cfg["ablations"]["reference"] = "nope"
     with pytest.raises(ValueError, match="not a variant"):
@@ -176,10 +178,12 @@ def test_cli_and_workflow_script_write_the_ablations_table(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(cfg))
     assert main(["report", "--config", str(path), "--ablations"]) == 0
-    assert len(read_csv(layout.ablations_csv())) == 2 * len(VARIANTS)
-    assert not Path(layout.table_csv()).exists()  # table 1 is not built by --ablations
+    assert len(read_csv(layout.table_files("ablations").csv)) == 2 * len(VARIANTS)
+    assert not Path(
+        layout.table_files("table1").csv
+    ).exists()  # table 1 is not built by --ablations
 
-    Path(layout.ablations_provenance()).unlink()
+    Path(layout.table_files("ablations").provenance).unlink()
     log = tmp_path / "ablations.log"
     smk = types.SimpleNamespace(params=types.SimpleNamespace(config=cfg), log=[str(log)])
     script = Path(__file__).parents[1] / "workflow" / "scripts" / "ablations.py"
@@ -188,5 +192,5 @@ def test_cli_and_workflow_script_write_the_ablations_table(tmp_path):
         runpy.run_path(str(script), init_globals={"snakemake": smk})
     finally:
         sys.stdout, sys.stderr = out, err
-    assert Path(layout.ablations_provenance()).is_file()
+    assert Path(layout.table_files("ablations").provenance).is_file()
     assert "wrote provenance" in log.read_text()

@@ -57,11 +57,11 @@ def test_summary_and_budget_reference_agree(tmp_path):
 def test_grpo_needs_the_reference_run_unless_matched_by_steps(tmp_path):
     config = tiny_config(tmp_path, train={"budget": {"match": "tokens"}})
     with pytest.raises(ConfigError, match="--match-run"):
-        train_run.prepare(config, "tiny", "parity_test", "grpo", 0)
+        train_run.prepare(config, "tiny", "parity", "grpo", 0)
     with pytest.raises(ConfigError, match="does not match a budget"):
-        train_run.prepare(config, "tiny", "parity_test", "agon", 0, match_run="x.json")
+        train_run.prepare(config, "tiny", "parity", "agon", 0, match_run="x.json")
     steps = tiny_config(tmp_path, train={"budget": {"match": "steps"}})
-    _, _, s = train_run.prepare(steps, "tiny", "parity_test", "grpo", 0)
+    _, _, s = train_run.prepare(steps, "tiny", "parity", "grpo", 0)
     assert s.model_steps("A") == s.steps == 2
 
 
@@ -79,12 +79,12 @@ def test_step_cap_and_scheduler_horizon(tmp_path):
 @pytest.mark.parametrize("match", ["samples", "tokens"])
 def test_grpo_trains_each_model_to_the_agon_runs_spend(tmp_path, match):
     config = tiny_config(tmp_path, train={"budget": {"match": match}, "checkpoint_every": 0})
-    ref = train_run.run(config, "tiny", "parity_test", "agon", 0, tmp_path / "agon")
+    ref = train_run.run(config, "tiny", "parity", "agon", 0, tmp_path / "agon")
     out = tmp_path / "grpo"
     summary = train_run.run(
         config,
         "tiny",
-        "parity_test",
+        "parity",
         "grpo",
         0,
         out,

@@ -18,15 +18,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from agon import duel
+from agon import duel, rl
 from agon.training import checkpoint as ckpt
+from agon.training.settings import RLSettings
 from tests.duel_helpers import kill_after_checkpoint, tiny_config, tiny_policies, train_args
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_half_written_checkpoints_are_ignored(tmp_path):
-    s = duel.DuelSettings(mode="solo", max_new_tokens=4)
+    s = RLSettings(max_new_tokens=4)
     pol = tiny_policies("qwen3", tmp_path / "m", s, names=["A"], seeds=[0])
     root = tmp_path / "ck"
     ckpt.save_checkpoint(root, 1, pol, data={"pos": 1}, keep=2)
@@ -42,8 +43,7 @@ def test_half_written_checkpoints_are_ignored(tmp_path):
 
 
 def test_roundtrip_restores_model_optimizer_scheduler_rng(tmp_path):
-    s = duel.DuelSettings(
-        mode="solo",
+    s = RLSettings(
         problems_per_step=2,
         num_generations=4,
         max_new_tokens=4,
@@ -54,15 +54,13 @@ def test_roundtrip_restores_model_optimizer_scheduler_rng(tmp_path):
     pol = tiny_policies("qwen3", tmp_path / "m", s, names=["A"], seeds=[0])
     from tests.duel_helpers import ParityTask
 
-    duel.duel_step(ParityTask(), pol, ParityTask().problems("train")[:2], s, 0)
+    rl.grpo_step(ParityTask(), pol, ParityTask().problems("train")[:2], s, 0)
     torch.manual_seed(123)
     path = ckpt.save_checkpoint(tmp_path / "ck", 1, pol, data={"epoch": 0})
     expected_rand = torch.rand(3)
     weights = {k: v.clone() for k, v in pol["A"].model.state_dict().items()}
     lr = pol["A"].scheduler.get_last_lr()
-    duel.duel_step(
-        ParityTask(), pol, ParityTask().problems("train")[:2], s, 1
-    )  # move everything on
+    rl.grpo_step(ParityTask(), pol, ParityTask().problems("train")[:2], s, 1)  # move everything on
     state = ckpt.load_checkpoint(path, pol)
     assert state["step"] == 1 and state["data"] == {"epoch": 0}
     assert torch.equal(torch.rand(3), expected_rand)
@@ -109,9 +107,8 @@ def test_sigkill_then_resume_is_bit_exact(tmp_path):
     )
     steps = 3
     full, cut = tmp_path / "full", tmp_path / "cut"
-    launcher = [sys.executable, str(ROOT / "tests" / "_agon_with_test_task.py")]
     r = subprocess.run(
-        launcher + _train_cmd(config, full, steps)[3:],
+        _train_cmd(config, full, steps),
         env=_env(),
         capture_output=True,
         text=True,
@@ -119,11 +116,11 @@ def test_sigkill_then_resume_is_bit_exact(tmp_path):
     )
     assert r.returncode == 0, r.stdout + r.stderr
 
-    killed_at = kill_after_checkpoint(launcher + _train_cmd(config, cut, steps)[3:], _env(), cut)
+    killed_at = kill_after_checkpoint(_train_cmd(config, cut, steps), _env(), cut)
     assert killed_at < steps and not (cut / "A").exists()
 
     r = subprocess.run(
-        launcher + _train_cmd(config, cut, steps)[3:],
+        _train_cmd(config, cut, steps),
         env=_env(),
         capture_output=True,
         text=True,

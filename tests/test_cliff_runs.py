@@ -46,7 +46,7 @@ def test_settings_from_config(tmp_path, models):
     }
     s = TRAINERS.get("cliff").settings_from_config(cfg, cfg["families"][0], seed=3)
     assert isinstance(s, CliffSettings)
-    assert (s.mode, s.weight, s.num_generations, s.max_new_tokens, s.seed) == ("solo", 0.5, 3, 8, 3)
+    assert (s.weight, s.num_generations, s.max_new_tokens, s.seed) == (0.5, 3, 8, 3)
     cfg = load_config(
         write_config(tmp_path, _toy_config(models, weight=0.2, correct="none", teacher="model"))
     )
@@ -56,8 +56,6 @@ def test_settings_from_config(tmp_path, models):
         load_config(write_config(tmp_path, _toy_config(models, correct="all")))
     with pytest.raises(ValueError, match="teacher"):
         CliffSettings(teacher="human")
-    with pytest.raises(ValueError, match="solo"):
-        CliffSettings(mode="duel")
 
 
 def test_toy_run_writes_summary_and_moves_both_models(tmp_path, models):
@@ -71,7 +69,7 @@ def test_toy_run_writes_summary_and_moves_both_models(tmp_path, models):
     payload = run(config, "tiny", "arith", "cliff", seed=0, out=out)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["method"] == "cliff" and summary["steps"] == payload["steps"] == 2
-    assert summary["settings"]["weight"] == 0.5 and summary["settings"]["mode"] == "solo"
+    assert summary["settings"]["weight"] == 0.5
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1]
     for name in ("A", "B"):
@@ -110,10 +108,10 @@ def test_model_teachers_from_config(models):
     assert shared["A"] is shared["B"] and shared["A"].max_new_tokens == 16
 
 
-def test_weight_zero_is_the_solo_grpo_step_and_a_model_teacher_marks(models):
-    """w = 0 takes exactly the duel trainer's solo (GRPO) step; with w > 0 a model teacher's
-    marks (here: always step 1) reach the loss."""
-    from agon import duel
+def test_weight_zero_is_the_grpo_step_and_a_model_teacher_marks(models):
+    """w = 0 takes exactly GRPO's step of the policy-gradient core (agon.rl.grpo_step); with
+    w > 0 a model teacher's marks (here: always step 1) reach the loss."""
+    from agon import rl
     from baselines.cliff.step import cliff_step
     from tests.duel_helpers import tiny_policies
 
@@ -126,7 +124,7 @@ def test_weight_zero_is_the_solo_grpo_step_and_a_model_teacher_marks(models):
     cliff = tiny_policies("qwen3", root, s, names=["A"], seeds=[0])
     grpo = tiny_policies("qwen3", root, s, names=["A"], seeds=[0])
     m_cliff = cliff_step(task, cliff, problems, s, step=0, teachers={"A": teacher})
-    m_grpo = duel.duel_step(task, grpo, problems, s, step=0)
+    m_grpo = rl.grpo_step(task, grpo, problems, s, step=0)
     assert m_cliff["A/loss"] == pytest.approx(m_grpo["A/loss"], abs=1e-7)
     for p, q in zip(cliff["A"].model.parameters(), grpo["A"].model.parameters()):
         assert torch.allclose(p, q, atol=1e-6)
@@ -237,9 +235,7 @@ def test_teacher_totals_for_the_summary(tmp_path):
         },
         {"step": 2, "eval/hard_pass@1/A": 0.0},
     ]
-    path = tmp_path / "metrics.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert teacher_totals(path) == {
+    assert teacher_totals(tmp_path, rows) == {
         "A/teacher_tokens": 16.0,
         "B/teacher_tokens": 4.0,
         "teacher_time_s": 2.0,

@@ -26,7 +26,7 @@ from tests.duel_helpers import kill_after_checkpoint, tiny_config, train_args
 pytestmark = pytest.mark.slow  # each test launches 1-3 training runs of ~10-15 s
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = str(ROOT / "tests" / "_agon_with_test_task.py")  # `agon` with the tests' task
+# each process runs the `agon` CLI as a module (the launchers' -m)
 STEPS = 3
 # after 3 Adam steps at lr 1e-3 every weight has moved ~3e-3; two ranks and one process agree
 # to ~5e-7 (the order of float sums differs: DDP adds two half-batch gradients)
@@ -43,7 +43,7 @@ TRAIN = {  # the train section of every run here
 
 
 def _one(config: Path, out: Path, method: str = "agon") -> list[str]:
-    return [sys.executable, SCRIPT, *train_args(config, out, method)]
+    return [sys.executable, "-m", "agon", *train_args(config, out, method)]
 
 
 def _two(config: Path, out: Path, method: str = "agon") -> list[str]:
@@ -54,7 +54,8 @@ def _two(config: Path, out: Path, method: str = "agon") -> list[str]:
         "--standalone",
         "--nproc_per_node",
         "2",
-        SCRIPT,
+        "-m",
+        "agon",
         *train_args(config, out, method),
     ]
 
@@ -106,7 +107,7 @@ def test_duel_two_ranks_take_the_one_process_step(runs):
 
 def test_cliff_two_ranks_take_the_one_process_step(tmp_path):
     """Cliff (``--method cliff``) runs the duel's loop and its solo-mode step with a model
-    teacher (parity_test is no toy task, so there is no oracle): the two ranks together take
+    teacher (parity is no toy task, so there is no oracle): the two ranks together take
     the one-process step, the teacher's marks included (it is greedy, and each rank asks it
     about its own share's wrong samples). The teachers are the tiny random base models, whose
     replies name no step (``teacher_unparsable`` is 1): this covers the teacher's generation and
@@ -224,7 +225,8 @@ def test_fsdp2_config_on_cpu_is_replicated_and_says_so(runs):
         "2",
         "--mixed_precision",
         "no",
-        SCRIPT,
+        "-m",
+        "agon",
         *train_args(runs["config"], out),
     ]
     r = _run(cmd)

@@ -1,4 +1,5 @@
-"""The duel trainer's pieces, each alone, then whole steps on every paper architecture."""
+"""The duel's pieces, each alone, then whole steps on every paper architecture (the shared
+policy-gradient core under them: tests/test_rl.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from agon import duel
-from agon.engines.base import Completion
-from agon.training.loop import ProblemStream
+from agon import duel, rl
 from agon.training.metrics import duel_outcomes
+from agon.training.settings import RLSettings
 from tests.duel_helpers import ParityTask, tiny_policies
 
 # ------------------------------------------------------------------------------- rewards
@@ -56,30 +56,6 @@ def test_duel_outcomes():
 # ------------------------------------------------------------------------------- advantages
 
 
-def test_group_advantages_scales():
-    r = [1.0, 0.0, 0.0, 0.0, 2.0, 4.0]
-    g = [0, 0, 0, 1, 1, 1]
-    a = duel.group_advantages(r, g, "none").values
-    assert np.allclose(a, [2 / 3, -1 / 3, -1 / 3, -2, 0, 2])
-    a = duel.group_advantages(r, g, "group").values
-    assert np.allclose(a[3:], [-1, 0, 1], atol=1e-3)  # group 1 has std 2
-    a = duel.group_advantages(r, g, "batch").values
-    assert np.allclose(a, np.array([2 / 3, -1 / 3, -1 / 3, -2, 0, 2]) / (np.std(r, ddof=1) + 1e-4))
-
-
-def test_group_advantages_edge_cases():
-    # all-equal group: zero advantage and flagged; lone member: zero; NaN: zero and out of the mean
-    out = duel.group_advantages([1, 1, 1, 5, 0, np.nan, 1], [0, 0, 0, 1, 2, 2, 2], "group")
-    assert out.values[:4].tolist() == [0, 0, 0, 0]
-    assert out.zero_spread.tolist() == [True, True, False]
-    assert out.values[5] == 0 and out.values[4] < 0 < out.values[6]
-    empty = duel.group_advantages([], [], "group")
-    assert empty.values.size == 0 and empty.zero_spread.size == 0
-    # groups need not be contiguous
-    a = duel.group_advantages([1, 0, 0, 1], [7, 3, 7, 3], "none").values
-    assert a.tolist() == [0.5, -0.5, -0.5, 0.5]
-
-
 def _grades():
     """Correctness of 2 problems x 2 drafts, and of 2 reads of each draft."""
     c_draft = np.array([[1.0, 0.0], [0.0, 0.0]])
@@ -108,52 +84,7 @@ def test_rewards_and_advantages_per_role():
     assert np.allclose(adv_p.values[:4], np.array([1, 1, 2, 0]) - 1.0)
 
 
-def test_reader_trains_on_its_own_tokens_only():
-    """The draft is in the reader's prompt ids, never in the completion it is trained on."""
-    read = Completion(
-        text="x", token_ids=[5], logprobs=None, prompt_token_ids=[1, 2, 3], finish_reason="stop"
-    )
-    adv = duel.Advantages(np.zeros(1), np.zeros(1, dtype=bool))
-    reader = duel.samples_of("reader", [read], adv)
-    assert reader.completion_ids[0] == [5] and reader.prompt_ids[0] == [1, 2, 3]
-
-
-def test_solo_rewards_are_correctness():
-    s = duel.DuelSettings(mode="solo", num_generations=2)
-    c_draft = np.array([[1.0, 0.0], [np.nan, 1.0]])
-    r_draft, r_read = duel.role_rewards(c_draft, np.zeros((2, 2, 0)), s)
-    assert np.array_equal(r_draft, c_draft, equal_nan=True) and r_read.size == 0
-    adv_d, adv_r = duel.role_advantages(r_draft, r_read, s)
-    assert adv_r is None and adv_d.values[2] == 0.0
-
-
 # ------------------------------------------------------------------------------- loss
-
-
-def test_policy_loss_ignores_masked_tokens_and_normalizes():
-    logps = torch.log(torch.tensor([[0.5, 0.5, 0.9], [0.2, 0.3, 0.1]])).requires_grad_()
-    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
-    adv = torch.tensor([1.0, -2.0])
-    dapo = duel.policy_loss(logps, adv, mask, "dapo").loss
-    assert dapo.item() == pytest.approx(-(1 + 1 - 2) / 3)
-    grpo = duel.policy_loss(logps, adv, mask, "grpo").loss
-    assert grpo.item() == pytest.approx(-(1 + (-2)) / 2)
-    dr = duel.policy_loss(logps, adv, mask, "dr_grpo", max_completion_length=4).loss
-    assert dr.item() == pytest.approx(-(1 + 1 - 2) / 8)
-    dapo.backward()
-    assert logps.grad[0, 2] == 0 and logps.grad[1, 1] == 0 and logps.grad[1, 2] == 0
-    with pytest.raises(ValueError, match="max_completion_length"):
-        duel.policy_loss(logps, adv, mask, "dr_grpo")
-    with pytest.raises(ValueError, match="ref_logps"):
-        duel.policy_loss(logps, adv, mask, "dapo", beta=0.1)
-
-
-def test_clipping_stops_gradient_outside_trust_region():
-    old = torch.zeros(1, 1)
-    logps = torch.full((1, 1), math.log(2.0), requires_grad=True)  # ratio 2 > 1 + eps
-    out = duel.policy_loss(logps, torch.tensor([1.0]), torch.ones(1, 1), "dapo", old_logps=old)
-    out.loss.backward()
-    assert logps.grad.item() == 0 and out.clip_ratio == 1.0
 
 
 def test_settings_reject_bad_values():
@@ -178,29 +109,15 @@ def test_directions():
         (1, "B", "A", [1]),
     ]
     assert duel.directions(0, both, ["A", "B"], [2, 3], 4) == [(1, "B", "A", [0, 1])]
-    assert duel.directions(0, duel.DuelSettings(mode="solo"), ["A"], [0, 1, 2, 3], 4) == [
-        (0, "A", None, [0, 1, 2, 3])
-    ]
-
-
-def test_problem_stream_resumes_in_place():
-    problems = ParityTask().problems("train")
-    a = ProblemStream(problems, seed=3)
-    first = [p.id for p in a.take(4)]
-    state = a.state_dict()
-    rest = [p.id for p in a.take(9)]
-    b = ProblemStream(problems, seed=3)
-    b.load_state_dict(state)
-    assert [p.id for p in b.take(9)] == rest
-    assert sorted(first + rest[:2]) == sorted(p.id for p in problems)  # an epoch is a permutation
 
 
 # ------------------------------------------------------------------------------- whole steps
 
 
 @pytest.mark.parametrize("arch", ["qwen3", "qwen3_5_text", "gemma4_text"])
-def test_duel_and_solo_step_every_architecture(arch, tmp_path):
-    """One duel step (both directions) and one solo (GRPO) step run and change the weights."""
+def test_duel_and_grpo_step_every_architecture(arch, tmp_path):
+    """One duel step (both directions) and one GRPO step of one model run and change the
+    weights."""
     s = duel.DuelSettings(
         problems_per_step=2,
         num_generations=4,
@@ -235,46 +152,11 @@ def test_duel_and_solo_step_every_architecture(arch, tmp_path):
         assert key in m, key
     assert m["duel/drafter_wins"] + m["duel/reader_wins"] + m["duel/ties"] == pytest.approx(1.0)
 
-    solo = duel.DuelSettings(
-        mode="solo", problems_per_step=2, num_generations=4, max_new_tokens=6, learning_rate=1e-2
-    )
-    m = duel.duel_step(
+    solo = RLSettings(problems_per_step=2, num_generations=4, max_new_tokens=6, learning_rate=1e-2)
+    m = rl.grpo_step(
         ParityTask(), {"A": policies["A"]}, ParityTask().problems("train")[:2], solo, step=0
     )
     assert "A/reader/reward" not in m and m["A/drafter/tokens"] > 0 and m["A/skipped"] == 0.0
-
-
-def test_nan_loss_skips_update(tmp_path, caplog):
-    s = duel.DuelSettings(mode="solo", problems_per_step=2, num_generations=4, max_new_tokens=4)
-    policies = tiny_policies("qwen3", tmp_path, s, names=["A"], seeds=[0])
-    pol = policies["A"]
-    with torch.no_grad():
-        next(pol.model.parameters()).view(-1)[0] = float(
-            "nan"
-        )  # a poisoned weight makes the loss NaN
-    before = [p.detach().clone() for p in pol.model.parameters()]
-    batch = duel.Samples(
-        "drafter",
-        prompt_ids=[[1, 2, 3]] * 2,
-        completion_ids=[[4, 5], [6]],
-        advantages=np.array([1.0, -1.0]),
-    )
-    m = duel.update(pol, [batch], s)
-    assert m["skipped"] == 1.0 and not math.isfinite(m["loss"])
-    assert all(
-        torch.equal(a, b) or torch.isnan(a).any() for a, b in zip(before, pol.model.parameters())
-    )
-    assert pol.optimizer.state == {} or all(
-        not torch.isnan(v["exp_avg"]).any() for v in pol.optimizer.state.values()
-    )
-    assert "update skipped" in caplog.text
-
-
-def test_empty_batch_is_a_no_op(tmp_path):
-    s = duel.DuelSettings(mode="solo", max_new_tokens=4)
-    pol = tiny_policies("qwen3", tmp_path, s, names=["A"], seeds=[0])["A"]
-    m = duel.update(pol, [], s)
-    assert m["skipped"] == 1.0 and m["skip_reason_empty"] == 1.0
 
 
 def test_long_draft_is_cut_to_fit_reader_prompt(tmp_path):
@@ -282,7 +164,7 @@ def test_long_draft_is_cut_to_fit_reader_prompt(tmp_path):
 
     from agon.engines.base import PromptTooLongError
     from agon.engines.hf import HFEngine
-    from tests.tiny_models import build_tiny_model
+    from agon.random_models import build_tiny_model
 
     path = build_tiny_model("qwen3", tmp_path / "q")
     task, problem = ParityTask(), ParityTask().problems("train")[0]
@@ -333,7 +215,8 @@ def test_reader_advantages_per_reader_group(scale):
             assert np.allclose(adv, factor * indep)
         else:
             assert np.allclose(adv, indep, atol=1e-3)
-    # reading wrong drafts right is paid more when the group is the problem's reads
+    # under reader_group problem the rival term stays in the reader's advantages (as noise:
+    # the draft it read is prompt, so its expected gradient is still 0; docs/method.md)
     assert not np.allclose(reader_adv("agon", "problem"), reader_adv("independent", "problem"))
 
 
@@ -349,38 +232,3 @@ def test_drafter_feels_the_contest():
     mean_read = c_read.mean(axis=2)
     centred = mean_read - mean_read.mean(axis=1, keepdims=True)
     assert np.allclose(a, 2 * i - centred.ravel())  # (1 + lam) A_ind - lam (m - mean m)
-
-
-def test_combine_ranks_sums_counts_and_weights_rates():
-    from agon.training.metrics import combine_ranks
-
-    r0 = {
-        "step": 4,
-        "tokens_generated": 10,
-        "A/drafter/tokens": 10.0,
-        "A/drafter/completions": 4.0,
-        "A/drafter/correct": 0.5,
-        "A/loss": 0.25,
-        "A/grad_norm": 2.0,
-        "time/rollout_s": 1.0,
-        "time/cpu_s": 3.0,
-        "A->B/duel/ties": 0.5,
-    }
-    r1 = {
-        **r0,
-        "tokens_generated": 30,
-        "A/drafter/tokens": 30.0,
-        "A/drafter/completions": 12.0,
-        "A/drafter/correct": 0.25,
-        "A/loss": -0.5,
-        "time/rollout_s": 2.0,
-        "A->B/duel/ties": 0.25,
-    }
-    m = combine_ranks([r0, r1])
-    assert m["step"] == 4 and m["tokens_generated"] == 40 and m["A/drafter/tokens"] == 40
-    assert m["A/drafter/completions"] == 16 and m["time/cpu_s"] == 6.0
-    assert m["A/drafter/correct"] == pytest.approx((0.5 * 4 + 0.25 * 12) / 16)
-    assert m["A/loss"] == pytest.approx(-0.25)  # each rank's loss is its share of the batch's
-    assert m["A/grad_norm"] == 2.0 and m["time/rollout_s"] == 2.0
-    assert m["A->B/duel/ties"] == pytest.approx(0.375)
-    assert combine_ranks([r0]) == r0

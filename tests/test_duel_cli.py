@@ -41,7 +41,7 @@ def test_bad_config_fails_before_any_model_loads(
     config = tiny_config(tmp_path, **sections)
     method = "grpo" if "grpo" in sections else "agon"
     with pytest.raises(ConfigError, match=needle):
-        train_run.run(config, "tiny", "parity_test", method, 0, tmp_path / "out")
+        train_run.run(config, "tiny", "parity", method, 0, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
@@ -57,7 +57,7 @@ def test_unknown_family_and_cli_exit_code(tmp_path, no_model_loads, capsys):
             "--family",
             "nope",
             "--task",
-            "parity_test",
+            "parity",
             "--method",
             "agon",
             "--out",
@@ -69,7 +69,7 @@ def test_unknown_family_and_cli_exit_code(tmp_path, no_model_loads, capsys):
 
 def test_grpo_method_trains_a_and_b_alone(tmp_path):
     config = tiny_config(tmp_path, train={"steps": 1, "checkpoint_every": 0})
-    payload = train_run.run(config, "tiny", "parity_test", "grpo", 0, tmp_path / "out")
+    payload = train_run.run(config, "tiny", "parity", "grpo", 0, tmp_path / "out")
     out = tmp_path / "out"
     assert (out / "A" / "config.json").is_file() and (out / "B" / "tokenizer_config.json").is_file()
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]

@@ -1,10 +1,11 @@
 """Parity: the duel trainer's loss is TRL GRPOTrainer's loss.
 
 Same tiny model, same prompts/completions (ragged, left-padded prompts), same advantages: our
-:func:`agon.duel.policy_loss` over :func:`agon.logprobs.token_logprobs` must equal
+:func:`agon.loss.policy_loss` over :func:`agon.logprobs.token_logprobs` must equal
 ``GRPOTrainer._compute_loss`` to 1e-5, and so must the gradients, for every loss_type both
-support, with and without the KL term. Solo mode scores and normalizes exactly like this, so
-solo == GRPO and Agon differs from GRPO only by the duel.
+support, with and without the KL term. The policy-gradient core (:mod:`agon.rl`) scores and
+normalizes exactly like this, so its GRPO step is TRL's and Agon differs from GRPO only by the
+duel.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import copy
 import pytest
 import torch
 
-from agon import duel
 from agon import logprobs as scoring
-from tests.tiny_models import build_tiny_model
+from agon import rl
+from agon.loss import policy_loss
+from agon.random_models import build_tiny_model
 
 MAX_COMPLETION = 8
 TEMPERATURE = 0.7
@@ -101,7 +103,7 @@ def test_loss_and_grads_match_trl(tiny, tmp_path, loss_type, beta):
     # micro-batches of 3 + 1 rows with global normalizers must add up to the full-batch loss
     ours = 0.0
     for sl in (slice(0, 3), slice(3, 4)):
-        out = duel.policy_loss(
+        out = policy_loss(
             logps[sl],
             adv[sl],
             cmask[sl],
@@ -152,8 +154,8 @@ def test_group_advantages_match_trl_formula():
     mean = r.view(-1, G).mean(1).repeat_interleave(G)
     std = nanstd(r.view(-1, G), dim=1).repeat_interleave(G)
     expected = (r - mean) / (std + 1e-4)
-    ours = duel.group_advantages(r.numpy(), [0, 0, 0, 1, 1, 1, 2, 2, 2], "group").values
+    ours = rl.group_advantages(r.numpy(), [0, 0, 0, 1, 1, 1, 2, 2, 2], "group").values
     assert torch.allclose(torch.tensor(ours, dtype=torch.float32), expected, atol=1e-6)
     expected_b = (r - mean) / (nanstd(r) + 1e-4)
-    ours_b = duel.group_advantages(r.numpy(), [0, 0, 0, 1, 1, 1, 2, 2, 2], "batch").values
+    ours_b = rl.group_advantages(r.numpy(), [0, 0, 0, 1, 1, 1, 2, 2, 2], "batch").values
     assert torch.allclose(torch.tensor(ours_b, dtype=torch.float32), expected_b, atol=1e-6)

@@ -7,11 +7,11 @@ import types
 
 import pytest
 import torch
-from tiny_models import ARCHS
 
 from agon.engines import SamplingParams, load_engine
 from agon.engines.base import PromptTooLongError
 from agon.engines.hf import HFEngine
+from agon.random_models import ARCHS
 
 PROMPTS = [
     [{"role": "user", "content": "What is 1 + 2?"}],

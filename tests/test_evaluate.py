@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tiny_models import ScriptedEngine, build_tiny_model, tiny_sum_task
+from tiny_models import ScriptedEngine, tiny_sum_task
 
 import agon.tasks
 from agon.cli import main
 from agon.engines import SamplingParams
 from agon.evaluation import evaluate
 from agon.evaluation.from_config import resolve_kind
+from agon.random_models import build_tiny_model
 from agon.systems import cascade, single
 
 TESTS = Path(__file__).parent

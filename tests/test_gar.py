@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from agon.config import ConfigError, load_config
+from agon.random_models import ARCHS
 from agon.tasks.base import Problem
 from agon.toy.tasks import ArithTask
 from agon.toy.toycode import ToyCodeTask
@@ -25,7 +26,6 @@ from baselines.gar import (
     problem_cosines,
 )
 from tests.duel_helpers import ParityTask, qwen3_models, solo_toy_config, write_config
-from tests.tiny_models import ARCHS
 
 # ------------------------------------------------------------------------- the cosine
 
@@ -221,7 +221,7 @@ def test_settings_from_config(tmp_path, models):
     }
     s = TRAINERS.get("gar").settings_from_config(cfg, cfg["families"][0], seed=3)
     assert isinstance(s, GARSettings)
-    assert (s.mode, s.weight, s.num_generations, s.max_new_tokens, s.seed) == ("solo", 0.5, 3, 8, 3)
+    assert (s.weight, s.num_generations, s.max_new_tokens, s.seed) == (0.5, 3, 8, 3)
     config = _toy_config(models, cosine="signed", apply_to="wrong")
     cfg = load_config(write_config(tmp_path, config))
     s = GARSettings.from_config(cfg, cfg["families"][0])
@@ -230,14 +230,12 @@ def test_settings_from_config(tmp_path, models):
         load_config(write_config(tmp_path, _toy_config(models, cosine="abs")))
     with pytest.raises(ValueError, match="missing"):
         GARSettings(missing="skip")
-    with pytest.raises(ValueError, match="solo"):
-        GARSettings(mode="duel")
 
 
-def test_weight_zero_is_the_solo_grpo_step(models):
-    """w = 0 takes exactly the duel trainer's solo (GRPO) step, cosines computed or not; w > 0
-    changes the loss through the reward."""
-    from agon import duel
+def test_weight_zero_is_the_grpo_step(models):
+    """w = 0 takes exactly GRPO's step of the policy-gradient core (agon.rl.grpo_step),
+    cosines computed or not; w > 0 changes the loss through the reward."""
+    from agon import rl
     from baselines.gar.step import gar_step
     from tests.duel_helpers import tiny_policies
 
@@ -249,7 +247,7 @@ def test_weight_zero_is_the_solo_grpo_step(models):
     gar = tiny_policies("qwen3", root, s0, names=["A"], seeds=[0])
     grpo = tiny_policies("qwen3", root, s0, names=["A"], seeds=[0])
     m_gar = gar_step(task, gar, problems, s0, step=0)
-    m_grpo = duel.duel_step(task, grpo, problems, s0, step=0)
+    m_grpo = rl.grpo_step(task, grpo, problems, s0, step=0)
     assert m_gar["A/loss"] == pytest.approx(m_grpo["A/loss"], abs=1e-7)
     for p, q in zip(gar["A"].model.parameters(), grpo["A"].model.parameters()):
         assert torch.allclose(p, q, atol=1e-6)
@@ -278,7 +276,7 @@ def test_toy_run_writes_summary_and_moves_both_models(tmp_path, models):
     payload = run(config, "tiny", "arith", "gar", seed=0, out=out)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["method"] == "gar" and summary["steps"] == payload["steps"] == 2
-    assert summary["settings"]["weight"] == 0.5 and summary["settings"]["mode"] == "solo"
+    assert summary["settings"]["weight"] == 0.5
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1]
     for name in ("A", "B"):
@@ -298,8 +296,9 @@ def test_toy_run_writes_summary_and_moves_both_models(tmp_path, models):
 
 
 def test_a_task_without_worked_solutions_is_refused(tmp_path, models):
-    from baselines.gar.trainer import check_anchors
+    from baselines.gar.trainer import check
 
+    s = GARSettings()
     with pytest.raises(ValueError, match="worked solution"):
-        check_anchors(ParityTask(), "train")
-    check_anchors(ArithTask(n_train=3, n_test=1, n_validation=0), "train")
+        check({}, {}, ParityTask(), s, None)
+    check({}, {}, ArithTask(n_train=3, n_test=1, n_validation=0), s, None)

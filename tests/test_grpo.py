@@ -93,7 +93,7 @@ def test_grpo_step_every_architecture(arch, tmp_path):
     cfg = load_config(tiny_config(tmp_path, arch, train={"steps": 1, "checkpoint_every": 0}))
     fam = cfg["families"][0]
     s = GRPOSettings.from_config(cfg, fam)
-    task = task_from_config(cfg, "parity_test")
+    task = task_from_config(cfg, "parity")
     metrics = train_grpo(cfg, fam, task, s, "b", tmp_path / "B", tmp_path / "work")
     summary = summarize_metrics(metrics, models=["B"])
     assert summary["steps"] == 1 and summary["tokens_generated"] == 0  # the merge adds it

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from tiny_models import build_tiny_model
 
 from agon.engines import SamplingParams
 from agon.engines.hf import HFEngine
+from agon.random_models import build_tiny_model
 from agon.systems import cascade
 
 GENERIC_TASK = """

@@ -15,6 +15,7 @@ import yaml
 from agon.config import ConfigError, load_config
 from agon.logprobs import completion_logprobs, completion_mask, enable_token_logprobs
 from agon.loss import policy_loss
+from agon.random_models import build_tiny_model
 from baselines.opd_then_rl import (
     OPDThenRLSettings,
     Teacher,
@@ -24,7 +25,6 @@ from baselines.opd_then_rl import (
 )
 from baselines.opd_then_rl.switch import scores_from_rows
 from tests.duel_helpers import ParityTask, qwen3_models, solo_toy_config, write_config
-from tests.tiny_models import build_tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +179,7 @@ def test_start_family_and_rl_settings():
 
     s = OPDThenRLSettings(steps=20, opd_steps=8, learning_rate=1e-4, opd_learning_rate=1e-3)
     s1 = opd_settings(s)
-    assert (s1.steps, s1.learning_rate, s1.seed, s1.mode) == (8, 1e-3, 0, "solo")
+    assert (s1.steps, s1.learning_rate, s1.seed) == (8, 1e-3, 0)
     s2 = rl_settings(s, [])
     assert (s2.steps, s2.learning_rate, s2.seed, s2.budget_targets) == (12, 1e-4, rl_seed(0), None)
     assert rl_seed(1) != rl_seed(0) and not {rl_seed(k) for k in range(10)} & set(range(1000))
@@ -220,20 +220,18 @@ def test_settings_from_config(tmp_path, models):
     assert cfg["families"][0]["teacher"]["model"] == str(models[2])
     s = TRAINERS.get("opd_then_rl").settings_from_config(cfg, cfg["families"][0], seed=3)
     assert isinstance(s, OPDThenRLSettings)
-    assert (s.mode, s.opd_steps, s.steps, s.max_new_tokens, s.seed) == ("solo", 2, 3, 8, 3)
+    assert (s.opd_steps, s.steps, s.max_new_tokens, s.seed) == (2, 3, 8, 3)
     with pytest.raises(ConfigError, match="opd_then_rl"):
         load_config(write_config(tmp_path, _toy_config(models, switch="plateau")))
     with pytest.raises(ValueError, match="opd_steps"):
         OPDThenRLSettings(steps=5, opd_steps=5)
-    with pytest.raises(ValueError, match="solo"):
-        OPDThenRLSettings(mode="duel")
     with pytest.raises(ValueError, match="validation_split"):
         OPDThenRLSettings(validation_split="test")
 
 
 def test_teacher_row_checks(models):
+    from agon.random_models import build_tiny_tokenizer
     from baselines.opd_then_rl.trainer import load_teacher, teacher_row
-    from tests.tiny_models import build_tiny_tokenizer
 
     s = OPDThenRLSettings()
     with pytest.raises(ValueError, match="needs a teacher"):
@@ -252,25 +250,17 @@ def test_teacher_row_checks(models):
 # ------------------------------------------------------------------------- steps
 
 
-def test_grpo_step_is_the_duel_solo_step(models):
-    """For one model the RL step is agon.duel.duel_step in solo mode: same loss, same weights."""
-    from agon import duel
-    from baselines.opd_then_rl.rl import grpo_step
-    from tests.duel_helpers import tiny_policies
+def test_the_phases_are_opd_then_the_cores_grpo_step():
+    """Phase 1 distills (OPD's step, with the teacher bound), phase 2 is GRPO's step of the
+    policy-gradient core, unchanged; a finished phase 1 (its switch file) is skipped."""
+    from agon.rl import grpo_step
+    from baselines.opd_then_rl.opd import opd_step
+    from baselines.opd_then_rl.trainer import TRAINER, opd_phase_step
 
-    task, root = ParityTask(), models[0].parent
-    problems = task.problems("train")[:2]
-    s = OPDThenRLSettings(
-        steps=3, opd_steps=1, problems_per_step=2, num_generations=4, max_new_tokens=6
-    )
-    ours = tiny_policies("qwen3", root, s, names=["A"], seeds=[0])
-    theirs = tiny_policies("qwen3", root, s, names=["A"], seeds=[0])
-    m = grpo_step(task, ours, problems, s, step=0)
-    m_duel = duel.duel_step(task, theirs, problems, s, step=0)
-    assert m["A/loss"] == pytest.approx(m_duel["A/loss"], abs=1e-7)
-    assert m["A/drafter/tokens"] == m_duel["A/drafter/tokens"]
-    for p, q in zip(ours["A"].model.parameters(), theirs["A"].model.parameters()):
-        assert torch.allclose(p, q, atol=1e-6)
+    opd, rl_phase = TRAINER.phases
+    assert (opd.name, rl_phase.name) == ("opd", "rl")
+    assert opd.step is opd_phase_step and rl_phase.step is grpo_step
+    assert "opd_step" in opd_phase_step.__code__.co_names and callable(opd_step)
 
 
 def test_opd_step_with_the_student_as_teacher_has_no_signal(models):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from agon.packing import pack, supports_packing
-from tests.tiny_models import build_tiny_model
+from agon.random_models import build_tiny_model
 
 
 def _seqs(vocab: int, n: int = 9, seed: int = 0) -> list[list[int]]:

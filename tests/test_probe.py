@@ -210,7 +210,7 @@ def test_duel_logs_hard_pass1_at_0_every_n_and_last_equal_to_a_recount(tmp_path)
     s = _duel_settings(steps=5, eval_every=2, eval_problems=4)
     policies = tiny_policies("qwen3", tmp_path / "m", s)
     task = HardParityTask()
-    loop.train(task, policies, s, tmp_path / "run")
+    loop.train(task, policies, s, tmp_path / "run", duel.duel_step)
     rows = _rows(tmp_path / "run" / "metrics.jsonl")
     assert [r["step"] for r in rows] == [
         0,
@@ -261,7 +261,7 @@ def test_duel_evaluations_do_not_change_training(tmp_path):
     for every in (0, 1):
         s = _duel_settings(steps=3, eval_every=every, eval_problems=3)
         policies = tiny_policies("qwen3", tmp_path / "m", s)
-        loop.train(HardParityTask(), policies, s, tmp_path / f"run{every}")
+        loop.train(HardParityTask(), policies, s, tmp_path / f"run{every}", duel.duel_step)
         runs[every] = (policies, _rows(tmp_path / f"run{every}" / "metrics.jsonl"))
     (pol_off, rows_off), (pol_on, rows_on) = runs[0], runs[1]
     for name in ("A", "B"):
@@ -280,10 +280,10 @@ def test_duel_evaluations_do_not_change_training(tmp_path):
 def test_duel_resume_rewrites_the_final_evaluation_once(tmp_path):
     s = _duel_settings(steps=2, eval_every=1, eval_problems=2)
     task = HardParityTask()
-    loop.train(task, tiny_policies("qwen3", tmp_path / "m", s), s, tmp_path / "run")
+    loop.train(task, tiny_policies("qwen3", tmp_path / "m", s), s, tmp_path / "run", duel.duel_step)
     before = _rows(tmp_path / "run" / "metrics.jsonl")
     # a rerun of a finished run resumes at its last checkpoint: only the final row is redone
-    loop.train(task, tiny_policies("qwen3", tmp_path / "m", s), s, tmp_path / "run")
+    loop.train(task, tiny_policies("qwen3", tmp_path / "m", s), s, tmp_path / "run", duel.duel_step)
     after = _rows(tmp_path / "run" / "metrics.jsonl")
     assert [r["step"] for r in after] == [0, 1, 2]
     strip = lambda r: {k: v for k, v in r.items() if not k.startswith("time/")}  # noqa: E731

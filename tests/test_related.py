@@ -11,7 +11,7 @@ import pytest
 
 from agon.config import ConfigError, validate_config
 from agon.methods import columns_for_methods
-from agon.related import build_related_report, related_methods
+from agon.report.related import build_related_report, related_methods
 from agon.results import Layout
 from tests.report_helpers import ALL_METHODS, make_config, write_synthetic
 
@@ -37,7 +37,7 @@ def test_related_table_compares_each_method_with_agon_and_counts_helper_tokens(t
     layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
     truth = write_synthetic({**cfg, "methods": RELATED_METHODS}, layout)
     written = build_related_report(cfg, layout)
-    rows = list(csv.DictReader(open(layout.related_csv())))
+    rows = list(csv.DictReader(open(layout.table_files("related").csv)))
     assert len(rows) == 1
     r = rows[0]
     for s in columns_for_methods(RELATED_METHODS):
@@ -66,14 +66,14 @@ def test_related_table_compares_each_method_with_agon_and_counts_helper_tokens(t
         float(r["cliff_train_tokens"]) + float(r["cliff_extra_tokens"])
     )
     assert float(r["grpo_extra_tokens"]) == 0.0 and float(r["agon_extra_tokens"]) == 0.0
-    md = Path(layout.related_md()).read_text()
+    md = Path(layout.table_files("related").md).read_text()
     assert "# Related methods" in md and "agon / cliff_cascade" in md
     assert "helper tokens" in md
     assert [p.name for p in written["figures"]] == ["related_compute.png", "related_compute.pdf"]
-    prov = json.loads(Path(layout.related_provenance()).read_text())
+    prov = json.loads(Path(layout.table_files("related").provenance).read_text())
     assert prov["rows"] == 1 and len(prov["runs"]) == 3 * 2  # grpo, agon, cliff x 2 seeds
     # table 1 is another report: nothing of it was written
-    assert not Path(layout.table_csv()).exists()
+    assert not Path(layout.table_files("table1").csv).exists()
 
 
 def test_schema_lists_every_method_the_related_table_can_name():

@@ -24,7 +24,6 @@ from report_helpers import (
     write_synthetic,
 )
 
-from agon.compute import BUDGET_TOLERANCE, MODEL_COMPUTE
 from agon.config import config_hash
 from agon.methods import (
     COLUMNS,
@@ -34,13 +33,9 @@ from agon.methods import (
     eval_seeds,
     trained_methods_for,
 )
-from agon.report import (
-    RNG,
-    SeedRates,
-    build_report,
-    difference_columns,
-    ratio_columns,
-)
+from agon.report.compare import RNG, SeedRates, difference_columns, ratio_columns
+from agon.report.compute import BUDGET_TOLERANCE, MODEL_COMPUTE
+from agon.report.table1 import build_report
 from agon.results import Layout, problem_counts
 from agon.stats import percentile_interval, two_level_bootstrap
 
@@ -63,7 +58,7 @@ def test_table_pass1_over_seeds_and_problems_recounted_from_samples(tmp_path):
     n_boot = cfg["eval"]["bootstrap"]
     systems = columns_for_methods(cfg["methods"])
 
-    rows = read_csv(layout.table_csv())
+    rows = read_csv(layout.table_files("table1").csv)
     assert [(r["family"], r["task"]) for r in rows] == [("fam1", "arith"), ("fam2", "arith")]
     for r in rows:
         x = {s: rate_matrix(truth[(r["family"], r["task"], s)]) for s in systems}
@@ -131,7 +126,7 @@ def test_table_pass1_over_seeds_and_problems_recounted_from_samples(tmp_path):
                 _mean([e["session_wall_s"] for e in evs]) / 3600
             )
 
-    md = Path(layout.table_md()).read_text()
+    md = Path(layout.table_files("table1").md).read_text()
     assert md.splitlines()[0].endswith("[95% interval over training seeds and problems]")
     table, rest = md.split("## Each model alone")
     gains, rest = rest.split("## Per training seed")
@@ -152,7 +147,7 @@ def test_table_pass1_over_seeds_and_problems_recounted_from_samples(tmp_path):
         assert f"| {100 * float(first[f'agon_pass@1_seed{k}']):.1f} |" in agon_line
     assert evals.count("| fam1 | arith |") == len(systems)
 
-    prov = json.loads(Path(layout.table_provenance()).read_text())
+    prov = json.loads(Path(layout.table_files("table1").provenance).read_text())
     assert prov["provenance"]["config_hash"] == config_hash(cfg)
     assert prov["rows"] == 2
     # every evaluation the table read, untrained systems at the first seed only
@@ -182,7 +177,7 @@ def test_training_compute_columns_from_the_run_summaries(tmp_path):
     layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
     write_synthetic(cfg, layout, n_problems=6)
     build_report(cfg, layout)
-    r = read_csv(layout.table_csv())[0]
+    r = read_csv(layout.table_files("table1").csv)[0]
     trained = trained_methods_for(columns_for_methods(cfg["methods"]))
     runs = {
         m: [
@@ -222,7 +217,7 @@ def test_training_compute_columns_from_the_run_summaries(tmp_path):
             assert float(r[f"{m}_{model}_tokens_vs_agon"]) == pytest.approx(mine / theirs - 1)
     assert "agon_A_budget_rel_diff" not in r and "agon_A_tokens_vs_agon" not in r
 
-    compute = Path(layout.table_md()).read_text().split("## Training compute")[1]
+    compute = Path(layout.table_files("table1").md).read_text().split("## Training compute")[1]
     compute = compute.split("## Evaluation compute")[0]
     assert compute.count("| fam1 | arith |") == 3 * len(trained)  # A, B and the run
     grpo_a = next(ln for ln in compute.splitlines() if ln.startswith("| fam1 | arith | grpo | A |"))
@@ -239,7 +234,7 @@ def test_a_missed_budget_is_said_in_the_table(tmp_path, miss, capped):
     layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
     write_synthetic(cfg, layout, n_problems=5, budget_miss=miss)
     build_report(cfg, layout)
-    r = read_csv(layout.table_csv())[0]
+    r = read_csv(layout.table_files("table1").csv)[0]
     ((model, seed),) = miss
     other = "B" if model == "A" else "A"
     note = r[f"grpo_{model}_budget_note"]
@@ -247,7 +242,7 @@ def test_a_missed_budget_is_said_in_the_table(tmp_path, miss, capped):
     assert ("step cap" in note) == capped
     assert r[f"grpo_{model}_budget_hit_step_cap"] == str(capped)
     assert r[f"grpo_{other}_budget_note"] == ""
-    md = Path(layout.table_md()).read_text()
+    md = Path(layout.table_files("table1").md).read_text()
     line = next(ln for ln in md.splitlines() if ln.startswith(f"| fam1 | arith | grpo | {model} |"))
     assert "*not matched* (note" in line
     assert f"grpo model {model} budget: {note}" in md
@@ -259,7 +254,7 @@ def test_summaries_of_older_code_leave_cells_empty(tmp_path):
     layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
     write_synthetic(cfg, layout, n_problems=5, old_summaries=True)
     build_report(cfg, layout)
-    r = read_csv(layout.table_csv())[0]
+    r = read_csv(layout.table_files("table1").csv)[0]
     for m in ("grpo", "agon"):
         sums = [
             json.loads(Path(layout.train_summary("fam1", "arith", m, s)).read_text())
@@ -272,7 +267,7 @@ def test_summaries_of_older_code_leave_cells_empty(tmp_path):
             assert r[f"{m}_{k}"] == ""
     assert r["budget_match"] == "" and r["grpo_A_budget_rel_diff"] == ""
     assert r["grpo_A_tokens_vs_agon"] == ""
-    assert "none recorded" in Path(layout.table_md()).read_text()
+    assert "none recorded" in Path(layout.table_files("table1").md).read_text()
 
 
 def test_not_meaningful_numbers_are_said_so(tmp_path, monkeypatch):
@@ -289,14 +284,14 @@ def test_not_meaningful_numbers_are_said_so(tmp_path, monkeypatch):
     src = Path(layout.eval_samples("fam1", "arith", "agon", 0))
     shutil.copy(src, layout.eval_samples("fam1", "arith", "agon_independent", 0))
     build_report(cfg, layout)
-    r = read_csv(layout.table_csv())[0]
+    r = read_csv(layout.table_files("table1").csv)[0]
     assert float(r["grpo_pass@1"]) == 0.0
     assert r["agon_over_grpo"] == "" and r["agon_over_grpo_lo"] == ""
     assert r["agon_over_grpo_note"].startswith("not defined: grpo's pass@1 is 0")
     key = "agon_minus_agon_independent"
     assert float(r[key]) == 0.0 and float(r[f"{key}_lo"]) == float(r[f"{key}_hi"]) == 0.0
     assert r[f"{key}_note"] == "no contest effect shown: the 95% interval holds 0"
-    md = Path(layout.table_md()).read_text()
+    md = Path(layout.table_files("table1").md).read_text()
     table = md.split("## ")[0]
     row = next(ln for ln in table.splitlines() if ln.startswith("| fam1 | arith |"))
     assert "n/a *not defined* (note 1)" in row
@@ -332,7 +327,7 @@ def test_benchmark_file_is_preferred_for_wall_time(tmp_path):
     bench.parent.mkdir(parents=True)
     bench.write_text("s\th:m:s\tmax_rss\n1800.0\t0:30:00\t100\n")
     build_report(cfg, layout)
-    row = read_csv(layout.table_csv())[0]
+    row = read_csv(layout.table_files("table1").csv)[0]
     assert float(row["agon_train_wall_h"]) == pytest.approx(0.5)
     assert "grpo_pass@1" not in row and "agon_over_grpo" not in row  # grpo not in methods
     assert "moa_pass@1" not in row and "budget_match" not in row
@@ -343,7 +338,7 @@ def test_falls_back_to_summaries_when_samples_lack_ids(tmp_path):
     layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
     write_synthetic(cfg, layout, n_problems=5, with_ids=False)
     build_report(cfg, layout)
-    row = read_csv(layout.table_csv())[0]
+    row = read_csv(layout.table_files("table1").csv)[0]
     for s in ("base", "grpo"):
         seeds = eval_seeds(s, cfg["seeds"])
         sums = [
@@ -369,10 +364,10 @@ def test_cli_writes_table_and_figures(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(cfg | {"resources": {"train": {"threads": 3}}}))
     assert main(["report", "--config", str(path), "--figures", str(tmp_path / "figs")]) == 0
-    assert len(read_csv(layout.table_csv())) == 1
+    assert len(read_csv(layout.table_files("table1").csv)) == 1
     assert (tmp_path / "figs" / "duel_dynamics.pdf").is_file()
     # resources do not change results, so they are not part of the table's config hash
-    prov = json.loads(Path(layout.table_provenance()).read_text())
+    prov = json.loads(Path(layout.table_files("table1").provenance).read_text())
     assert prov["provenance"]["config_hash"] == config_hash(
         {k: v for k, v in cfg.items() if k != "resources"}
     )
@@ -425,7 +420,7 @@ def test_report_flags_results_of_mixed_code(tmp_path):
     layout = Layout(cfg["out_dir"], str(tmp_path / "figs"))
     write_synthetic(cfg, layout, n_problems=6)
     build_report(cfg, layout)
-    assert "is not recorded" in Path(layout.table_md()).read_text()
+    assert "is not recorded" in Path(layout.table_files("table1").md).read_text()
 
     def stamp(path: Path, fingerprint: str) -> None:
         body = json.loads(path.read_text())
@@ -436,11 +431,16 @@ def test_report_flags_results_of_mixed_code(tmp_path):
     for p in Path(cfg["out_dir"]).rglob("summary.json"):
         stamp(p, "1" * 64)
     build_report(cfg, layout)
-    assert "made by the same code (source 111111111111)" in Path(layout.table_md()).read_text()
+    assert (
+        "made by the same code (source 111111111111)"
+        in Path(layout.table_files("table1").md).read_text()
+    )
     stamp(stale, "0" * 64)
     build_report(cfg, layout)
-    assert "mixed code versions" in Path(layout.table_md()).read_text()
-    versions = json.loads(Path(layout.table_provenance()).read_text())["code_versions"]
+    assert "mixed code versions" in Path(layout.table_files("table1").md).read_text()
+    versions = json.loads(Path(layout.table_files("table1").provenance).read_text())[
+        "code_versions"
+    ]
     assert versions["0" * 64] == [str(stale)] and len(versions) == 2
 
 
@@ -453,7 +453,7 @@ def test_report_names_the_machines_its_results_were_computed_on(tmp_path):
     build_report(cfg, layout)
     assert (
         "machines these results were computed on are not recorded"
-        in Path(layout.table_md()).read_text()
+        in Path(layout.table_files("table1").md).read_text()
     )
 
     def stamp(path: Path, host: dict) -> None:
@@ -464,13 +464,13 @@ def test_report_names_the_machines_its_results_were_computed_on(tmp_path):
     for p in Path(cfg["out_dir"]).rglob("summary.json"):
         stamp(p, {"cpu_capability": "AVX2"})
     build_report(cfg, layout)
-    md = Path(layout.table_md()).read_text()
+    md = Path(layout.table_files("table1").md).read_text()
     assert "one kind of machine (AMD EPYC, torch CPU kernels AVX2)" in md
     other = Path(layout.train_summary("fam1", "arith", "grpo", 0))
     stamp(other, {"cpu_capability": "AVX512", "gpus": ["NVIDIA H200"]})
     build_report(cfg, layout)
-    assert "results from 2 kinds of machine" in Path(layout.table_md()).read_text()
-    kinds = json.loads(Path(layout.table_provenance()).read_text())["machines"]
+    assert "results from 2 kinds of machine" in Path(layout.table_files("table1").md).read_text()
+    kinds = json.loads(Path(layout.table_files("table1").provenance).read_text())["machines"]
     assert kinds["AMD EPYC, torch CPU kernels AVX512, GPUs NVIDIA H200"] == [str(other)]
     assert len(kinds["AMD EPYC, torch CPU kernels AVX2"]) == sum(map(len, kinds.values())) - 1
 
@@ -488,7 +488,7 @@ def test_moa_ratio_is_defined_only_for_a_clear_moa_gain(moa, agon, defined, hold
     """(agon-base)/(moa-base) is a number only when MoA's gain is positive and its paired
     interval stays above 0; otherwise the table says why it is not defined. A defined ratio
     whose interval holds 1 says that Agon's gain is not shown larger than MoA's."""
-    from agon.report import moa_gain_ratio
+    from agon.report.table1 import moa_gain_ratio
 
     ids = [f"p{i}" for i in range(200)]
     rng = random.Random(0)

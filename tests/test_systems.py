@@ -6,11 +6,12 @@ import json
 import re
 
 import pytest
-from tiny_models import ARCHS, ScriptedEngine, tiny_sum_task
+from tiny_models import ScriptedEngine, tiny_sum_task
 
 from agon.engines import SamplingParams
 from agon.engines.hf import HFEngine
 from agon.evaluation import evaluate
+from agon.random_models import ARCHS
 from agon.systems import cascade, single
 from baselines.moa import AGGREGATE_AND_SYNTHESIZE, moa
 

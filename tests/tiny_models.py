@@ -1,203 +1,17 @@
-"""Tiny random-weight models of the paper's architectures, built locally in seconds.
-
-Nothing here touches a hub: each model is a transformers config shrunk to a few thousand
-parameters, saved with a small local BPE tokenizer whose chat template has the shape of that
-family's real template (Qwen3's ``<|im_start|>`` turns with ``enable_thinking``, Gemma 4's
-``<|turn>`` turns). Tests, the trainer's tests and the benchmark import :func:`build_tiny_model`.
-
-The weights are random, so outputs are gibberish; what the tests check is the plumbing
-(batching, padding, caches, templates, stop strings, logprobs), not answers.
-"""
+"""Test doubles: a tiny math task and a scripted engine, so tests of systems and evaluation
+depend on neither the toy world nor a trained model. The tiny random models themselves are
+:mod:`agon.random_models`."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import random
 
-ARCHS = ("qwen3", "qwen3_5_text", "gemma4_text")
-
-# chat templates of each family's shape (jinja, as shipped in tokenizer_config)
-_QWEN_TEMPLATE = (
-    "{%- for message in messages -%}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' -}}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}"
-    "{{- '<|im_start|>assistant\\n' -}}"
-    "{%- if enable_thinking is defined and enable_thinking is false -%}"
-    "{{- '<think>\\n\\n</think>\\n\\n' -}}"
-    "{%- endif -%}"
-    "{%- endif -%}"
-)
-_GEMMA4_TEMPLATE = (
-    "{{- bos_token -}}"
-    "{%- for message in messages -%}"
-    "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}"
-    "{{- '<|turn>' + role + '\\n' + message['content'] + '<turn|>\\n' -}}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{- '<|turn>model\\n' -}}{%- endif -%}"
-)
-
-# special tokens per family: (bos, eos, pad, extra specials, chat template)
-_FAMILY_TOKENS = {
-    "qwen": (
-        None,
-        "<|im_end|>",
-        "<|endoftext|>",
-        ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>"],
-        _QWEN_TEMPLATE,
-    ),
-    "gemma": (
-        "<bos>",
-        "<turn|>",
-        "<pad>",
-        ["<pad>", "<eos>", "<bos>", "<|turn>", "<turn|>"],
-        _GEMMA4_TEMPLATE,
-    ),
-}
-
-# what the BPE is trained on: enough text for prompts of arithmetic tasks and chat roles
-_CORPUS = [
-    "Solve the problem. Put your final answer in \\boxed{}.",
-    (
-        "Below is a rival's attempt at this problem. It may be wrong. Check it critically, then "
-        "solve the problem yourself and put your final answer in \\boxed{}."
-    ),
-    "<rival_attempt> </rival_attempt> user assistant model system You are a helpful assistant.",
-    "What is 1 + 2 * 3 - 4 = 5 6 7 8 9 0 10 11 12 13 ? The answer is \\boxed{7}.",
-    "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789 "
-    ".,;:!?()[]{}<>+-*/=_'\"\\|#%&^~`@$",
-]
-TINY_VOCAB = 320  # BPE vocabulary size: byte alphabet (256) + a few merges + specials
-
-
-def build_tiny_tokenizer(family: str, path: str | Path):
-    """Train a tiny byte-level BPE and save it as a ``PreTrainedTokenizerFast`` with a chat
-    template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    bos, eos, pad, specials, template = _FAMILY_TOKENS[family]
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=TINY_VOCAB,
-        special_tokens=specials,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(_CORPUS, trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token=bos,
-        eos_token=eos,
-        pad_token=pad,
-        additional_special_tokens=[
-            s for s in specials if s not in (bos, eos, pad, "<think>", "</think>")
-        ],
-    )
-    # as in Qwen3's real tokenizer, the thinking markers are added tokens but not special ones
-    fast.add_tokens([s for s in specials if s in ("<think>", "</think>")])
-    fast.chat_template = template
-    fast.save_pretrained(path)
-    return fast
-
-
-def _config(arch: str, vocab_size: int, tok) -> object:
-    """A shrunken config of ``arch`` with the tokenizer's special ids."""
-    ids = {
-        "pad_token_id": tok.pad_token_id,
-        "eos_token_id": tok.eos_token_id,
-        "bos_token_id": tok.bos_token_id,
-    }
-    common = dict(
-        vocab_size=vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=512,
-        **ids,
-    )
-    if arch == "qwen3":
-        from transformers import Qwen3Config
-
-        return Qwen3Config(num_hidden_layers=2, tie_word_embeddings=True, **common)
-    if arch == "qwen3_5_text":
-        from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
-
-        # one gated-delta-net (linear attention) layer and one full-attention layer: the hybrid
-        return Qwen3_5TextConfig(
-            num_hidden_layers=2,
-            layer_types=["linear_attention", "full_attention"],
-            linear_conv_kernel_dim=2,
-            linear_key_head_dim=8,
-            linear_value_head_dim=8,
-            linear_num_key_heads=2,
-            linear_num_value_heads=4,
-            tie_word_embeddings=True,
-            **common,
-        )
-    if arch == "gemma4_text":
-        from transformers.models.gemma4.configuration_gemma4 import Gemma4TextConfig
-
-        # per-layer input embeddings shrunk to the tiny vocabulary (262k by default)
-        return Gemma4TextConfig(
-            num_hidden_layers=2,
-            layer_types=["sliding_attention", "full_attention"],
-            sliding_window=16,
-            vocab_size_per_layer_input=vocab_size,
-            hidden_size_per_layer_input=8,
-            global_head_dim=8,
-            final_logit_softcapping=30.0,
-            **common,
-        )
-    raise ValueError(f"unknown tiny architecture {arch!r}; expected one of {ARCHS}")
-
-
-def build_tiny_model(arch: str, path: str | Path, seed: int = 0) -> Path:
-    """Build a tiny random-weight ``arch`` model plus tokenizer at ``path`` and return the path.
-
-    ``arch`` is a transformers ``model_type``: ``qwen3``, ``qwen3_5_text`` (hybrid linear
-    attention) or ``gemma4_text`` (per-layer embeddings). Reuses ``path`` if already built.
-    """
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    path = Path(path)
-    if (path / "config.json").is_file() and (path / "tokenizer_config.json").is_file():
-        return path
-    family = "gemma" if arch.startswith("gemma") else "qwen"
-    tok = build_tiny_tokenizer(family, path)
-    config = _config(arch, len(tok), tok)
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    model.generation_config.pad_token_id = tok.pad_token_id
-    model.generation_config.eos_token_id = tok.eos_token_id
-    model.save_pretrained(path)
-    return path
-
-
-if __name__ == "__main__":  # quick manual check: python tests/tiny_models.py /tmp/tiny
-    import sys
-    import time
-
-    root = Path(sys.argv[1] if len(sys.argv) > 1 else "tiny_models")
-    for a in ARCHS:
-        t = time.perf_counter()
-        print(a, build_tiny_model(a, root / a), f"{time.perf_counter() - t:.2f}s")
-
-
-# ----------------------------------------------------------------------------- test doubles
-# A tiny math task and a scripted engine, so tests of systems and evaluation depend on neither
-# the toy world nor a trained model. They live here so every test file can import them.
+from agon.engines.base import Completion
+from agon.tasks import MathTask, Problem
 
 
 def tiny_sum_task(n_problems: int = 6, seed: int = 0):
     """A :class:`agon.tasks.MathTask` of ``n_problems`` "What is a + b?" problems (every split)."""
-    import random
-
-    from agon.tasks import MathTask, Problem
 
     class TinySumTask(MathTask):
         name = "tinysum"
@@ -232,8 +46,6 @@ class ScriptedEngine:
         self.calls: list[list[dict]] = []
 
     def generate(self, prompts, n=1, sampling=None):
-        from agon.engines.base import Completion
-
         out = []
         for p in prompts:
             self.calls.append(p)

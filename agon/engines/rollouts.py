@@ -20,9 +20,12 @@ Neither path runs in CI (no GPU); both are small and use only public TRL / vLLM 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from agon.engines import engine_options
 from agon.engines.base import (
     Completion,
     Engine,
@@ -30,6 +33,8 @@ from agon.engines.base import (
     SamplingParams,
     TemplatedEngine,
 )
+from agon.engines.hf import HFEngine
+from agon.engines.vllm import VLLMEngine
 
 
 class ServerRollouts(TemplatedEngine):
@@ -170,39 +175,57 @@ class ColocatedRollouts(Engine):
         self.engine.close()
 
 
-def rollout_engine(config: dict, fam: dict, row: str, model: Any, tokenizer: Any) -> Engine:
-    """The engine one policy samples with: the live HF model, a vLLM server, or a colocated vLLM."""
-    from agon.engines import engine_options
+@dataclass(frozen=True)
+class RolloutOptions:
+    """How the in-house trainers sample: the config's ``train.backend`` and its sizes, and the
+    ``agon.servers`` of server mode (one URL per policy; none: colocated vLLM)."""
 
-    mrow = fam[f"model_{row}"]
+    backend: str = "hf"  # hf | vllm
+    batch_size: int = 128  # rows per generate call (train.rollout_batch_size)
+    gpu_memory_utilization: float = 0.3  # each colocated vLLM engine's share of the GPU
+    servers: Mapping[str, str | None] = field(default_factory=dict)  # policy name -> URL
+
+    @classmethod
+    def from_config(cls, config: dict) -> RolloutOptions:
+        """The options of a validated config."""
+        tr = config["train"]
+        return cls(
+            backend=tr["backend"],
+            batch_size=tr["rollout_batch_size"],
+            gpu_memory_utilization=tr["vllm_gpu_memory_utilization"],
+            servers=dict((config.get("agon") or {}).get("servers") or {}),
+        )
+
+
+# each server has its own weight-transfer group, so the two policies need distinct ports
+SERVER_GROUP_PORT = 51216  # policy A's; B's is the next
+
+
+def rollout_engine(
+    options: RolloutOptions, fam: dict, name: str, model: Any, tokenizer: Any
+) -> Engine:
+    """The engine policy ``name`` (A or B) samples with: the live HF model, a vLLM server, or a
+    colocated vLLM."""
+    mrow = fam[f"model_{name.lower()}"]
     common = engine_options(mrow, fam)
-    tr = config["train"]
-    if tr["backend"] == "hf":
-        from agon.engines.hf import HFEngine
-
-        return HFEngine(model, tokenizer, batch_size=tr["rollout_batch_size"], **common)
-    servers = (config.get("agon") or {}).get("servers") or {}
-    if servers.get(row.upper()):
-        import os
-
-        # each server has its own weight-transfer group, so the two policies need distinct ports
+    if options.backend == "hf":
+        return HFEngine(model, tokenizer, batch_size=options.batch_size, **common)
+    if options.servers.get(name):
         return ServerRollouts(
-            servers[row.upper()],
+            options.servers[name],
             tokenizer,
             **common,
             device=getattr(model, "device", 0),
-            group_port=51216 + (0 if row == "a" else 1),
+            group_port=SERVER_GROUP_PORT + (0 if name == "A" else 1),
             is_main=int(os.environ.get("RANK", "0")) == 0,
         )
-    from agon.engines.vllm import VLLMEngine
-
     # two colocated engines share the GPU with two trained models: each takes a small share
     return ColocatedRollouts(
         VLLMEngine(
             mrow["model"],
             tokenizer,
             dtype=fam["dtype"],
-            gpu_memory_utilization=tr["vllm_gpu_memory_utilization"],
+            gpu_memory_utilization=options.gpu_memory_utilization,
             **common,
         )
     )

@@ -39,6 +39,8 @@ TASKS = Registry(
         "humaneval": "agon.tasks.code.humaneval:HumanEvalTask",
         "reasoning_gym": "agon.tasks.reasoning_gym:ReasoningGymTask",
         "champ": "agon.tasks.champ:ChampTask",
+        # random-weight models' reward spread: the tests, benchmarks and scale checks
+        "parity": "agon.tasks.synthetic:ParityTask",
     },
 )
 

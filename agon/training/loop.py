@@ -1,7 +1,9 @@
-"""The duel's training loop: problem stream, resume, checkpoint cadence, metrics rows, probes.
+"""The training loop of every in-house trainer: problem stream, resume, checkpoints, metrics
+rows, probes.
 
-:func:`train` runs :func:`agon.duel.duel_step` for ``settings.steps`` steps and does the
-plumbing around it: problems in a seeded order that is part of a checkpoint (each process
+:func:`train` runs a trainer's step function (the duel's :func:`agon.duel.duel_step`, GRPO's
+:func:`agon.rl.grpo_step`, a baseline's) for ``settings.steps`` steps and does the plumbing
+around it: problems in a seeded order that is part of a checkpoint (each process
 takes ``batch[rank::world]`` of a step's problems and lists them in ``shares/rank-R.jsonl``),
 a complete checkpoint every ``checkpoint_every`` steps (:mod:`agon.training.checkpoint`), one
 JSON row per step in ``metrics.jsonl`` (keys: :mod:`agon.training.metrics`), and the
@@ -18,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from accelerate.utils import gather_object
 
-from agon import duel
 from agon.tasks.base import Problem, Task
 from agon.training import checkpoint as ckpt
 from agon.training import probe
@@ -28,9 +30,13 @@ from agon.training.budget import from_settings as budget_of
 from agon.training.cost import measured
 from agon.training.metrics import CPU_S, GPU_S, STEP, combine_ranks, read_rows
 from agon.training.policy import Policy
-from agon.training.settings import DuelSettings
+from agon.training.settings import RLSettings
 
-log = logging.getLogger("agon.duel")
+log = logging.getLogger("agon.train")
+
+# One training step of every policy: (task, policies, problems, settings, step, keys, n_total)
+# -> the step's metrics row (agon.rl's signature; keys: agon.training.metrics)
+StepFn = Callable[..., dict]
 
 
 class ProblemStream:
@@ -74,10 +80,10 @@ class ProblemStream:
 def train(
     task: Task,
     policies: dict[str, Policy],
-    s: DuelSettings,
+    s: RLSettings,
     out_dir: str | Path,
+    step_fn: StepFn,
     on_step: Callable[[dict], None] | None = None,
-    step_fn: Callable[..., dict] | None = None,
 ) -> list[dict]:
     """Train ``policies`` for ``s.steps`` steps on ``task``'s train split, resuming if possible.
 
@@ -90,11 +96,11 @@ def train(
     the rows (the last one into a row ``step = s.steps`` of its own, not in the returned
     list). The probes do not touch the training RNG.
 
-    ``step_fn`` (default :func:`agon.duel.duel_step`, same arguments) is one training step: a
-    method that changes only the step (a baseline's advantages, say) keeps this loop's resume,
-    checkpoints, probes, process shares and metrics.
+    ``step_fn`` is one training step (:data:`StepFn`): a method that changes only the step (a
+    baseline's advantages, say) keeps this loop's resume, checkpoints, probes, process shares
+    and metrics.
 
-    Matched compute (``s.budget_targets``, set by ``agon train --match-run`` for a solo trainer
+    Matched compute (``s.budget_targets``, set by ``agon train --match-run`` for a trainer
     in :data:`agon.methods.BUDGET_MATCHED`): the loop runs each model until it has spent its
     target (:mod:`agon.training.budget`) or taken its most steps, handing ``step_fn`` only the
     models still training; it ends when none is. The spend so far is read from the metrics rows,
@@ -140,8 +146,6 @@ def train(
 
     def write(row: dict) -> dict:
         if world > 1:  # the step's row over every rank's share of the batch
-            from accelerate.utils import gather_object
-
             row = combine_ranks(gather_object([row]))
         if rank == 0:
             with open(metrics_path, "a") as f:
@@ -149,8 +153,8 @@ def train(
         return row
 
     budget = budget_of(s)
-    if budget is not None and s.mode != "solo":
-        raise ValueError("a compute budget applies to a trainer whose models train alone (solo)")
+    if budget is not None and s.TOGETHER:
+        raise ValueError("a compute budget applies to a trainer whose models train alone")
     # what the models spent before this run's first step (the rows a resume keeps)
     spent_rows = [r for r in read_rows(metrics_path) if r.get(STEP, -1) < start]
     last_step = max((s.model_steps(n) for n in policies), default=s.steps)
@@ -178,9 +182,7 @@ def train(
         evaluation = evaluate(step) if probe.is_eval_step(step, s.eval_every) else {}
         with measured() as cost:
             step_policies = {n: policies[n] for n in training}
-            row = (step_fn or duel.duel_step)(
-                task, step_policies, problems, s, step, keys, len(batch)
-            )
+            row = step_fn(task, step_policies, problems, s, step, keys, len(batch))
         row |= {CPU_S: cost["cpu_s"], GPU_S: cost["gpu_s"]} | evaluation
         row = write(row)
         rows.append(row)

@@ -1,11 +1,14 @@
 """Training settings: one dataclass per trainer, one name per knob, the config's own keys.
 
 :class:`TrainSettings` holds what every trainer shares: the config's ``train`` section (the
-field names *are* its keys), the family's generation limit and the run's seed.
-:class:`DuelSettings` extends it with the ``agon`` section (nested keys flattened with ``_``:
-``agon.reward.scheme`` is ``reward_scheme``); the GRPO baseline's settings extend it with the
-``grpo`` section (:mod:`baselines.grpo`). :meth:`TrainSettings.from_config` fills any subclass
-the same way, so a knob added to the schema and to a settings class needs no mapping code.
+field names *are* its keys), the family's generation limit and the run's seed; the GRPO
+baseline's settings extend it with the ``grpo`` section (:mod:`baselines.grpo`, on TRL).
+:class:`RLSettings` adds what the in-house policy-gradient core reads (:mod:`agon.rl`); every
+in-house trainer's settings extend it: the duel's (:class:`DuelSettings`, with the ``agon``
+section, nested keys flattened with ``_``: ``agon.reward.scheme`` is ``reward_scheme``) and
+those of Cliff, GAR and OPD-then-RL (each with its own section).
+:meth:`TrainSettings.from_config` fills any subclass the same way, so a knob added to the
+schema and to a settings class needs no mapping code.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ LOSS_TYPES = ("dapo", "dr_grpo", "grpo")
 SCALES = ("group", "batch", "none")
 READER_GROUPS = ("draft", "problem")
 ROLE_SCHEDULES = ("alternate", "both")
-MODES = ("duel", "solo")
 TRAIN_SPLITS = ("train", "train_hard")
 EVAL_SPLITS = ("validation_hard", "validation")  # what the training-time probe may read
 BUDGET_MATCHES = ("tokens", "samples", "steps")
@@ -157,26 +159,36 @@ class TrainSettings:
 
 
 @dataclass
-class DuelSettings(TrainSettings):
+class RLSettings(TrainSettings):
+    """The in-house trainers' settings: the shared ones plus what :mod:`agon.rl` reads."""
+
+    adam_betas: tuple[float, float] = (0.9, 0.999)  # AdamW's (TRL's and torch's defaults)
+    packing: bool = True  # score sequences packed several per row (agon.packing), not padded
+
+    # whether the trainer's models train together in every step (the duel): a compute budget,
+    # which stops each model on its own, applies only to trainers whose models train alone
+    TOGETHER: ClassVar[bool] = False
+
+
+@dataclass
+class DuelSettings(RLSettings):
     """The duel trainer's settings: the shared ones plus the config's ``agon`` section."""
 
-    mode: str = "duel"  # duel: drafter + reader; solo: one model, no reader (= GRPO)
     num_reads: int = 2  # K: reads per draft
     role_schedule: str = "alternate"  # alternate | both
     reward_scheme: str = "agon"  # agon | zero_sum | independent | cooperative
     reward_lam: float = 1.0  # weight of the win bonus / loss penalty in the agon scheme
     reader_group: str = "draft"  # draft: K reads of one draft; problem: all G*K reads of a problem
-    adam_betas: tuple[float, float] = (0.9, 0.999)  # AdamW's (TRL's and torch's defaults)
-    packing: bool = True  # score sequences packed several per row (agon.packing), not padded
     draft_view: str = "full"  # the family row's view of a draft in the reader prompt
 
     SECTIONS: ClassVar[tuple[str, ...]] = ("agon",)
     FAMILY_KEYS: ClassVar[tuple[str, ...]] = ("max_new_tokens", "draft_view")
     POSITIVE: ClassVar[tuple[str, ...]] = (*TrainSettings.POSITIVE, "num_reads")
+    TOGETHER: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.mode == "duel" and self.role_schedule == "both" and self.problems_per_step < 2:
+        if self.role_schedule == "both" and self.problems_per_step < 2:
             raise ValueError(
                 "role_schedule 'both' splits the problems in two: problems_per_step must be >= 2"
             )
@@ -184,7 +196,6 @@ class DuelSettings(TrainSettings):
     def _choices(self) -> dict[str, tuple]:
         return {
             **super()._choices(),
-            "mode": MODES,
             "role_schedule": ROLE_SCHEDULES,
             "reward_scheme": REWARD_SCHEMES,
             "reader_group": READER_GROUPS,

@@ -10,7 +10,7 @@ abstract fixes and what is our reading is ``docs/method.md``, Cliff.
 from baselines.cliff.advantages import padded_token_advantages, token_advantages
 from baselines.cliff.steps import char_to_token, oracle_mistake, task_steps
 from baselines.cliff.teacher import ModelTeacher, OracleTeacher, parse_teacher_reply
-from baselines.cliff.trainer import TRAINER, CliffSettings, train_pair
+from baselines.cliff.trainer import TRAINER, CliffSettings
 
 __all__ = [
     "TRAINER",
@@ -23,5 +23,4 @@ __all__ = [
     "parse_teacher_reply",
     "task_steps",
     "token_advantages",
-    "train_pair",
 ]

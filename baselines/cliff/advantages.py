@@ -5,8 +5,8 @@ before it get a positive advantage, tokens from it on a negative one. Our readin
 choice is a key of the config's ``cliff`` section, ``docs/method.md``, Cliff):
 
 - per token ``t`` of rollout ``i``: ``A[i, t] = A_outcome[i] + w * s[i, t]``, where
-  ``A_outcome`` is GRPO's group-normalized outcome advantage exactly as the solo / duel trainer
-  computes it (:func:`agon.duel.group_advantages`) and ``w`` is ``cliff.weight``;
+  ``A_outcome`` is GRPO's group-normalized outcome advantage exactly as GRPO and the duel
+  compute it (:func:`agon.rl.group_advantages`) and ``w`` is ``cliff.weight``;
 - a wrong rollout whose first mistake is at token ``m``: ``s = +1`` on tokens ``0..m-1`` and
   ``-1`` on tokens ``m..T-1`` (a mistake at token 0 makes the whole rollout ``-1``);
 - a correct rollout (``cliff.correct``): ``prefix_all`` (default) gives every token ``+1``, as if

@@ -1,18 +1,17 @@
-"""One Cliff training step: the duel trainer's solo mode (GRPO) with per-token advantages.
+"""One Cliff training step: GRPO (:func:`agon.rl.grpo_step`) with per-token advantages.
 
-Each model trains alone, as in ``mode: solo`` of :mod:`agon.duel`, whose functions this step
-calls unchanged: :func:`~agon.duel.rollout` (G samples per problem, seeded per problem),
-:func:`~agon.duel.grade`, :func:`~agon.duel.role_rewards` (reward = correctness),
-:func:`~agon.duel.role_advantages` (GRPO's group-normalized advantage) and
-:func:`~agon.duel.update` (micro-batches, global normalizers, the clipped loss). The one step
+Each model trains alone on the policy-gradient core, whose functions this step calls
+unchanged: :func:`~agon.rl.solo_rollout` (G samples per problem, seeded per problem, graded,
+reward = correctness, GRPO's group-normalized advantage) and :func:`~agon.rl.finish_step`
+(:func:`~agon.rl.update`: micro-batches, global normalizers, the clipped loss). The one step
 added between advantage and update: the teacher marks the first mistake of every wrong sample
 (:mod:`baselines.cliff.teacher`), its character offset becomes a token index
 (:func:`baselines.cliff.steps.char_to_token`), and each sample's advantage becomes a row of
 per-token advantages (:mod:`baselines.cliff.advantages`), which ``update`` hands to
 :func:`agon.loss.policy_loss` as a ``(B, T)`` tensor.
 
-:func:`cliff_step` takes :func:`agon.duel.duel_step`'s arguments (and its teachers), so
-:func:`agon.training.loop.train` runs it as its ``step_fn``, on one process or several.
+:func:`cliff_step` takes the core's step arguments (and its teachers), so
+:func:`agon.training.loop.train` runs it as its step, on one process or several.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from agon import duel
+from agon import rl
 from agon.engines.base import Completion
 from agon.tasks.base import Problem, Task
 from agon.training import metrics as mk
@@ -32,7 +31,7 @@ from baselines.cliff.advantages import padded_token_advantages
 from baselines.cliff.steps import char_to_token
 from baselines.cliff.teacher import Marks
 
-# metrics of one model's step, besides the duel trainer's drafter keys
+# metrics of one model's step, besides GRPO's drafter keys (agon.rl.solo_rollout)
 WRONG = "{model}/cliff/wrong"  # wrong samples (the ones a teacher is asked about)
 LOCATED = "{model}/cliff/located"  # share of wrong samples whose first mistake was found
 MISTAKE_AT = "{model}/cliff/mistake_at"  # mean place of the mistake in a located sample, 0..1
@@ -124,29 +123,22 @@ def cliff_step(
     :class:`baselines.cliff.trainer.CliffSettings`, ``teachers`` each policy's teacher;
     returns the step's metrics row.
 
-    The arguments are :func:`agon.duel.duel_step`'s (bind ``teachers`` for
+    The arguments are :func:`agon.rl.grpo_step`'s (bind ``teachers`` for
     :func:`agon.training.loop.train`'s ``step_fn``): under several processes each holds a share
     of the step's problems, ``keys`` their places in the whole batch (default: ``problems`` is
-    the whole batch), and a problem's samples are seeded from its key alone, as the duel's;
+    the whole batch), and a problem's samples are seeded from its key alone, as GRPO's;
     ``n_total`` (the whole batch's size) is not needed, each model playing every problem. Each
     process asks its teacher about its own share's wrong samples; the Cliff metrics of the row
     are the whole batch's (:func:`agon.training.metrics.counts_over_ranks`)."""
     t0 = time.perf_counter()
     row: dict[str, float] = {mk.STEP: step}
-    own: dict[str, duel.Samples] = {}
+    own: dict[str, list[rl.Samples]] = {}
     counts: dict[str, dict[str, float]] = {}
     tokens, teacher_s = 0, 0.0
     flat_problems = [p for p in problems for _ in range(s.num_generations)]
     for name, policy in policies.items():
-        # each model's samples seeded by its own place in the family, whichever models train
-        # this step (under a compute budget one may have stopped)
-        salt = 10 * mk.MODELS.index(name) if name in mk.MODELS else 0
-        ro = duel.rollout(task, policy, None, problems, s, step, salt=salt, keys=keys)
-        c_draft, c_read = duel.grade(task, ro)
-        rewards, r_read = duel.role_rewards(c_draft, c_read, s)
-        adv, _ = duel.role_advantages(rewards, r_read, s)
-        comps = [c for per_problem in ro.drafts for c in per_problem]
-        correct = c_draft.ravel()
+        ro = rl.solo_rollout(task, name, policy, problems, s, step, keys)
+        comps, correct = ro.flat, ro.correct.ravel()
         t1 = time.perf_counter()
         tokenizer = getattr(policy.engine, "tokenizer", None)
         mistakes, marks = first_mistakes(
@@ -154,11 +146,12 @@ def cliff_step(
         )
         teacher_s += time.perf_counter() - t1
         lengths = [len(c.token_ids) for c in comps]
+        adv = ro.advantages
         per_token = padded_token_advantages(
             adv.values, lengths, correct, mistakes, s.weight, s.correct, s.unlocated
         )
-        own[name] = duel.samples_of("drafter", comps, duel.Advantages(per_token, adv.zero_spread))
-        row.update(mk.role_metrics(name, "drafter", rewards, c_draft, adv.zero_spread, comps))
+        own[name] = [rl.samples_of("drafter", comps, rl.Advantages(per_token, adv.zero_spread))]
+        row.update(ro.metrics)
         counts[name] = teacher_counts(mistakes, lengths, int((correct == 0.0).sum()), marks)
         tokens += sum(lengths)
     acc = next(iter(policies.values())).accelerator if policies else None
@@ -166,14 +159,5 @@ def cliff_step(
     for name in policies:
         is_model = getattr(teachers[name], "name", "") == "model"
         row.update(cliff_metrics(name, counts[name], is_model))
-    t_roll = time.perf_counter()
-    row.update(duel.update_each(policies, {n: [own[n]] for n in policies}, s))
-    row.update(
-        {
-            mk.TOKENS: tokens,
-            mk.ROLLOUT_S: t_roll - t0,  # the teacher's time included
-            TEACHER_S: teacher_s,
-            mk.UPDATE_S: time.perf_counter() - t_roll,
-        }
-    )
-    return row
+    row[TEACHER_S] = teacher_s  # inside the rollout's seconds
+    return rl.finish_step(row, policies, own, s, t0, tokens)

@@ -1,17 +1,16 @@
 """The Cliff trainer: A and B each trained alone, GRPO with a first-mistake token advantage.
 
 ``agon train --method cliff`` trains both models of a family for ``train.steps`` steps, each
-alone on the same problems (P problems x G samples per model and step, as the duel's solo
-mode), with the step of :mod:`baselines.cliff.step`; the config's ``cliff`` section is read
-into :class:`CliffSettings` (``docs/method.md``, Cliff). The loop is the duel's,
-:func:`agon.training.loop.train`, with :func:`~baselines.cliff.step.cliff_step` (its teachers
-bound) as its step: problem stream, resume, checkpoints, probes, and its multi-process path
-(launched with ``torchrun`` or ``accelerate launch``, each process rolls out and trains on its
-share of a step's problems); the policies are built, distributed and saved as the duel's
-(:mod:`agon.training.run`).
+alone on the same problems (P problems x G samples per model and step, as GRPO's
+:func:`agon.rl.grpo_step`), with the step of :mod:`baselines.cliff.step`; the config's ``cliff``
+section is read into :class:`CliffSettings` (``docs/method.md``, Cliff). :data:`TRAINER` is
+the registry's entry: the settings, the step, the teachers it binds, and its summary extras;
+the shell of every in-house trainer (:mod:`agon.training.shell`) runs it: problem stream,
+resume, checkpoints, probes, and its multi-process path (launched with ``torchrun`` or
+``accelerate launch``, each process rolls out and trains on its share of a step's problems).
 
-Outputs are those of every trainer (:mod:`agon.training.run`): ``OUT/A``, ``OUT/B``,
-``OUT/metrics.jsonl`` (one row per step: the duel trainer's drafter keys per model, plus
+Outputs are those of every trainer (:mod:`agon.training.shell`): ``OUT/A``, ``OUT/B``,
+``OUT/metrics.jsonl`` (one row per step: the drafter keys per model, plus
 ``{model}/cliff/...``) and resumable checkpoints under ``OUT/checkpoints/``. The teacher's cost
 is apart from the policies' (``tokens_generated`` counts the policies' samples only): with a
 model teacher each row has ``{model}/cliff/teacher_tokens`` (tokens the teacher generated to
@@ -26,17 +25,22 @@ about the wrong samples of its own share of the batch only.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agon.registry import Trainer
+from agon.engines import load_engine
+from agon.tasks.base import Task
 from agon.training import metrics as mk
-from agon.training.settings import DuelSettings
+from agon.training.loop import StepFn
+from agon.training.settings import RLSettings
+from agon.training.shell import InHouseTrainer, Run
 from baselines.cliff.advantages import CORRECT_MODES, UNLOCATED_MODES
 from baselines.cliff.step import TEACHER_S, TEACHER_TOKENS, cliff_step
+from baselines.cliff.steps import has_oracle
 from baselines.cliff.teacher import TEACHERS, ModelTeacher, OracleTeacher
 
 TEACHER_TOKENS_TOTAL = "{model}/teacher_tokens"  # summary.json: a model's teacher tokens, summed
@@ -44,14 +48,9 @@ TEACHER_TIME_TOTAL = "teacher_time_s"  # summary.json: the teacher's seconds, su
 
 
 @dataclass
-class CliffSettings(DuelSettings):
-    """The shared ``train`` settings, the family's ``max_new_tokens`` and the ``cliff`` section.
+class CliffSettings(RLSettings):
+    """The shared ``train`` settings, the family's ``max_new_tokens`` and the ``cliff`` section."""
 
-    A subclass of the duel's settings so that :mod:`agon.duel`'s solo-mode functions take it
-    as they are; ``mode`` is always ``solo`` and the ``agon`` section is not read.
-    """
-
-    mode: str = "solo"
     weight: float = 0.5  # w: +w before the first mistake, -w from it on
     correct: str = "prefix_all"  # prefix_all | none: a correct sample's term
     unlocated: str = "outcome_only"  # outcome_only | negative: a wrong sample with no mark
@@ -64,8 +63,6 @@ class CliffSettings(DuelSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.mode != "solo":
-            raise ValueError("cliff trains each model alone: mode must be 'solo'")
         if not self.weight >= 0:
             raise ValueError(f"cliff.weight must be >= 0, got {self.weight}")
         if self.teacher_max_new_tokens is not None and self.teacher_max_new_tokens < 1:
@@ -88,8 +85,6 @@ def make_teachers(config: dict, fam: dict, s: CliffSettings) -> dict[str, Any]:
     generating through transformers."""
     if s.teacher == "oracle":
         return {"A": OracleTeacher(), "B": OracleTeacher()}
-    from agon.engines import load_engine
-
     batch = config["train"]["rollout_batch_size"]
     limit = s.teacher_max_new_tokens or s.max_new_tokens
     if s.teacher_model:
@@ -102,57 +97,43 @@ def make_teachers(config: dict, fam: dict, s: CliffSettings) -> dict[str, Any]:
     }
 
 
-def teacher_totals(metrics_path: str | Path) -> dict[str, float]:
-    """The teacher's cost over a run's ``metrics.jsonl``: ``{model}/teacher_tokens`` per model
+def teacher_totals(out: Path, rows: list[dict]) -> dict[str, float]:
+    """The teacher's cost over a run's metrics ``rows``: ``{model}/teacher_tokens`` per model
     and ``teacher_time_s``, for ``summary.json``."""
-    return mk.totals(
-        mk.read_rows(metrics_path),
-        {TEACHER_TOKENS_TOTAL: TEACHER_TOKENS},
-        {TEACHER_TIME_TOTAL: TEACHER_S},
-    )
+    return mk.totals(rows, {TEACHER_TOKENS_TOTAL: TEACHER_TOKENS}, {TEACHER_TIME_TOTAL: TEACHER_S})
 
 
-def train_pair(config: dict, fam: dict, task_name: str, s: CliffSettings, out: Path) -> dict:
-    """`agon train --method cliff`: A and B each trained alone with Cliff; the summary payload."""
-    import torch
-
-    from agon.tasks import task_from_config
-    from agon.training.loop import train
-    from agon.training.policy import make_accelerator
-    from agon.training.run import family_policies, run_payload, save_policies
-    from baselines.cliff.steps import has_oracle
-
-    task = task_from_config(config, task_name)
+def check(config: dict, fam: dict, task: Task, s: CliffSettings, accelerator: Any) -> None:
+    """Refuse the oracle teacher on a task that has none (only the toy tasks do)."""
     if s.teacher == "oracle" and not has_oracle(task):
-        task.close()
         raise ValueError(
-            f"cliff.teacher oracle needs a toy task (arith or toycode), not {task_name!r}; "
+            f"cliff.teacher oracle needs a toy task (arith or toycode), not {task.name!r}; "
             "set cliff.teacher: model"
         )
-    torch.manual_seed(s.seed)
-    accelerator = make_accelerator()
-    policies, tokenizers = family_policies(config, fam, s, accelerator)
-    teachers = make_teachers(config, fam, s)  # after the accelerator: on this process's device
-    step_fn = functools.partial(cliff_step, teachers=teachers)
-    t0 = time.time()
+
+
+@contextlib.contextmanager
+def with_teachers(run: Run, step: StepFn) -> Iterator[StepFn]:
+    """The step with each model's teacher bound (built after the accelerator, so on this
+    process's device); a model teacher's engine is closed when the loop ends."""
+    teachers = make_teachers(run.config, run.family, run.settings)
     try:
-        rows = train(task, policies, s, out, on_step=_print_step, step_fn=step_fn)
+        yield functools.partial(step, teachers=teachers)
     finally:
-        task.close()
         for engine in {id(t): t.engine for t in teachers.values() if hasattr(t, "engine")}.values():
             engine.close()
-    save_policies(policies, tokenizers, out, accelerator)
-    return run_payload(out, rows, t0, accelerator, s) | teacher_totals(out / "metrics.jsonl")
 
 
-def _print_step(row: dict) -> None:
-    keys = [
-        *(mk.key(mk.ROLE_CORRECT, model=m, role="drafter") for m in mk.MODELS),
-        *(f"{m}/cliff/located" for m in mk.MODELS),
+TRAINER = InHouseTrainer(
+    "cliff",
+    CliffSettings,
+    cliff_step,
+    check=check,
+    bind=with_teachers,
+    extras=teacher_totals,
+    progress=(
+        mk.ROLE_CORRECT.replace("{role}", "drafter"),
+        "{model}/cliff/located",
         mk.TOKENS,
-    ]
-    shown = " ".join(f"{k}={row[k]:.3g}" for k in keys if k in row)
-    print(f"[cliff train] step {row['step']}: {shown}", flush=True)
-
-
-TRAINER = Trainer("cliff", CliffSettings, train_pair, settings_overrides=(("mode", "solo"),))
+    ),
+)

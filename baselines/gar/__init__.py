@@ -15,7 +15,7 @@ from baselines.gar.gradients import (
     problem_cosines,
 )
 from baselines.gar.reward import anchor_ids, gar_rewards, needs_cosine
-from baselines.gar.trainer import TRAINER, GARSettings, train_pair
+from baselines.gar.trainer import TRAINER, GARSettings
 
 __all__ = [
     "TRAINER",
@@ -27,5 +27,4 @@ __all__ = [
     "gar_rewards",
     "needs_cosine",
     "problem_cosines",
-    "train_pair",
 ]

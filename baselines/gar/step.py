@@ -1,16 +1,17 @@
-"""One GAR training step: the duel trainer's solo mode (GRPO) with a gradient-alignment reward.
+"""One GAR training step: GRPO (:func:`agon.rl.grpo_step`) with a gradient-alignment reward.
 
-Each model trains alone, as in ``mode: solo`` of :mod:`agon.duel`, whose functions this step
-calls unchanged: :func:`~agon.duel.rollout` (G samples per problem, seeded per problem),
-:func:`~agon.duel.grade`, :func:`~agon.duel.role_advantages` (GRPO's group-normalized
-advantage) and :func:`~agon.duel.update`. The one step added between grading and advantage:
+Each model trains alone on the policy-gradient core, whose functions this step calls
+unchanged: :func:`~agon.rl.solo_rollout` (G samples per problem, seeded per problem, graded,
+GRPO's group-normalized advantage of the reward) and :func:`~agon.rl.finish_step`
+(:func:`~agon.rl.update`). The one step added between grading and advantage, as the rollout's
+``reward_fn``:
 each sample's cosine with its problem's anchor (:func:`score_rollouts`: one extra no-grad
 forward of the policy's backbone over the anchors and the samples, then
 :func:`baselines.gar.gradients.problem_cosines` per problem), which makes the reward
 ``correct + weight * f(cosine)`` (:mod:`baselines.gar.reward`).
 
-:func:`gar_step` takes :func:`agon.duel.duel_step`'s arguments, so
-:func:`agon.training.loop.train` runs it as its ``step_fn``, on one process or several (DDP).
+:func:`gar_step` takes the core's step arguments, so :func:`agon.training.loop.train` runs it
+as its step, on one process or several (DDP).
 """
 
 from __future__ import annotations
@@ -22,14 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from agon import duel
+from agon import rl
 from agon.tasks.base import Problem, Task
 from agon.training import metrics as mk
 from agon.training.policy import Policy
 from baselines.gar.gradients import Head, completion_hidden_states, problem_cosines
 from baselines.gar.reward import anchor_ids, gar_rewards, needs_cosine
 
-# metrics of one model's step, besides the duel trainer's drafter keys (whose reward is GAR's)
+# metrics of one model's step, besides GRPO's drafter keys (whose reward is GAR's)
 SCORED = "{model}/gar/scored"  # samples whose reward took a cosine
 COSINE = "{model}/gar/cosine"  # their mean cosine
 BONUS = "{model}/gar/bonus"  # their mean reward term, weight * f(cosine)
@@ -48,12 +49,11 @@ class Scores:
     counts: dict[str, float] = field(default_factory=dict)
 
 
-def score_rollouts(
-    task: Task, policy: Policy, ro: duel.Rollout, correct: np.ndarray, s: Any
-) -> Scores:
+def score_rollouts(task: Task, policy: Policy, ro: rl.SoloRollout, s: Any) -> Scores:
     """The cosine of every sample that needs one (:func:`~baselines.gar.reward.needs_cosine`)
     with its problem's anchor under ``policy`` as it is now (the anchor's gradient is taken
     with the current weights, every step), and the cost counts."""
+    correct = ro.correct
     P, G = correct.shape
     tokenizer = policy.engine.tokenizer
     limit = s.anchor_max_tokens or s.max_new_tokens
@@ -68,7 +68,7 @@ def score_rollouts(
         samples = [g for g in range(G) if need[k, g]]
         if not samples:
             continue
-        rows = ro.drafts[k]
+        rows = ro.completions[k]
         prompts += [rows[0].prompt_token_ids] + [rows[g].prompt_token_ids for g in samples]
         comps += [anchors[k]] + [rows[g].token_ids for g in samples]
         where.append((k, samples))
@@ -146,47 +146,37 @@ def gar_step(
     cosines with the anchors -> GAR reward -> GRPO advantage -> update. ``s`` is a
     :class:`baselines.gar.trainer.GARSettings`; returns the step's metrics row.
 
-    The arguments are :func:`agon.duel.duel_step`'s: under several processes each holds a
+    The arguments are :func:`agon.rl.grpo_step`'s: under several processes each holds a
     share of the step's problems, ``keys`` their places in the whole batch, and a problem's
     samples are seeded from its key alone; ``n_total`` is not needed, each model playing every
     problem. The GAR metrics of the row are the whole batch's
     (:func:`agon.training.metrics.counts_over_ranks`)."""
     t0 = time.perf_counter()
     row: dict[str, float] = {mk.STEP: step}
-    own: dict[str, duel.Samples] = {}
+    own: dict[str, list[rl.Samples]] = {}
     counts: dict[str, dict[str, float]] = {}
     tokens, gar_s = 0, 0.0
     for name, policy in policies.items():
-        # each model's samples seeded by its own place in the family, whichever models train
-        # this step (under a compute budget one may have stopped)
-        salt = 10 * mk.MODELS.index(name) if name in mk.MODELS else 0
-        ro = duel.rollout(task, policy, None, problems, s, step, salt=salt, keys=keys)
-        c_draft, c_read = duel.grade(task, ro)
-        outcome, r_read = duel.role_rewards(c_draft, c_read, s)
-        t1 = time.perf_counter()
-        scores = score_rollouts(task, policy, ro, c_draft, s)
-        gar_s += time.perf_counter() - t1
-        rewards = gar_rewards(
-            outcome, scores.cosine, scores.anchored, s.weight, s.cosine, s.apply_to, s.missing
-        )
-        adv, _ = duel.role_advantages(rewards, r_read, s)
-        comps = [c for per_problem in ro.drafts for c in per_problem]
-        own[name] = duel.samples_of("drafter", comps, adv)
-        row.update(mk.role_metrics(name, "drafter", rewards, c_draft, adv.zero_spread, comps))
-        counts[name] = step_counts(scores, c_draft, s)
-        tokens += sum(len(c.token_ids) for c in comps)
+        scored: dict[str, Scores] = {}
+
+        def reward(ro: rl.SoloRollout, policy: Policy = policy, scored: dict = scored):
+            # the cosines with the anchors, between grading and advantage (timed apart)
+            nonlocal gar_s
+            t1 = time.perf_counter()
+            got = scored["scores"] = score_rollouts(task, policy, ro, s)
+            gar_s += time.perf_counter() - t1
+            return gar_rewards(
+                ro.correct, got.cosine, got.anchored, s.weight, s.cosine, s.apply_to, s.missing
+            )
+
+        ro = rl.solo_rollout(task, name, policy, problems, s, step, keys, reward_fn=reward)
+        own[name] = [rl.samples_of("drafter", ro.flat, ro.advantages)]
+        row.update(ro.metrics)
+        counts[name] = step_counts(scored["scores"], ro.correct, s)
+        tokens += sum(len(c.token_ids) for c in ro.flat)
     acc = next(iter(policies.values())).accelerator if policies else None
     counts, gar_s = mk.counts_over_ranks(acc, counts, gar_s)
     for name in policies:
         row.update(gar_metrics(name, counts[name]))
-    t_roll = time.perf_counter()
-    row.update(duel.update_each(policies, {n: [own[n]] for n in policies}, s))
-    row.update(
-        {
-            mk.TOKENS: tokens,
-            mk.ROLLOUT_S: t_roll - t0,  # the cosines' time included
-            GAR_S: gar_s,
-            mk.UPDATE_S: time.perf_counter() - t_roll,
-        }
-    )
-    return row
+    row[GAR_S] = gar_s  # inside the rollout's seconds
+    return rl.finish_step(row, policies, own, s, t0, tokens)

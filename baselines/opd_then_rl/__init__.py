@@ -2,16 +2,15 @@
 
 Registered as the trainer ``opd_then_rl`` in :data:`agon.registry.TRAINERS`. The OPD step
 (per-token reverse KL to the teacher on the student's own samples) is
-:mod:`baselines.opd_then_rl.opd`, the RL step (the duel's solo GRPO, for each model)
-:mod:`baselines.opd_then_rl.rl`, the switch point between them :mod:`baselines.opd_then_rl.switch`
+:mod:`baselines.opd_then_rl.opd`, the RL step GRPO's (:func:`agon.rl.grpo_step`), the switch
+point between them :mod:`baselines.opd_then_rl.switch`
 and the two-phase trainer :mod:`baselines.opd_then_rl.trainer`; what the abstract fixes and what
 is our reading is ``docs/method.md``, OPD-then-RL.
 """
 
 from baselines.opd_then_rl.opd import Teacher, opd_advantages, opd_step
-from baselines.opd_then_rl.rl import grpo_step, solo_rollout
 from baselines.opd_then_rl.switch import SwitchPoint, best_updates, validated_updates
-from baselines.opd_then_rl.trainer import TRAINER, OPDThenRLSettings, train_pair
+from baselines.opd_then_rl.trainer import TRAINER, OPDThenRLSettings
 
 __all__ = [
     "TRAINER",
@@ -19,10 +18,7 @@ __all__ = [
     "SwitchPoint",
     "Teacher",
     "best_updates",
-    "grpo_step",
     "opd_advantages",
     "opd_step",
-    "solo_rollout",
-    "train_pair",
     "validated_updates",
 ]

@@ -1,8 +1,8 @@
 """The OPD phase of OPD-then-RL: on-policy distillation by per-token reverse KL to a teacher.
 
-The student samples (the same rollout as the RL phase, :func:`baselines.opd_then_rl.rl.
-solo_rollout`; the grade is only a metric here), the frozen teacher scores the student's own
-tokens, and the student is updated with the duel's loss and update (:func:`agon.duel.update`,
+The student samples (the same rollout as the RL phase, :func:`agon.rl.solo_rollout`; the grade
+is only a metric here), the frozen teacher scores the student's own
+tokens, and the student is updated with the core's loss and update (:func:`agon.rl.update`,
 :func:`agon.loss.policy_loss`) on **per-token advantages**
 
     A[i, t] = log pi_teacher(y_t | x, y_<t) - log pi_student_old(y_t | x, y_<t)
@@ -32,14 +32,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from agon import duel
+from agon import rl
 from agon.logprobs import completion_logprobs, completion_mask, enable_token_logprobs
 from agon.tasks.base import Problem, Task
 from agon.training import metrics as mk
 from agon.training.policy import Policy
-from baselines.opd_then_rl.rl import solo_rollout
 
-# metrics of one model's OPD step, besides the duel trainer's drafter keys
+# metrics of one model's OPD step, besides GRPO's drafter keys (agon.rl.solo_rollout)
 REVERSE_KL = "{model}/opd/reverse_kl"  # mean over its sampled tokens of log pi - log pi_teacher
 TEACHER_TOKENS = "{model}/opd/teacher_tokens"  # prompt + completion tokens its forward read
 TEACHER_S = "time/teacher_s"  # the teacher's wall seconds (the slowest process's), in rollout_s
@@ -123,7 +122,7 @@ def student_logprobs(
     policy: Policy, prompt_ids: list[list[int]], comp_ids: list[list[int]], s: Any
 ) -> torch.Tensor:
     """The sampling policy's log-probs of its own tokens (no gradient): what the OPD advantage
-    subtracts. Chunked as :func:`agon.duel.update` chunks its forwards (the whole batch's count
+    subtracts. Chunked as :func:`agon.rl.update` chunks its forwards (the whole batch's count
     of sequences), so that sharded models run as many forwards on every process."""
     width = completion_mask(comp_ids).size(1)
     n_seq, mb = int(policy.sum_over_ranks(len(comp_ids))), s.micro_batch_size
@@ -153,19 +152,19 @@ def opd_step(
     """One OPD step of every policy, each alone on the same ``problems``: rollout -> teacher
     and student log-probs of the samples -> per-token advantages -> update; the metrics row.
 
-    The arguments are :func:`agon.duel.duel_step`'s (bind ``teacher`` and ``gamma`` for
+    The arguments are :func:`agon.rl.grpo_step`'s (bind ``teacher`` and ``gamma`` for
     :func:`agon.training.loop.train`'s ``step_fn``); each process scores its own share of the
     samples, and the OPD metrics of the row are the whole batch's
     (:func:`agon.training.metrics.counts_over_ranks`)."""
     t0 = time.perf_counter()
     row: dict[str, float] = {mk.STEP: step}
-    own: dict[str, duel.Samples] = {}
+    own: dict[str, list[rl.Samples]] = {}
     counts: dict[str, dict[str, float]] = {}
     tokens, teacher_s = 0, 0.0
     for name, policy in policies.items():
-        got = solo_rollout(task, name, policy, problems, s, step, keys)
-        prompt_ids = [c.prompt_token_ids for c in got.completions]
-        comp_ids = [c.token_ids for c in got.completions]
+        got = rl.solo_rollout(task, name, policy, problems, s, step, keys)
+        prompt_ids = [c.prompt_token_ids for c in got.flat]
+        comp_ids = [c.token_ids for c in got.flat]
         t1 = time.perf_counter()
         t_logps = teacher.logprobs(prompt_ids, comp_ids)
         teacher_s += time.perf_counter() - t1
@@ -173,9 +172,9 @@ def opd_step(
         mask = completion_mask(comp_ids).to(s_logps.device)
         t_logps = t_logps.to(s_logps.device)
         adv = opd_advantages(t_logps, s_logps, mask, gamma)
-        own[name] = duel.Samples(
-            "drafter", prompt_ids, comp_ids, adv.cpu().numpy().astype(np.float64)
-        )
+        own[name] = [
+            rl.Samples("drafter", prompt_ids, comp_ids, adv.cpu().numpy().astype(np.float64))
+        ]
         row.update(got.metrics)
         gap = ((s_logps - t_logps) * mask).sum()
         counts[name] = {
@@ -189,14 +188,5 @@ def opd_step(
     for name, c in counts.items():
         row[mk.key(REVERSE_KL, model=name)] = c["kl_sum"] / c["tokens"] if c["tokens"] else 0.0
         row[mk.key(TEACHER_TOKENS, model=name)] = c["forward_tokens"]
-    t_roll = time.perf_counter()
-    row.update(duel.update_each(policies, {n: [own[n]] for n in policies}, s))
-    row.update(
-        {
-            mk.TOKENS: tokens,
-            mk.ROLLOUT_S: t_roll - t0,  # the teacher's time included
-            TEACHER_S: teacher_s,
-            mk.UPDATE_S: time.perf_counter() - t_roll,
-        }
-    )
-    return row
+    row[TEACHER_S] = teacher_s  # inside the rollout's seconds
+    return rl.finish_step(row, policies, own, s, t0, tokens)

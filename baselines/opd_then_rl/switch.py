@@ -30,6 +30,7 @@ from agon.tasks.base import Problem, Task
 from agon.training import metrics as mk
 from agon.training import probe
 from agon.training.policy import Policy
+from agon.training.shell import save_policies
 
 SWITCHES = ("best_validation", "fixed")
 VALIDATION = "{model}/opd/validation_pass@1"  # the weights after the row's update
@@ -150,8 +151,6 @@ class SwitchPoint:
 
     def save(self, name: str, policy: Policy, updates: int) -> None:
         """Save one candidate's model folder (every process calls it; one writes)."""
-        from agon.training.run import save_policies
-
         target = self.folder(updates, name)
         save_policies(
             {name: policy}, {name: self.tokenizers[name]}, target.parent, self.accelerator

@@ -1,18 +1,18 @@
 """The OPD-then-RL trainer: each model distilled on-policy from a teacher, then trained by GRPO.
 
 ``agon train --method opd_then_rl`` trains both models of a family, each alone on the same
-problems (P problems x G samples per model and step), in two phases of the duel's loop
-(:func:`agon.training.loop.train`: problem stream, resume, checkpoints, probes, process shares,
-metrics rows; the policies are built, distributed and saved as the duel's,
-:mod:`agon.training.run`):
+problems (P problems x G samples per model and step), in two phases (:data:`TRAINER`'s
+:class:`~agon.training.shell.Phase` rows), each a loop of the shell of every in-house trainer
+(:mod:`agon.training.shell`: problem stream, resume, checkpoints, probes, process shares,
+metrics rows; the policies built, distributed and saved as every trainer's):
 
 1. **OPD** (``OUT/opd``): ``opd_then_rl.opd_steps`` steps of
    :func:`~baselines.opd_then_rl.opd.opd_step` (per-token reverse KL to the teacher on the
    student's own samples) at ``opd_then_rl.opd_learning_rate``; the switch point is chosen as
    ``opd_then_rl.switch`` says (:mod:`baselines.opd_then_rl.switch`) and written to
    ``OUT/opd/switch.json``.
-2. **RL** (``OUT/rl``): GRPO (:func:`~baselines.opd_then_rl.rl.grpo_step`, the duel's solo
-   mode) from each model's chosen OPD checkpoint, with a fresh optimizer and schedule, for the
+2. **RL** (``OUT/rl``): GRPO (:func:`agon.rl.grpo_step`) from each model's chosen OPD
+   checkpoint, with a fresh optimizer and schedule, for the
    rest of the budget: ``train.steps - opd_steps`` steps, or under a compute budget
    (``train.budget``, ``agon train --match-run``) until the model's spend over *both* phases
    reaches the reference's, within ``budget.max_steps_factor x train.steps`` steps over both.
@@ -34,21 +34,27 @@ policies), used in the OPD phase only and released before the RL phase.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
-import gc
 import json
-import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agon.registry import Trainer
+from agon.engines.hf import load_model, load_tokenizer
+from agon.provenance import atomic_write_text
+from agon.rl import grpo_step
+from agon.tasks.base import Task
+from agon.training import checkpoint as ckpt
 from agon.training import metrics as mk
-from agon.training.settings import EVAL_SPLITS, DuelSettings
+from agon.training.budget import spent
+from agon.training.loop import StepFn
+from agon.training.settings import EVAL_SPLITS, RLSettings
+from agon.training.shell import InHouseTrainer, Phase, Run
 from baselines.opd_then_rl.opd import TEACHER_S, TEACHER_TOKENS, Teacher, opd_step
-from baselines.opd_then_rl.rl import grpo_step
 from baselines.opd_then_rl.switch import (
     SWITCHES,
     VALIDATION_S,
@@ -62,15 +68,10 @@ TEACHER_TIME_TOTAL = "teacher_time_s"  # summary.json: the teacher's seconds, su
 
 
 @dataclass
-class OPDThenRLSettings(DuelSettings):
+class OPDThenRLSettings(RLSettings):
     """The shared ``train`` settings, the family's ``max_new_tokens`` and the ``opd_then_rl``
-    section (``docs/method.md``, OPD-then-RL).
+    section (``docs/method.md``, OPD-then-RL)."""
 
-    A subclass of the duel's settings so that :mod:`agon.duel`'s solo-mode functions take it
-    as they are; ``mode`` is always ``solo`` and the ``agon`` section is not read.
-    """
-
-    mode: str = "solo"
     teacher: str | None = None  # hub id / path; None: the family's `teacher` row
     opd_steps: int = 10  # OPD steps (all taken); the RL phase gets the rest of the budget
     switch: str = "best_validation"  # best_validation | fixed
@@ -82,12 +83,10 @@ class OPDThenRLSettings(DuelSettings):
 
     SECTIONS: ClassVar[tuple[str, ...]] = ("opd_then_rl",)
     FAMILY_KEYS: ClassVar[tuple[str, ...]] = ("max_new_tokens",)
-    POSITIVE: ClassVar[tuple[str, ...]] = (*DuelSettings.POSITIVE, "opd_steps", "validate_every")
+    POSITIVE: ClassVar[tuple[str, ...]] = (*RLSettings.POSITIVE, "opd_steps", "validate_every")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.mode != "solo":
-            raise ValueError("opd_then_rl trains each model alone: mode must be 'solo'")
         if self.opd_steps >= self.steps:
             raise ValueError(
                 f"opd_then_rl.opd_steps ({self.opd_steps}) must be < train.steps ({self.steps}): "
@@ -110,7 +109,7 @@ class OPDThenRLSettings(DuelSettings):
 
 
 @dataclass
-class PhaseSettings(DuelSettings):
+class PhaseSettings(RLSettings):
     """One phase's loop settings: the shared ones with the phase's steps, learning rate, seed
     and budget; ``step_cap`` (the RL phase under a compute budget) is its most steps."""
 
@@ -122,7 +121,7 @@ class PhaseSettings(DuelSettings):
 
 
 def _phase(s: OPDThenRLSettings, **changes: Any) -> PhaseSettings:
-    shared = {f.name: getattr(s, f.name) for f in dataclasses.fields(DuelSettings)}
+    shared = {f.name: getattr(s, f.name) for f in dataclasses.fields(RLSettings)}
     return PhaseSettings(**(shared | changes))
 
 
@@ -146,8 +145,6 @@ def opd_settings(s: OPDThenRLSettings) -> PhaseSettings:
 def rl_settings(s: OPDThenRLSettings, opd_rows: list[dict]) -> PhaseSettings:
     """The RL phase: the steps OPD left; under a compute budget, each model's target less what
     it spent in the OPD phase (``opd_rows``), and the step cap less the OPD steps."""
-    from agon.training.budget import spent
-
     changes: dict[str, Any] = {"steps": s.steps - s.opd_steps, "seed": rl_seed(s.seed)}
     if s.budget_targets is not None:
         changes["budget_targets"] = {
@@ -182,8 +179,6 @@ def load_teacher(
 ) -> Teacher:
     """The frozen teacher on this process's device, after checking it shares every student's
     tokenizer (OPD compares log-probs token by token)."""
-    from agon.engines.hf import load_model, load_tokenizer
-
     row = teacher_row(fam, s)
     tok = load_tokenizer(row["model"], revision=row.get("revision"))
     for name, student in tokenizers.items():
@@ -222,25 +217,21 @@ def opd_phase_step(
     return row | extra
 
 
-def _opd_phase(config: dict, fam: dict, task: Any, s: OPDThenRLSettings, out: Path, acc: Any):
-    """Phase 1 (resumable): OPD, then the switch points into ``out/switch.json``; returns the
-    number of steps this run took."""
-    from agon.provenance import atomic_write_text
-    from agon.training import checkpoint as ckpt
-    from agon.training.loop import train
-    from agon.training.run import family_policies
+def validation_problems(task: Task, s: OPDThenRLSettings) -> list:
+    """The problems the switch point is chosen on (none for ``switch: fixed``)."""
+    if s.switch != "best_validation":
+        return []
+    return task.problems(s.validation_split)[: s.validation_problems]
 
-    validating = s.switch == "best_validation"
-    problems = task.problems(s.validation_split)[: s.validation_problems] if validating else []
-    if validating and not problems:
-        raise ValueError(
-            f"opd_then_rl.switch best_validation: task {task.name!r} has no "
-            f"{s.validation_split!r} problems; set another opd_then_rl.validation_split, or "
-            "switch: fixed"
-        )
-    s1 = opd_settings(s)
-    policies, tokenizers = family_policies(config, fam, s1, acc)
-    teacher = load_teacher(fam, s, tokenizers, acc)
+
+@contextlib.contextmanager
+def distilling(run: Run, step: StepFn) -> Iterator[StepFn]:
+    """Phase 1's step with the teacher and the switch point bound (resumed from the rows a
+    checkpoint keeps); when the loop is done, the switch points chosen into
+    ``OUT/opd/switch.json``."""
+    s, out, acc = run.settings, run.out, run.accelerator
+    problems = validation_problems(run.task, s)
+    teacher = load_teacher(run.family, s, run.tokenizers, acc)
     point = SwitchPoint(
         s.switch,
         out / "candidates",
@@ -248,39 +239,34 @@ def _opd_phase(config: dict, fam: dict, task: Any, s: OPDThenRLSettings, out: Pa
         s.validate_every,
         problems,
         s.max_new_tokens,
-        tokenizers,
+        run.tokenizers,
         acc,
     )
     last = ckpt.latest_checkpoint(out / "checkpoints")
     start = int(last.name.split("-")[1]) if last is not None else 0
-    point.resume((r for r in mk.read_rows(out / "metrics.jsonl") if r[mk.STEP] < start), policies)
-    step_fn = functools.partial(opd_phase_step, teacher=teacher, point=point, gamma=s.iw_opd_gamma)
+    rows = mk.read_rows(out / "metrics.jsonl")
+    point.resume((r for r in rows if r[mk.STEP] < start), run.policies)
     try:
-        rows = train(task, policies, s1, out, on_step=_printer("opd"), step_fn=step_fn)
+        yield functools.partial(step, teacher=teacher, point=point, gamma=s.iw_opd_gamma)
     finally:
         teacher.close()
-    chosen = point.choose(mk.read_rows(out / "metrics.jsonl"), policies)
+    chosen = point.choose(mk.read_rows(out / "metrics.jsonl"), run.policies)
     payload = {
         "switch": s.switch,
         "opd_steps": s.opd_steps,
-        "validate_every": s.validate_every if validating else None,
-        "validation_split": s.validation_split if validating else None,
+        "validate_every": s.validate_every if problems else None,
+        "validation_split": s.validation_split if problems else None,
         "validation_problems": len(problems),
         "rl_seed": rl_seed(s.seed),
         "models": chosen,
     }
     if acc is None or acc.is_main_process:
         atomic_write_text(out / SWITCH_FILE, json.dumps(payload, indent=2) + "\n")
-    for policy in policies.values():  # free phase 1 before phase 2 loads its models
-        close = getattr(policy.engine, "close", None)
-        if close is not None:
-            close()
-    del policies, point, teacher
-    if acc is not None:
-        acc.wait_for_everyone()
-        acc.free_memory()  # forget phase 1's prepared models (checkpoints save what is prepared)
-    gc.collect()
-    return len(rows)
+
+
+def read_switch(out: Path) -> dict:
+    """The switch points phase 1 chose (``OUT/opd/switch.json``)."""
+    return json.loads((out / "opd" / SWITCH_FILE).read_text())
 
 
 def start_family(fam: dict, switch: dict) -> dict:
@@ -294,19 +280,6 @@ def start_family(fam: dict, switch: dict) -> dict:
     return out
 
 
-def merged_rows(out: Path, opd_steps: int) -> list[dict]:
-    """The run's metrics rows: the OPD phase's, then the RL phase's moved on by ``opd_steps``."""
-    first = mk.read_rows(out / "opd" / "metrics.jsonl")
-    second = mk.read_rows(out / "rl" / "metrics.jsonl")
-    return first + [r | {mk.STEP: r[mk.STEP] + opd_steps} for r in second]
-
-
-def teacher_totals(rows: list[dict]) -> dict[str, float]:
-    """The teacher's cost over a run's rows: ``{model}/teacher_tokens`` per model and
-    ``teacher_time_s``, for ``summary.json``."""
-    return mk.totals(rows, {TEACHER_TOKENS_TOTAL: TEACHER_TOKENS}, {TEACHER_TIME_TOTAL: TEACHER_S})
-
-
 def validation_totals(rows: list[dict]) -> dict[str, Any]:
     """What choosing the switch point cost: tokens each model generated, and seconds."""
     tokens = {
@@ -316,58 +289,52 @@ def validation_totals(rows: list[dict]) -> dict[str, Any]:
     return {"validation_tokens": tokens, "validation_s": sum(r.get(VALIDATION_S, 0) for r in rows)}
 
 
-def train_pair(config: dict, fam: dict, task_name: str, s: OPDThenRLSettings, out: Path) -> dict:
-    """`agon train --method opd_then_rl`: A and B each distilled, then RL; the summary payload."""
-    import torch
-
-    from agon.provenance import atomic_write_text
-    from agon.tasks import task_from_config
-    from agon.training.loop import train
-    from agon.training.policy import make_accelerator
-    from agon.training.run import family_policies, run_payload, save_policies
-
-    teacher_row(fam, s)  # fail before any model loads
-    out = Path(out)
-    task = task_from_config(config, task_name)
-    torch.manual_seed(s.seed)
-    acc = make_accelerator()
-    t0 = time.time()
-    try:
-        opd_steps_run = 0
-        if not (out / "opd" / SWITCH_FILE).is_file():
-            opd_steps_run = _opd_phase(config, fam, task, s, out / "opd", acc)
-        switch = json.loads((out / "opd" / SWITCH_FILE).read_text())
-        s2 = rl_settings(s, mk.read_rows(out / "opd" / "metrics.jsonl"))
-        policies, tokenizers = family_policies(config, start_family(fam, switch), s2, acc)
-        rows = train(task, policies, s2, out / "rl", on_step=_printer("rl"), step_fn=grpo_step)
-    finally:
-        task.close()
-    save_policies(policies, tokenizers, out, acc)
-    merged = merged_rows(out, s.opd_steps)
-    if acc is None or acc.is_main_process:
-        atomic_write_text(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in merged))
-    if acc is not None:
-        acc.wait_for_everyone()
-    payload = run_payload(out, rows, t0, acc, s) | teacher_totals(merged)
-    payload["steps_this_run"] = opd_steps_run + len(rows)
-    payload["opd_switch"] = switch | validation_totals(merged)
-    return payload
+def check(config: dict, fam: dict, task: Task, s: OPDThenRLSettings, accelerator: Any) -> None:
+    """Refuse a run with no teacher, or with no validation problems to choose the switch on,
+    before any model loads."""
+    teacher_row(fam, s)
+    if s.switch == "best_validation" and not validation_problems(task, s):
+        raise ValueError(
+            f"opd_then_rl.switch best_validation: task {task.name!r} has no "
+            f"{s.validation_split!r} problems; set another opd_then_rl.validation_split, or "
+            "switch: fixed"
+        )
 
 
-def _printer(phase: str):
-    def show(row: dict) -> None:
-        keys = [
-            *(mk.key(mk.ROLE_CORRECT, model=m, role="drafter") for m in mk.MODELS),
-            *(f"{m}/opd/reverse_kl" for m in mk.MODELS),
-            *(f"{m}/opd/validation_pass@1" for m in mk.MODELS),
-            mk.TOKENS,
-        ]
-        shown = " ".join(f"{k}={row[k]:.3g}" for k in keys if k in row)
-        print(f"[opd_then_rl {phase}] step {row['step']}: {shown}", flush=True)
-
-    return show
+def summary_extras(out: Path, rows: list[dict]) -> dict[str, Any]:
+    """The teacher's cost over the run's ``rows`` (``{model}/teacher_tokens``,
+    ``teacher_time_s``) and ``opd_switch``: each model's switch point, its validation scores and
+    the validation's own cost."""
+    totals = mk.totals(
+        rows, {TEACHER_TOKENS_TOTAL: TEACHER_TOKENS}, {TEACHER_TIME_TOTAL: TEACHER_S}
+    )
+    return totals | {"opd_switch": read_switch(out) | validation_totals(rows)}
 
 
-TRAINER = Trainer(
-    "opd_then_rl", OPDThenRLSettings, train_pair, settings_overrides=(("mode", "solo"),)
+TRAINER = InHouseTrainer(
+    "opd_then_rl",
+    OPDThenRLSettings,
+    check=check,
+    extras=summary_extras,
+    progress=(
+        mk.ROLE_CORRECT.replace("{role}", "drafter"),
+        "{model}/opd/reverse_kl",
+        "{model}/opd/validation_pass@1",
+        mk.TOKENS,
+    ),
+    phases=(
+        Phase(
+            "opd",
+            opd_phase_step,
+            settings=lambda s, out: opd_settings(s),
+            bind=distilling,
+            done=lambda out: (out / SWITCH_FILE).is_file(),
+        ),
+        Phase(
+            "rl",
+            grpo_step,
+            settings=lambda s, out: rl_settings(s, mk.read_rows(out / "opd" / "metrics.jsonl")),
+            family=lambda fam, out: start_family(fam, read_switch(out)),
+        ),
+    ),
 )

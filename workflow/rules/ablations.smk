@@ -84,9 +84,9 @@ rule ablations_report:
     input:
         ablation_results(),
     output:
-        csv=LAYOUT.ablations_csv(),
-        md=LAYOUT.ablations_md(),
-        provenance=LAYOUT.ablations_provenance(),
+        csv=LAYOUT.table_files("ablations").csv,
+        md=LAYOUT.table_files("ablations").md,
+        provenance=LAYOUT.table_files("ablations").provenance,
     log:
         LAYOUT.log("ablations_report"),
     params:

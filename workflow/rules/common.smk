@@ -17,12 +17,14 @@ from agon.methods import (
     COLUMNS,
     METHODS,
     RELATED,
+    TABLE1_METHODS,
+    TEACHER_METHODS,
     TRAINED_METHODS,
     columns_for_methods,
     eval_seeds,
     trained_methods_for,
 )
-from agon.checkpoints import PROVENANCE, packaged
+from agon.packaged_models import PROVENANCE, packaged
 from agon.results import Layout
 
 try:
@@ -43,8 +45,7 @@ TOY_FAMILIES = [name for name, row in FAMILIES.items() if row["toy"]]
 # model folders the prepare_model rule builds from a row's `source` (a GGUF checkpoint)
 PACKAGED = packaged(config)
 TOY_TASKS = ("arith", "toycode")  # the task rows `agon toy pretrain` reads
-TEACHER_METHODS = ("opd_then_rl",)  # trainers that distill from the family's teacher row
-ALL_METHODS = [m for m in METHODS if m not in RELATED]  # table 1's (the schema's `methods`)
+ALL_METHODS = list(TABLE1_METHODS)  # table 1's (the schema's `methods`)
 
 # Sections of the config each stage depends on. A job's config snapshot holds exactly these
 # (plus its own family and task row), so editing one family's row, or a section a stage
@@ -343,7 +344,7 @@ def related_results():
 
 def table_outputs():
     """The default target: table 1 (CSV, its provenance, Markdown) and the figures."""
-    return [LAYOUT.table_csv(), LAYOUT.table_provenance(), LAYOUT.table_md(), *LAYOUT.figures(TRAIN_METHODS)]
+    return [LAYOUT.table_files("table1").csv, LAYOUT.table_files("table1").provenance, LAYOUT.table_files("table1").md, *LAYOUT.figures(TRAIN_METHODS)]
 
 
 # ---------------------------------------------------------------- output folders from outputs

@@ -8,9 +8,9 @@ rule report:
         evals=all_eval_summaries(),
         runs=all_train_summaries(),
     output:
-        csv=LAYOUT.table_csv(),
-        md=LAYOUT.table_md(),
-        provenance=LAYOUT.table_provenance(),
+        csv=LAYOUT.table_files("table1").csv,
+        md=LAYOUT.table_files("table1").md,
+        provenance=LAYOUT.table_files("table1").provenance,
         figures=LAYOUT.figures(TRAIN_METHODS),
     log:
         LAYOUT.log("report"),
@@ -34,9 +34,9 @@ rule related_report:
     input:
         related_results(),
     output:
-        csv=LAYOUT.related_csv(),
-        md=LAYOUT.related_md(),
-        provenance=LAYOUT.related_provenance(),
+        csv=LAYOUT.table_files("related").csv,
+        md=LAYOUT.table_files("related").md,
+        provenance=LAYOUT.table_files("related").provenance,
         figures=LAYOUT.related_figures(),
     log:
         LAYOUT.log("related_report"),

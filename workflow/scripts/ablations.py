@@ -4,7 +4,7 @@
 import logging
 import sys
 
-from agon.ablations import build_ablations_report
+from agon.report.ablations import build_ablations_report
 from agon.results import Layout
 
 smk = snakemake  # noqa: F821 (injected by Snakemake's script directive)

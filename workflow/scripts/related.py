@@ -4,7 +4,7 @@ logic here)."""
 import logging
 import sys
 
-from agon.related import build_related_report
+from agon.report.related import build_related_report
 from agon.results import Layout
 
 smk = snakemake  # noqa: F821 (injected by Snakemake's script directive)

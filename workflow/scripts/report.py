@@ -3,7 +3,7 @@
 import logging
 import sys
 
-from agon.report import build_report
+from agon.report.table1 import build_report
 from agon.results import Layout
 
 smk = snakemake  # noqa: F821 (injected by Snakemake's script directive)

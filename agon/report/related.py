@@ -27,15 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from agon.methods import COLUMNS, RELATED, columns_for_methods, eval_seeds, trained_methods_for
-from agon.origin import origin
-from agon.report import (
-    RNG,
-    SeedRates,
-    comparison_columns,
-    paired_replicates,
-    ratio_columns,
-    result_paths,
-)
+from agon.report.compare import RNG, SeedRates, paired_replicates, ratio_columns
+from agon.report.figures import color_of, grid, paper_style, save
+from agon.report.render import COMPARISONS, head, short, table_markdown, table_row
+from agon.report.table1 import build_table, comparison_columns
+from agon.report.write import figure_meta, result_paths, write_table
 from agon.results import Layout
 from agon.training.metrics import MODELS
 
@@ -79,8 +75,6 @@ def related_comparisons(
 
 def comparison_titles(methods: list[str]) -> list[tuple[str, str, str]]:
     """The Markdown columns of :func:`related_comparisons` for ``methods``."""
-    from agon.tables import COMPARISONS
-
     out = [c for c in COMPARISONS if c[0] in ("agon_over_grpo", "agon_over_grpo_cascade")]
     for m in (x for x in RELATED if x in methods):
         out.append((f"agon_over_{m}_cascade", f"agon / {m}_cascade", "ratio"))
@@ -99,10 +93,9 @@ def extra_tokens(summaries: list[str | Path]) -> float | None:
 
 
 def build_related_table(config: dict, layout: Layout) -> list[dict]:
-    """One row per (family, task): :func:`agon.report.build_table` on ``related.methods``
-    with :func:`related_comparisons` and each trained method's full compute."""
-    from agon.report import build_table
-
+    """One row per (family, task): :func:`agon.report.table1.build_table` on
+    ``related.methods`` with :func:`related_comparisons` and each trained method's full
+    compute."""
     methods = related_methods(config)
     cfg = {**config, "methods": methods}
     rows = build_table(cfg, layout, compare=related_comparisons)
@@ -122,8 +115,6 @@ def build_related_table(config: dict, layout: Layout) -> list[dict]:
 def related_markdown(rows: list[dict], methods: list[str], chash: str) -> str:
     """The related table for reading: table 1's rendering of these systems, then each trained
     method's compute in full."""
-    from agon.tables import _head, _row, _short, table_markdown
-
     systems = columns_for_methods(methods)
     trained = trained_methods_for(systems)
     text = table_markdown(
@@ -136,13 +127,13 @@ def related_markdown(rows: list[dict], methods: list[str], chash: str) -> str:
         "Policy tokens are what the trained models generated; helper tokens are what a "
         "teacher generated or scored and what an anchor forwarded (0: the method has none).",
         "",
-        *_head(["family", "task", "method", "policy tokens", "helper tokens", "total tokens"]),
+        *head(["family", "task", "method", "policy tokens", "helper tokens", "total tokens"]),
     ]
     for r in rows:
         for m in trained:
             cells = [r.get(f"{m}_train_tokens"), r.get(f"{m}_extra_tokens")]
             cells.append(r.get(f"{m}_total_tokens"))
-            lines.append(_row([r["family"], r["task"], m, *(_short(v) for v in cells)]))
+            lines.append(table_row([r["family"], r["task"], m, *(short(v) for v in cells)]))
     return text + "\n".join(lines) + "\n"
 
 
@@ -177,11 +168,9 @@ def plot_related_compute(
     included), one panel per (family, task): each trained method's A -> B cascade (filled) and
     model A alone (open), with 95% interval bars; the untrained base model A and base cascade
     as horizontal lines."""
-    from agon.figures import COLORS, _grid, _save, _style
-
-    plt = _style()
+    plt = paper_style()
     ncols = min(2, len(rows))
-    fig, axes = _grid(plt, len(rows), ncols, 2.6)
+    fig, axes = grid(plt, len(rows), ncols, 2.6)
     others = iter(OTHER_MARKERS * 4)
     markers = {m: MARKERS.get(m) or next(others) for m in trained}
     for ax, r in zip(axes.flat, rows):
@@ -192,7 +181,7 @@ def plot_related_compute(
             x = r.get(f"{m}_total_tokens")
             if x is None:
                 continue
-            color = COLORS.get(m, None)
+            color = color_of(m)
             for kind, col in method_points(systems, m).items():
                 v, lo, hi = (r.get(f"{col}_pass@1{k}") for k in ("", "_lo", "_hi"))
                 if v is None:
@@ -234,47 +223,26 @@ def plot_related_compute(
     legend_in = 0.18 * rows_of_legend
     fig.set_size_inches(fig.get_size_inches()[0], fig.get_size_inches()[1] + legend_in)
     fig.tight_layout(rect=(0, legend_in / fig.get_size_inches()[1], 1, 1))
-    return _save(fig, figures_dir, "related_compute", meta)
+    return save(fig, figures_dir, "related_compute", meta)
 
 
 def build_related_report(config: dict, layout: Layout) -> dict[str, list[Path]]:
     """Write related.csv (+ provenance JSON), related.md and the compute figure."""
-    from agon.checkpoints import prepared_models
-    from agon.config import config_hash
-    from agon.provenance import atomic_write_text, write_results
-    from agon.tables import table_csv
-
     methods = related_methods(config)
     systems = columns_for_methods(methods)
     trained = trained_methods_for(systems)
     seeds = [int(s) for s in config["seeds"]]
     rows = build_related_table(config, layout)
-    chash = config_hash(config)
     inputs = result_paths(config, layout.eval_summary, systems, lambda s: eval_seeds(s, seeds))
     runs = result_paths(config, layout.train_summary, trained, lambda _: seeds)
-    lines, made = origin(inputs + runs, Path(layout.related_provenance()).name)
-    markdown = related_markdown(rows, methods, chash) + "\n" + lines
-    written: dict[str, list[Path]] = {
-        "csv": [atomic_write_text(layout.related_csv(), table_csv(rows))],
-        "md": [atomic_write_text(layout.related_md(), markdown)],
-    }
-    meta = {"config_hash": chash, "source": "agon report --related"}
-    written["figures"] = plot_related_compute(rows, systems, trained, layout.figures_dir, meta)
-    written["provenance"] = [  # last: its presence means the rest is complete
-        write_results(
-            layout.related_provenance(),
-            {
-                "table": layout.related_csv(),
-                "markdown": layout.related_md(),
-                "figures": [str(p) for p in written["figures"]],
-                "rows": len(rows),
-                "inputs": inputs,
-                "runs": runs,
-                **made,
-                "models": prepared_models(config),
-            },
-            config=config,
-            seed=None,
-        )
-    ]
-    return written
+    meta = figure_meta(config, "agon report --related")
+    figures = plot_related_compute(rows, systems, trained, layout.figures_dir, meta)
+    return write_table(
+        layout.table_files("related"),
+        rows,
+        related_markdown(rows, methods, meta["config_hash"]),
+        config,
+        inputs + runs,
+        figures=figures,
+        provenance={"inputs": inputs, "runs": runs},
+    )

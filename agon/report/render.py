@@ -1,10 +1,11 @@
 """Table 1 and the ablations table as text: the CSV every number is read from, and its Markdown
 rendering.
 
-The rows come from :func:`agon.report.build_table` and :func:`agon.ablations.build_ablation_table`;
-nothing here computes a number, it only formats what the rows hold. A number that is not
-meaningful has a ``{key}_note`` in its row: its Markdown cell says so in a word and refers to
-a numbered note under the table that gives the reason.
+The rows come from :func:`agon.report.table1.build_table` and
+:func:`agon.report.ablations.build_ablation_table`; nothing here computes a number, it only
+formats what the rows hold. A number that is not meaningful has a ``{key}_note`` in its row: its
+Markdown cell says so in a word and refers to a numbered note under the table that gives the
+reason.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _short(v: Any) -> str:
+def short(v: Any) -> str:
     """A number for reading (3 significant digits, whole with thousands separators from 1000
     up); the CSV keeps full precision."""
     if not (isinstance(v, float) and math.isfinite(v)):
@@ -100,12 +101,12 @@ def _ratio(r: dict, key: str, notes: _Notes, where: str) -> str:
     return cell + notes.ref(where, r.get(f"{key}_note"))
 
 
-def _row(cells: Sequence[str]) -> str:
+def table_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def _head(cells: Sequence[str]) -> list[str]:
-    return [_row(cells), "|" + "---|" * len(cells)]
+def head(cells: Sequence[str]) -> list[str]:
+    return [table_row(cells), "|" + "---|" * len(cells)]
 
 
 def _seed_keys(rows: list[dict], prefix: str) -> list[int]:
@@ -146,14 +147,14 @@ def table_markdown(
         f"95% intervals: {INTERVAL_TEXT}; an untrained system is evaluated at one seed, so "
         "only its problems vary.",
         "",
-        *_head(["family", "task", *systems, *(title for _, title, _ in comparisons)]),
+        *head(["family", "task", *systems, *(title for _, title, _ in comparisons)]),
     ]
     for r in rows:
         cells = [r["family"], r["task"], *(_pct(r, f"{s}_") for s in systems)]
         for k, title, kind in comparisons:
             where = f"{r['family']}/{r['task']}, {title}"
             cells.append((_ratio if kind == "ratio" else _points)(r, k, notes, where))
-        lines.append(_row(cells))
+        lines.append(table_row(cells))
     lines += notes.flush()
 
     gain_rows = [
@@ -175,7 +176,7 @@ def table_markdown(
             "## Each model alone: trained vs. its own base "
             "(pass@1 %; gain in points [paired 95% interval])",
             "",
-            *_head(["family", "task", "model", "base", *(_ALONE.get(n, n) for n in names)]),
+            *head(["family", "task", "model", "base", *(_ALONE.get(n, n) for n in names)]),
         ]
         for r, model, base, ts in gain_rows:
             cells = [r["family"], r["task"], model, _pct(r, f"{base}_")]
@@ -187,7 +188,7 @@ def table_markdown(
                 cells.append(
                     f"{100 * r[f'{s}_pass@1']:.1f}; " + _points(r, f"{s}_gain", notes, where)
                 )
-            lines.append(_row(cells))
+            lines.append(table_row(cells))
         lines += notes.flush()
 
     trained_systems = [s for s in systems if COLUMNS[s].train]
@@ -197,14 +198,14 @@ def table_markdown(
             "",
             "## Per training seed: pass@1 (%) of each trained system",
             "",
-            *_head(["family", "task", "system", *(f"seed {k}" for k in seeds), "mean [95%]"]),
+            *head(["family", "task", "system", *(f"seed {k}" for k in seeds), "mean [95%]"]),
         ]
         for r in rows:
             for s in trained_systems:
                 per = [r.get(f"{s}_pass@1_seed{k}") for k in seeds]
                 cells = [r["family"], r["task"], s]
                 cells += ["" if v is None else f"{100 * v:.1f}" for v in per]
-                lines.append(_row([*cells, _pct(r, f"{s}_")]))
+                lines.append(table_row([*cells, _pct(r, f"{s}_")]))
 
     trained = trained_methods_for(systems)
     if trained:
@@ -214,13 +215,15 @@ def table_markdown(
         "",
         "## Evaluation compute (mean per evaluated seed)",
         "",
-        *_head(["family", "task", "system", "seeds", "eval tokens", "eval wall h"]),
+        *head(["family", "task", "system", "seeds", "eval tokens", "eval wall h"]),
     ]
     for r in rows:
         for s in systems:
             vals = (r.get(f"{s}_eval_tokens"), r.get(f"{s}_eval_wall_h"))
             lines.append(
-                _row([r["family"], r["task"], s, _fmt(r.get(f"{s}_n_seeds")), *map(_short, vals)])
+                table_row(
+                    [r["family"], r["task"], s, _fmt(r.get(f"{s}_n_seeds")), *map(short, vals)]
+                )
             )
     n = rows[0].get("n_problems") if rows else None
     lines += [
@@ -248,7 +251,7 @@ def _training_compute(rows: list[dict], trained: Sequence[str], notes: _Notes) -
         f"a budget-matched run (train.budget) spent against its target, per seed, on average. "
         f"Row `A+B`: the whole run (CPU and GPU seconds of its training work, probes excluded).",
         "",
-        *_head(
+        *head(
             [
                 "family",
                 "task",
@@ -286,19 +289,19 @@ def _training_compute(rows: list[dict], trained: Sequence[str], notes: _Notes) -
                     m,
                     model,
                     *(
-                        _short(r.get(f"{m}_{model}_{k}"))
+                        short(r.get(f"{m}_{model}_{k}"))
                         for k in ("steps", "completions", "tokens_generated", "tokens_trained")
                     ),
-                    _short(r.get(f"{m}_{model}_cpu_s")),
+                    short(r.get(f"{m}_{model}_cpu_s")),
                     "",
                     "",
                     ("reference" if m == ref else "") if vs is None else f"{100 * vs:+.1f}%",
                     budget,
                 ]
-                lines.append(_row(cells))
+                lines.append(table_row(cells))
             run = [r.get(f"{m}_{k}") for k in ("train_tokens", "cpu_s", "gpu_s", "train_wall_h")]
-            cells = [r["family"], r["task"], m, "A+B", "", "", _short(run[0]), ""]
-            lines.append(_row([*cells, *map(_short, run[1:]), "", ""]))
+            cells = [r["family"], r["task"], m, "A+B", "", "", short(run[0]), ""]
+            lines.append(table_row([*cells, *map(short, run[1:]), "", ""]))
     return lines + notes.flush()
 
 
@@ -315,7 +318,7 @@ def ablations_markdown(rows: list[dict], config_hash_: str) -> str:
         f"95% intervals: {INTERVAL_TEXT}. Differences are in points against the reference "
         f"variant `{ref}`, paired (the same problems drawn for both).",
         "",
-        *_head(
+        *head(
             [
                 "family",
                 "task",
@@ -342,10 +345,10 @@ def ablations_markdown(rows: list[dict], config_hash_: str) -> str:
             _pct(r, ""),
             *("" if v is None else f"{100 * v:.1f}" for v in per),
             "reference" if r["variant"] == ref else _points(r, "minus_reference", notes, where),
-            *(_short(r.get(k)) for k in ("A_tokens_generated", "B_tokens_generated")),
-            *(_short(r.get(k)) for k in ("cpu_s", "gpu_s")),
+            *(short(r.get(k)) for k in ("A_tokens_generated", "B_tokens_generated")),
+            *(short(r.get(k)) for k in ("cpu_s", "gpu_s")),
         ]
-        lines.append(_row(cells))
+        lines.append(table_row(cells))
     lines += notes.flush()
     n = rows[0].get("n_problems") if rows else None
     lines += [

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agon.checkpoints import (
+from agon.packaged_models import (
     CHAT_TEMPLATES,
     checked_join,
     extract_files,
@@ -118,9 +118,9 @@ def test_a_template_from_the_config_makes_its_turn_end_stop_a_completion(tmp_pat
     (Gemma's ``<end_of_turn>``), else it writes the next turn and that is graded."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from agon.checkpoints import TURN_ENDS, add_turn_end
     from agon.engines.hf import HFEngine
-    from tests.tiny_models import build_tiny_model
+    from agon.packaged_models import TURN_ENDS, add_turn_end
+    from agon.random_models import build_tiny_model
 
     path = build_tiny_model("qwen3", tmp_path / "m", seed=0)
     model = AutoModelForCausalLM.from_pretrained(path)
@@ -141,7 +141,7 @@ def test_a_template_from_the_config_makes_its_turn_end_stop_a_completion(tmp_pat
 def test_tables_name_the_prepared_checkpoints_they_were_made_with(tmp_path):
     """A row with a ``source`` contributes its folder's ``provenance.json`` (packages, hashes,
     where the chat template came from) to a table's provenance; other rows nothing."""
-    from agon.checkpoints import PROVENANCE, prepared_models
+    from agon.packaged_models import PROVENANCE, prepared_models
 
     folder = tmp_path / "models" / "b"
     folder.mkdir(parents=True)
@@ -159,6 +159,6 @@ def test_tables_name_the_prepared_checkpoints_they_were_made_with(tmp_path):
         ]
     }
     assert prepared_models(config) == {str(folder): record}
-    from agon.checkpoints import packaged
+    from agon.packaged_models import packaged
 
     assert packaged(config) == {str(folder): source, str(tmp_path / "missing"): source}

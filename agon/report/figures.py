@@ -2,7 +2,7 @@
 training curves (hard-split pass@1 against each model's own generated tokens) and duel dynamics
 (win rates).
 Sized and typeset for a two-column paper; every figure is written as PNG and PDF with the
-config hash in its metadata. Called by :func:`agon.report.build_report`.
+config hash in its metadata. Called by :func:`agon.report.table1.build_report`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import matplotlib
+
+matplotlib.use("Agg")  # figures are files: no display is needed, or used if there is one
+import matplotlib.pyplot as plt  # noqa: E402 (after choosing the backend)
+from matplotlib.ticker import EngFormatter  # noqa: E402
+
+from agon.methods import COLUMNS
+from agon.registry import TRAINERS
 from agon.results import FIGURE_FORMATS, Layout, read_jsonl
 from agon.training import metrics as mk
 from agon.training.metrics import cumulative_tokens
@@ -24,38 +32,19 @@ from agon.training.metrics import cumulative_tokens
 PAPER_WIDTH_IN = 6.75  # full text width of a two-column paper
 FONT_PT = 8  # matches a paper's caption size, so the figure reads at 100%
 DPI = 200
-COLORS = {
-    "base": "#9e9e9e",
-    "base_b": "#d0d0d0",
-    "base_cascade": "#bdbdbd",
-    "moa": "#8d6e63",
-    "grpo": "#1f77b4",
-    "grpo_b": "#9ecae1",
-    "grpo_cascade": "#6baed6",
-    "agon": "#d62728",
-    "agon_rev": "#ff7f0e",
-    "agon_independent": "#2ca02c",
-    "agon_single": "#e377c2",
-    "agon_single_b": "#f7b6d2",
-    # the methods published beside Agon (results/related.csv)
-    "cliff": "#9467bd",
-    "cliff_b": "#c5b0d5",
-    "cliff_cascade": "#9467bd",
-    "opd_then_rl": "#8c564b",
-    "opd_then_rl_b": "#c49c94",
-    "opd_then_rl_cascade": "#8c564b",
-    "gar": "#17becf",
-    "gar_b": "#9edae5",
-    "gar_cascade": "#17becf",
-}
 
 
-def _style():
-    import matplotlib
+def color_of(name: str) -> str:
+    """A column's colour (:attr:`agon.methods.Column.color`), or a trained method's: its model
+    A's (the registry's row)."""
+    if name in COLUMNS:
+        return COLUMNS[name].color
+    row = TRAINERS.rows.get(name)
+    return row.colors[0] if row else "#555555"
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
+def paper_style():
+    """pyplot, set to the paper's type sizes (one rcParams update; figures are drawn off screen)."""
     plt.rcParams.update(
         {
             "font.size": FONT_PT,
@@ -73,10 +62,8 @@ def _style():
     return plt
 
 
-def _save(fig, figures_dir: str | Path, name: str, meta: dict) -> list[Path]:
+def save(fig, figures_dir: str | Path, name: str, meta: dict) -> list[Path]:
     """Write ``name``.png and .pdf atomically (temp file + rename), with metadata; close ``fig``."""
-    import matplotlib.pyplot as plt
-
     out = []
     Path(figures_dir).mkdir(parents=True, exist_ok=True)
     for ext in FIGURE_FORMATS:
@@ -94,7 +81,8 @@ def _save(fig, figures_dir: str | Path, name: str, meta: dict) -> list[Path]:
     return out
 
 
-def _grid(plt, n: int, ncols: int, height: float):
+def grid(plt, n: int, ncols: int, height: float):
+    """A figure of ``n`` panels in ``ncols`` columns at the paper's width, each ``height`` in."""
     nrows = max(1, math.ceil(n / ncols))
     fig, axes = plt.subplots(nrows, ncols, figsize=(PAPER_WIDTH_IN, height * nrows), squeeze=False)
     return fig, axes
@@ -104,9 +92,9 @@ def plot_pass1(
     rows: list[dict], systems: Sequence[str], figures_dir: str | Path, meta: dict
 ) -> list[Path]:
     """Bars of pass@1 per system with 95% interval error bars, one panel per (family, task)."""
-    plt = _style()
+    plt = paper_style()
     ncols = min(2, len(rows))
-    fig, axes = _grid(plt, len(rows), ncols, 2.4)
+    fig, axes = grid(plt, len(rows), ncols, 2.4)
     for ax, r in zip(axes.flat, rows):
         vals = [100 * r[f"{s}_pass@1"] for s in systems]
         err = [
@@ -118,7 +106,7 @@ def plot_pass1(
             vals,
             yerr=err,
             capsize=2,
-            color=[COLORS.get(s, "#555") for s in systems],
+            color=[color_of(s) for s in systems],
             error_kw={"elinewidth": 0.8},
         )
         # the value above each error bar: readable even when a bar is too short to see (e.g. 0)
@@ -132,7 +120,7 @@ def plot_pass1(
     for ax in list(axes.flat)[len(rows) :]:
         ax.axis("off")
     fig.tight_layout()
-    return _save(fig, figures_dir, "pass1_by_system", meta)
+    return save(fig, figures_dir, "pass1_by_system", meta)
 
 
 def model_tokens(rows: list[dict], model: str) -> list[float]:
@@ -253,7 +241,7 @@ def plot_training_curves(
     def curve(rows: list[dict], model: str):
         return hard_curve(rows, model) if use_hard else train_curve(rows, model, smooth)
 
-    plt = _style()
+    plt = paper_style()
     pairs = [(f["name"], t["name"]) for f in config["families"] for t in config["tasks"]]
     per_row = 1 if len(pairs) <= 2 else 2
     nrows = math.ceil(len(pairs) / per_row)
@@ -277,7 +265,7 @@ def plot_training_curves(
                     if not ys:
                         continue
                     kw = {
-                        "color": COLORS.get(m, "#555"),
+                        "color": color_of(m),
                         "ls": style,
                         "lw": 1.0,
                         "alpha": 1.0 if j == 0 else 0.5,
@@ -307,8 +295,6 @@ def plot_training_curves(
                     transform=ax.transAxes,
                 )
         # 100000, 120000, ... run into each other at paper size; 100k, 120k do not
-        from matplotlib.ticker import EngFormatter
-
         ax_tok.xaxis.set_major_formatter(EngFormatter(sep=""))
     for ax in axes.flat[2 * len(pairs) :]:
         ax.axis("off")
@@ -329,17 +315,17 @@ def plot_training_curves(
         )
     legend_in = 0.6  # room for the two-line legend above the panels
     fig.tight_layout(rect=(0, 0, 1, 1 - legend_in / fig.get_size_inches()[1]))
-    return _save(fig, figures_dir, "training_curves", meta)
+    return save(fig, figures_dir, "training_curves", meta)
 
 
 def plot_duel_dynamics(
     config: dict, layout: Layout, figures_dir: str | Path, meta: dict, smooth: int
 ) -> list[Path]:
     """Each Agon model's duel win rate over training (ties count as neither model's win)."""
-    plt = _style()
+    plt = paper_style()
     pairs = [(f["name"], t["name"]) for f in config["families"] for t in config["tasks"]]
     ncols = min(2, len(pairs))
-    fig, axes = _grid(plt, len(pairs), ncols, 2.3)
+    fig, axes = grid(plt, len(pairs), ncols, 2.3)
     for ax, (f, t) in zip(axes.flat, pairs):
         drawn = 0
         for j, seed in enumerate(config["seeds"]):
@@ -380,4 +366,4 @@ def plot_duel_dynamics(
     for ax in list(axes.flat)[len(pairs) :]:
         ax.axis("off")
     fig.tight_layout()
-    return _save(fig, figures_dir, "duel_dynamics", meta)
+    return save(fig, figures_dir, "duel_dynamics", meta)

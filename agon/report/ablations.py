@@ -2,8 +2,8 @@
 ``ablations`` section, from the variants' evaluations and runs.
 
 Each variant's cascade (A drafts, B reads) pass@1 is read as table 1 reads a system (over seeds
-and problems, :func:`agon.report.system_stats`), compared with the reference variant by a paired
-two-level bootstrap, and shown with its training compute.
+and problems, :func:`agon.report.compare.system_stats`), compared with the reference variant by
+a paired two-level bootstrap, and shown with its training compute.
 """
 
 from __future__ import annotations
@@ -13,19 +13,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agon.compute import train_compute
-from agon.origin import origin
-from agon.report import (
+from agon.config import config_hash
+from agon.report.compare import (
     RNG,
     difference_columns,
     empty_columns,
     paired_replicates,
-    result_paths,
     stats_columns,
     system_stats,
 )
+from agon.report.compute import train_compute
+from agon.report.render import ablations_markdown
+from agon.report.write import result_paths, write_table
 from agon.results import Layout
-from agon.tables import ablations_markdown, table_csv
 
 
 def changes_text(changes: Mapping[str, Any], prefix: str = "") -> str:
@@ -118,35 +118,16 @@ def build_ablation_table(config: dict, layout: Layout) -> list[dict]:
 
 def build_ablations_report(config: dict, layout: Layout) -> dict[str, list[Path]]:
     """Write ablations.csv (+ provenance JSON) and ablations.md; return what was written."""
-    from agon.config import config_hash
-    from agon.provenance import atomic_write_text, write_results
-
     rows = build_ablation_table(config, layout)
-    chash = config_hash(config)
     names = [v["name"] for v in config["ablations"]["variants"]]
     seeds = [int(s) for s in config["ablations"].get("seeds") or [0]]
     inputs = result_paths(config, layout.ablation_eval_summary, names, lambda _: seeds)
     runs = result_paths(config, layout.ablation_train_summary, names, lambda _: seeds)
-    lines, made = origin(inputs + runs, Path(layout.ablations_provenance()).name)
-    markdown = ablations_markdown(rows, chash) + "\n" + lines
-    written: dict[str, list[Path]] = {}
-    written["csv"] = [atomic_write_text(layout.ablations_csv(), table_csv(rows))]
-    written["md"] = [atomic_write_text(layout.ablations_md(), markdown)]
-    # the provenance sidecar is written last: its presence means the rest is complete
-    written["provenance"] = [
-        write_results(
-            layout.ablations_provenance(),
-            {
-                "table": layout.ablations_csv(),
-                "markdown": layout.ablations_md(),
-                "rows": len(rows),
-                "reference": ablation_reference(config),
-                "inputs": inputs,
-                "runs": runs,
-                **made,
-            },
-            config=config,
-            seed=None,
-        )
-    ]
-    return written
+    return write_table(
+        layout.table_files("ablations"),
+        rows,
+        ablations_markdown(rows, config_hash(config)),
+        config,
+        inputs + runs,
+        provenance={"reference": ablation_reference(config), "inputs": inputs, "runs": runs},
+    )

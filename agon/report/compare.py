@@ -1,0 +1,194 @@
+"""The comparisons every table of the report makes: a system's pass@1 over training seeds and
+problems, and paired ratios and differences with two-level bootstrap intervals.
+
+A system's pass@1 is recounted from each evaluation's ``samples.jsonl`` (one line per sample
+with its problem id and verdict): per (seed, problem) the share of correct samples, then the
+mean over seeds and problems. An unscorable sample (``correct: null``: timeout, sandbox error)
+counts as a failure, as in the paper's pass@1. Intervals come from
+:func:`agon.stats.two_level_bootstrap`: each replicate draws problems with replacement (the
+same draw for every system of a comparison) and, per system, that system's seeds with
+replacement; the standard error is the replicates' standard deviation. If a ``samples.jsonl``
+does not carry problem ids and verdicts, the system falls back to its ``summary.json`` numbers
+(mean over seeds, its interval the mean of the seeds' intervals over problems: no seed
+variance), the row says so (``{system}_source = summary``) and the comparisons involving it
+have no interval. Where a number is not meaningful (a ratio not defined, an interval unbounded,
+an effect whose interval holds no effect), its ``{key}_note`` column says why.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agon.results import problem_counts
+from agon.stats import percentile_interval, two_level_bootstrap
+
+# fixed bootstrap seeds, one per comparison, so every interval is reproducible on its own
+RNG = {
+    "pass@1": 0,
+    "agon_over_grpo": 1,
+    "moa": 2,
+    "gain": 3,
+    "agon_over_grpo_cascade": 4,
+    "agon_minus_agon_independent": 5,
+    "ablation": 6,
+    "related": 7,
+}
+
+# ----------------------------------------------------------------------------- per-seed rates
+
+
+@dataclass(frozen=True)
+class SeedRates:
+    """One system's pass@1 on each problem at each of its seeds: ``{seed: {problem: rate}}``."""
+
+    per_seed: Mapping[int, Mapping[str, float]]
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(self.per_seed)
+
+    def ids(self) -> set[str]:
+        """The problems every seed was evaluated on."""
+        return set.intersection(*(set(v) for v in self.per_seed.values()))
+
+    def matrix(self, ids: Sequence[str]) -> np.ndarray:
+        """(seeds, problems) array of the rates of ``ids``, seeds in :attr:`seeds` order."""
+        return np.array([[self.per_seed[s][i] for i in ids] for s in self.seeds], dtype=float)
+
+
+def read_seed_rates(samples: Mapping[int, str | Path]) -> SeedRates | None:
+    """Per seed and problem the share of correct samples of each ``samples.jsonl``; None if a
+    file is missing or lacks problem ids or verdicts."""
+    per_seed = {}
+    for seed, path in samples.items():
+        counts = problem_counts([path]) if Path(path).is_file() else None
+        if counts is None:
+            return None
+        per_seed[seed] = {pid: c / n for pid, (n, c) in counts.items()}
+    return SeedRates(per_seed)
+
+
+def _sd(replicates: np.ndarray) -> float:
+    return float(np.std(replicates, ddof=1)) if replicates.size > 1 else 0.0
+
+
+def system_stats(
+    label: str,
+    samples: Mapping[int, str | Path],
+    summaries: Mapping[int, str | Path],
+    n_boot: int,
+) -> tuple[dict[str, Any], SeedRates | None]:
+    """pass@1 of one system over its seeds (mean, se, 95% interval over seeds and problems,
+    per seed value under ``per_seed``), and its per-(seed, problem) rates for comparisons.
+
+    ``samples`` and ``summaries``: the system's ``samples.jsonl`` and ``summary.json`` per
+    seed; ``label`` names the system in errors."""
+    rates = read_seed_rates(samples)
+    if rates is not None:
+        ids = sorted(rates.ids())
+        if not ids:
+            raise ValueError(f"{label}: its seeds {rates.seeds} share no evaluated problem")
+        x = rates.matrix(ids)
+        reps = two_level_bootstrap([x], n_boot=n_boot, seed=RNG["pass@1"])[0]
+        lo, hi = percentile_interval(reps)
+        stats = {"pass@1": float(x.mean()), "pass@1_se": _sd(reps), "pass@1_lo": lo}
+        stats |= {"pass@1_hi": hi, "n_problems": len(ids), "source": "samples"}
+        stats["per_seed"] = {s: float(row.mean()) for s, row in zip(rates.seeds, x)}
+        return stats, rates
+    loaded = {s: json.loads(Path(p).read_text()) for s, p in summaries.items()}
+    keys = ("pass@1", "pass@1_se", "pass@1_lo", "pass@1_hi")
+    missing = [k for k in keys if any(k not in s for s in loaded.values())]
+    if missing:
+        raise ValueError(
+            f"{label}: summary.json lacks {missing} and samples.jsonl has no problem ids/verdicts"
+        )
+    stats = {k: sum(s[k] for s in loaded.values()) / len(loaded) for k in keys}
+    stats["n_problems"] = next(iter(loaded.values())).get("n_problems")
+    stats["source"] = "summary"
+    stats["per_seed"] = {s: float(v["pass@1"]) for s, v in loaded.items()}
+    return stats, None
+
+
+def stats_columns(prefix: str, stats: Mapping[str, Any]) -> dict[str, Any]:
+    """A system's pass@1 columns: value, se, interval, seeds, per seed value, source."""
+    out = {f"{prefix}{k}": stats[k] for k in ("pass@1", "pass@1_se", "pass@1_lo", "pass@1_hi")}
+    out[f"{prefix}n_seeds"] = len(stats["per_seed"])
+    out |= {f"{prefix}pass@1_seed{s}": v for s, v in stats["per_seed"].items()}
+    out[f"{prefix}source"] = stats["source"]
+    return out
+
+
+# ----------------------------------------------------------------------------- comparisons
+
+
+def paired_replicates(
+    rates: Sequence[SeedRates | None], n_boot: int, seed: int
+) -> np.ndarray | None:
+    """Two-level bootstrap replicates (systems x n_boot) of ``rates`` over the problems they all
+    share; None when one lacks per-problem results or they share no problem."""
+    if any(r is None for r in rates):
+        return None
+    ids = sorted(set.intersection(*(r.ids() for r in rates)))
+    if not ids:
+        return None
+    return two_level_bootstrap([r.matrix(ids) for r in rates], n_boot=n_boot, seed=seed)
+
+
+def holds(lo: float, hi: float, value: float) -> bool:
+    """Whether the interval ``[lo, hi]`` holds ``value``."""
+    return lo <= value <= hi
+
+
+def empty_columns(key: str) -> dict[str, Any]:
+    return {key: None, f"{key}_lo": None, f"{key}_hi": None, f"{key}_note": ""}
+
+
+def ratio_columns(
+    key: str, num: str, den: str, p: Mapping[str, float], reps: np.ndarray | None
+) -> dict[str, Any]:
+    """``p[num] / p[den]`` with the interval of its paired replicates ``reps`` (num, den)."""
+    out = empty_columns(key)
+    if not p[den] > 0:
+        out[f"{key}_note"] = f"not defined: {den}'s pass@1 is {p[den]:.3g}"
+        return out
+    out[key] = p[num] / p[den]
+    if reps is None:
+        out[f"{key}_note"] = "no interval: per-problem results missing (summary source)"
+        return out
+    d_lo, d_hi = percentile_interval(reps[1])
+    if holds(d_lo, d_hi, 0.0):
+        # the denominator's own interval holds 0: the ratio is unbounded at 95%, which is what
+        # the table should say rather than a fake interval
+        out[f"{key}_note"] = (
+            f"interval unbounded: {den}'s 95% interval [{d_lo:.3g}, {d_hi:.3g}] holds 0"
+        )
+        return out
+    with np.errstate(divide="ignore", invalid="ignore"):  # a rare replicate at 0: in the tails
+        lo, hi = percentile_interval(reps[0] / reps[1])
+    out[f"{key}_lo"], out[f"{key}_hi"] = lo, hi
+    if holds(lo, hi, 1.0):
+        out[f"{key}_note"] = "no effect shown: the 95% interval holds 1"
+    return out
+
+
+def difference_columns(
+    key: str, a: str, b: str, p: Mapping[str, float], reps: np.ndarray | None, what: str
+) -> dict[str, Any]:
+    """``p[a] - p[b]`` with the interval of its paired replicates ``reps`` (a, b); ``what``
+    names the effect in the note when the interval holds 0."""
+    out = empty_columns(key)
+    out[key] = p[a] - p[b]
+    if reps is None:
+        out[f"{key}_note"] = "no interval: per-problem results missing (summary source)"
+        return out
+    lo, hi = percentile_interval(reps[0] - reps[1])
+    out[f"{key}_lo"], out[f"{key}_hi"] = lo, hi
+    if holds(lo, hi, 0.0):
+        out[f"{key}_note"] = f"no {what} shown: the 95% interval holds 0"
+    return out

@@ -1,0 +1,417 @@
+# long: the core every in-house trainer shares, sample to update, read top to bottom in one file.
+"""The policy-gradient core every in-house trainer stands on: sample, grade, advantage, update.
+
+One model's part of a training step, in the order it runs:
+
+1. :func:`sample` / :func:`solutions`: ``n`` completions per prompt, each prompt's samples
+   seeded by its key (its place in the step's whole batch), so that a prompt draws the same
+   samples whichever process or batch it lands in, and a resumed run needs no RNG replay;
+2. :func:`grade`: the task's verifier scores every completion (c in {0, 1}, NaN when it
+   cannot score);
+3. :func:`group_advantages`: ``(r - mean_g) / (std + eps)`` over each group, as TRL's
+   GRPOTrainer computes it;
+4. :func:`update`: :func:`agon.loss.policy_loss` (the clipped policy gradient of TRL's
+   GRPOTrainer) on the policy's own completion tokens, one optimizer step.
+
+:func:`solo_rollout` strings 1-3 together for one model alone (reward = correctness, or what a
+trainer's ``reward_fn`` makes of it); :func:`grpo_step` is GRPO: every model alone, one update
+each, and ``tests/test_duel_parity.py`` shows its loss equals TRL GRPOTrainer's. The duel
+(:mod:`agon.duel`) adds a reader and the rival term on top of these pieces; Cliff, GAR and
+OPD-then-RL (``baselines/``) change one piece each (per-token advantages, a dense reward, a
+teacher's log-probs). Every step function takes the same arguments,
+``(task, policies, problems, settings, step, keys=None, n_total=None)``, and returns its
+metrics row (keys: :mod:`agon.training.metrics`), so :func:`agon.training.loop.train` runs any
+of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from agon.engines.base import Completion, Engine, Messages, SamplingParams
+from agon.grading.verdict import correctness
+from agon.logprobs import completion_logprobs, completion_mask
+from agon.loss import policy_loss
+from agon.tasks.base import Problem, Task
+from agon.training import metrics as mk
+from agon.training.policy import Policy
+from agon.training.settings import SCALES, RLSettings
+
+log = logging.getLogger(__name__)
+
+ADV_EPS = 1e-4  # TRL's constant in (r - mean) / (std + eps); kept equal for parity
+
+
+# -- 1. sample ------------------------------------------------------------------------------------
+
+
+def sampling_seed(seed: int, step: int, salt: int) -> int:
+    """A sampling seed that depends only on (run seed, step, salt): resume needs no RNG replay.
+    The salt tells apart what one step samples (a model, a role, a direction)."""
+    return (seed * 1_000_003 + step * 7_919 + salt) % (2**31 - 1)
+
+
+def prompt_seeds(base: int, keys: Sequence[int]) -> tuple[int, ...]:
+    """One sampling seed per prompt from its key (its place in the step's whole batch), so a
+    prompt draws the same samples whichever process, or batch, it lands in."""
+    return tuple((base * 1_000_003 + int(k)) % (2**31 - 1) for k in keys)
+
+
+def sample(
+    engine: Engine,
+    prompts: Sequence[Messages],
+    n: int,
+    s: RLSettings,
+    base: int,
+    keys: Sequence[int],
+) -> list[list[Completion]]:
+    """``n`` completions of every prompt at the rollout temperature, prompt ``i`` seeded from
+    ``base`` and ``keys[i]`` alone."""
+    sp = SamplingParams(
+        max_new_tokens=s.max_new_tokens,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        seed=base,
+        prompt_seeds=prompt_seeds(base, keys),
+    )
+    return engine.generate(list(prompts), n=n, sampling=sp)
+
+
+def solutions(
+    task: Task,
+    policy: Policy,
+    problems: Sequence[Problem],
+    s: RLSettings,
+    step: int,
+    salt: int,
+    keys: Sequence[int] | None = None,
+) -> list[list[Completion]]:
+    """G samples of the solve prompt of every problem by ``policy`` (``[problem][g]``);
+    ``keys`` (default ``0..P-1``) place each problem in the step's whole batch."""
+    keys = list(range(len(problems))) if keys is None else list(keys)
+    base = sampling_seed(s.seed, step, salt)
+    prompts = [task.solve_prompt(p) for p in problems]
+    return sample(policy.engine, prompts, s.num_generations, s, base, keys)
+
+
+# -- 2. grade -------------------------------------------------------------------------------------
+
+
+def grade(
+    task: Task, problems: Sequence[Problem], completions: Sequence[Sequence[Completion]]
+) -> np.ndarray:
+    """Correctness ``(len(problems), n)`` of the ``n`` completions of every problem (1, 0, or
+    NaN where the verifier could not score)."""
+    P = len(problems)
+    n = len(completions[0]) if completions else 0
+    flat_problems = [p for p, row in zip(problems, completions) for _ in row]
+    texts = [c.text for row in completions for c in row]
+    return correctness(task.grade(flat_problems, texts)).reshape(P, n)
+
+
+# -- 3. advantage ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Advantages:
+    """Advantages of one role's completions, and which groups had no reward spread.
+
+    ``values`` holds one advantage per completion, or one row of per-token advantages per
+    completion (Cliff, OPD), as :func:`agon.loss.policy_loss` takes them."""
+
+    values: np.ndarray  # one per completion (or per token); 0 for ungradable completions
+    zero_spread: np.ndarray  # one bool per group: all rewards equal (no learning signal)
+
+
+def group_advantages(
+    rewards: Any, groups: Any, scale: str = "group", eps: float = ADV_EPS
+) -> Advantages:
+    """Group-relative advantages ``(r - mean_g) / (std + eps)``, as TRL's GRPOTrainer computes.
+
+    ``groups`` gives each completion's group id (any hashable ints, groups need not be
+    contiguous or equal-sized). ``scale``: ``group`` divides by the group's std, ``batch`` by
+    the std over all completions, ``none`` not at all (Dr. GRPO). Std is Bessel-corrected and
+    NaN-aware like TRL's ``nanstd``; a group of one has no spread (its advantage is 0), a NaN
+    reward gets advantage 0 and leaves the baseline alone. Empty input gives empty output.
+    """
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; expected one of {SCALES}")
+    r = np.asarray(rewards, dtype=np.float64).reshape(-1)
+    g = np.asarray(groups).reshape(-1)
+    if r.shape != g.shape:
+        raise ValueError(
+            f"rewards ({r.size}) and groups ({g.size}) must have one entry per completion"
+        )
+    if r.size == 0:
+        return Advantages(np.zeros(0), np.zeros(0, dtype=bool))
+    ids, inverse = np.unique(g, return_inverse=True)
+    mean = np.full(len(ids), np.nan)
+    std = np.full(len(ids), np.nan)
+    for k in range(len(ids)):
+        x = r[inverse == k]
+        x = x[~np.isnan(x)]
+        if x.size:
+            mean[k] = x.mean()
+        std[k] = x.std(ddof=1) if x.size > 1 else np.nan
+    # TRL: a zero-spread group is one whose std is (close to) 0; a lone sample counts as such too
+    zero_spread = ~(std > 1e-8)
+    adv = r - mean[inverse]
+    if scale == "group":
+        adv = adv / (np.nan_to_num(std, nan=0.0)[inverse] + eps)
+    elif scale == "batch":
+        valid = r[~np.isnan(r)]
+        batch_std = valid.std(ddof=1) if valid.size > 1 else 0.0
+        adv = adv / (batch_std + eps)
+    # a lone sample's advantage is 0 (mean == itself); NaN rewards -> 0 (TRL's nan_to_num)
+    adv = np.nan_to_num(adv, nan=0.0, posinf=0.0, neginf=0.0)
+    return Advantages(adv, zero_spread)
+
+
+def problem_groups(P: int, G: int) -> np.ndarray:
+    """Group ids of ``P x G`` problem-major samples: each problem's G samples form a group."""
+    return np.repeat(np.arange(P), G)
+
+
+# -- 4. update ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Samples:
+    """Completions of one role in one step, with their advantages: what a loss is made of."""
+
+    role: str  # drafter | reader (a sample of a model alone counts as a draft)
+    prompt_ids: list[list[int]] = field(default_factory=list)
+    completion_ids: list[list[int]] = field(default_factory=list)
+    advantages: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def __len__(self) -> int:
+        return len(self.completion_ids)
+
+
+def samples_of(role: str, comps: Sequence[Completion], adv: Advantages) -> Samples:
+    """One role's completions with their advantages, as the loss takes them: the prompt ids
+    (for a read: problem + draft) are context, the completion ids are what is trained on."""
+    return Samples(
+        role=role,
+        prompt_ids=[c.prompt_token_ids for c in comps],
+        completion_ids=[c.token_ids for c in comps],
+        advantages=adv.values,
+    )
+
+
+def update(policy: Policy, batches: list[Samples], s: RLSettings) -> dict[str, float]:
+    """One optimizer step (or ``num_iterations``) of ``policy`` on its own completions.
+
+    Gradients of micro-batches accumulate to exactly the full-batch loss (global normalizers).
+    Over several processes the normalizers count every rank's completions and the loss is
+    multiplied by the world size, so the mean that DDP / FSDP2 take of the ranks' gradients is
+    the gradient of the whole batch's loss, whatever each rank's share of tokens.
+    A non-finite loss or gradient norm skips the step (gradients dropped) and is reported.
+    """
+    prompts = [p for b in batches for p in b.prompt_ids]
+    comps = [c for b in batches for c in b.completion_ids]
+    adv = torch.tensor(
+        np.concatenate([b.advantages for b in batches]) if batches else np.zeros(0),
+        dtype=torch.float32,
+    )
+    model = policy.model
+    m: dict[str, float] = {"skipped": 0.0}
+    cmask = completion_mask(comps).long()
+    n_seq, n_tok = policy.sum_over_ranks(len(comps)), policy.sum_over_ranks(float(cmask.sum()))
+    if n_tok == 0:  # nothing generated on any rank: nothing to learn from
+        policy.scheduler_step()
+        return {**m, "skipped": 1.0, "skip_reason_empty": 1.0}
+    if not comps:
+        raise RuntimeError(
+            f"policy {policy.name}: this rank has no completions while others have some; give "
+            "every process at least one problem per step (problems_per_step >= processes)"
+        )
+    n_seq, mine = int(n_seq), float(cmask.sum())  # mine: this rank's tokens
+    world = policy.world_size
+    mb = s.micro_batch_size
+    chunks = [slice(i, min(i + mb, n_seq)) for i in range(0, n_seq, mb)]
+
+    def logprobs_of(net: torch.nn.Module, c: slice) -> tuple[torch.Tensor, torch.Tensor]:
+        return completion_logprobs(
+            net, prompts[c], comps[c], cmask.size(1), policy.pad_token_id, s.packing
+        )
+
+    ref_logps, old_logps = [None] * len(chunks), [None] * len(chunks)
+    with torch.no_grad():
+        if policy.ref_model is not None:
+            ref_logps = [logprobs_of(policy.ref_model, c)[0] for c in chunks]
+        if s.num_iterations > 1:
+            old_logps = [logprobs_of(model, c)[0] for c in chunks]
+    model.train()
+    for _ in range(s.num_iterations):
+        policy.optimizer.zero_grad(set_to_none=True)
+        loss_sum, ent_sum, kl_sum, clip_sum = 0.0, 0.0, 0.0, 0.0
+        for c, ref, old in zip(chunks, ref_logps, old_logps):
+            logps, ent = logprobs_of(model, c)
+            out = policy_loss(
+                logps,
+                adv[c],
+                cmask[c],
+                s.loss_type,
+                old_logps=old,
+                ref_logps=ref,
+                beta=s.beta,
+                epsilon_low=s.epsilon,
+                epsilon_high=s.eps_high,
+                max_completion_length=s.max_new_tokens,
+                num_sequences=n_seq,
+                num_tokens=n_tok,
+                kl_ratio_correction=s.kl_ratio_correction,
+            )
+            policy.backward(out.loss * world if world > 1 else out.loss)
+            w = float(cmask[c].sum())
+            loss_sum += float(out.loss.detach())
+            ent_sum += float((ent.detach() * cmask[c].to(ent.device)).sum())
+            kl_sum += (out.kl * w) if not math.isnan(out.kl) else 0.0
+            clip_sum += out.clip_ratio * w
+        grad_norm = policy.clip_grad_norm(s.max_grad_norm)
+        if policy.any_rank(not (math.isfinite(loss_sum) and math.isfinite(grad_norm))):
+            # a NaN/inf would poison the weights and Adam's moments: drop this step, keep going
+            policy.optimizer.zero_grad(set_to_none=True)
+            m["skipped"] = 1.0
+            log.warning(
+                "policy %s: non-finite loss %s or grad norm %s; update skipped",
+                policy.name,
+                loss_sum,
+                grad_norm,
+            )
+        else:
+            policy.optimizer.step()
+        policy.scheduler_step()
+    policy.optimizer.zero_grad(set_to_none=True)
+    m.update(
+        {
+            "loss": loss_sum,
+            "grad_norm": grad_norm,
+            "entropy": ent_sum / max(mine, 1.0),
+            "kl": kl_sum / max(mine, 1.0) if s.beta else float("nan"),
+            "clip_ratio": clip_sum / max(mine, 1.0),
+            "lr": float(policy.scheduler.get_last_lr()[0]),
+            "trained_tokens": mine,
+        }
+    )
+    return m
+
+
+def update_each(
+    policies: Mapping[str, Policy], own: Mapping[str, Sequence[Samples]], s: RLSettings
+) -> dict[str, float]:
+    """:func:`update` for every policy, each on its own samples with its own optimizer, then
+    its rollout engine synced (a vLLM engine holds its own copy of the weights); the update
+    metrics as ``{model}/{key}``."""
+    out: dict[str, float] = {}
+    for name, policy in policies.items():
+        out.update({f"{name}/{k}": v for k, v in update(policy, own[name], s).items()})
+        policy.sync_engine()
+    return out
+
+
+def finish_step(
+    row: dict[str, float],
+    policies: Mapping[str, Policy],
+    own: Mapping[str, Sequence[Samples]],
+    s: RLSettings,
+    t0: float,
+    tokens: int,
+) -> dict[str, float]:
+    """The tail every step shares: each policy updated on its own samples, and the step's
+    generated tokens and wall seconds (rollout: since ``t0``; update) added to ``row``."""
+    t_roll = time.perf_counter()
+    row.update(update_each(policies, own, s))
+    row.update(
+        {
+            mk.TOKENS: tokens,
+            mk.ROLLOUT_S: t_roll - t0,
+            mk.UPDATE_S: time.perf_counter() - t_roll,
+        }
+    )
+    return row
+
+
+# -- one model alone: GRPO ------------------------------------------------------------------------
+
+
+@dataclass
+class SoloRollout:
+    """One model's samples of a step, graded, with their rewards, advantages and metrics."""
+
+    problems: list[Problem]
+    completions: list[list[Completion]]  # [problem][g]
+    correct: np.ndarray  # (P, G): 1, 0, or NaN (ungraded)
+    rewards: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (P, G)
+    advantages: Advantages = field(default_factory=lambda: group_advantages([], []))
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def flat(self) -> list[Completion]:
+        """The completions problem-major, as the advantages and the loss order them."""
+        return [c for row in self.completions for c in row]
+
+
+def model_salt(name: str) -> int:
+    """A model's sampling salt from its place in the family (A, B), whichever models train in
+    a step (under a compute budget one may have stopped), as the duel salts its directions."""
+    return 10 * mk.MODELS.index(name) if name in mk.MODELS else 0
+
+
+def solo_rollout(
+    task: Task,
+    name: str,
+    policy: Policy,
+    problems: list[Problem],
+    s: RLSettings,
+    step: int,
+    keys: Sequence[int] | None = None,
+    reward_fn: Callable[[SoloRollout], np.ndarray] | None = None,
+) -> SoloRollout:
+    """Model ``name`` alone on ``problems``: G samples each, graded, rewarded (correctness, or
+    ``reward_fn`` of the graded rollout), GRPO's group advantage, and the
+    ``{name}/drafter/...`` rollout metrics."""
+    comps = solutions(task, policy, problems, s, step, salt=model_salt(name), keys=keys)
+    ro = SoloRollout(list(problems), comps, grade(task, problems, comps))
+    ro.rewards = ro.correct.copy() if reward_fn is None else reward_fn(ro)
+    P, G = ro.correct.shape
+    ro.advantages = group_advantages(ro.rewards.ravel(), problem_groups(P, G), s.scale_rewards)
+    ro.metrics = mk.role_metrics(
+        name, "drafter", ro.rewards, ro.correct, ro.advantages.zero_spread, ro.flat
+    )
+    return ro
+
+
+def grpo_step(
+    task: Task,
+    policies: Mapping[str, Policy],
+    problems: list[Problem],
+    s: RLSettings,
+    step: int,
+    keys: Sequence[int] | None = None,
+    n_total: int | None = None,
+) -> dict[str, float]:
+    """One GRPO step of every policy, each alone on the same ``problems``; the metrics row.
+
+    Under several processes each holds a share of the step's problems, ``keys`` their places
+    in the whole batch (a problem's samples are seeded from its key alone); ``n_total`` is not
+    needed, each model playing every problem."""
+    t0 = time.perf_counter()
+    row: dict[str, float] = {mk.STEP: step}
+    own: dict[str, list[Samples]] = {}
+    tokens = 0
+    for name, policy in policies.items():
+        ro = solo_rollout(task, name, policy, problems, s, step, keys)
+        own[name] = [samples_of("drafter", ro.flat, ro.advantages)]
+        row.update(ro.metrics)
+        tokens += sum(len(c.token_ids) for c in ro.flat)
+    return finish_step(row, policies, own, s, t0, tokens)
