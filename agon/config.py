@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from jsonschema import Draft202012Validator, validators
 
 from agon.methods import METHODS, TABLE1_METHODS
+from agon.tasks import available_tasks
 
 SCHEMA_PATH = Path(__file__).with_name("schemas") / "config.schema.yaml"
 
@@ -38,7 +40,6 @@ def _schema() -> dict:
 
 def _validator_with_defaults(schema: dict):
     """A Draft 2020-12 validator that also fills in each property's `default`."""
-    from jsonschema import Draft202012Validator, validators
 
     base_props = Draft202012Validator.VALIDATORS["properties"]
 
@@ -120,7 +121,6 @@ def _check_semantics(config: dict) -> None:
         problems.append(
             f"eval: field 'k': expected values <= n_samples={ev['n_samples']}, got {bad_k}"
         )
-    from agon.tasks import available_tasks
 
     known = available_tasks()
     for i, row in enumerate(config["tasks"]):

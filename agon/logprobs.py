@@ -41,6 +41,7 @@ def enable_token_logprobs(model: torch.nn.Module, temperature: float) -> None:
     """
     if getattr(model, "_agon_fused_temperature", None) == temperature:
         return
+    # lazy: TRL (seconds to import) only where this runs
     from trl.trainer.utils import add_fused_lm_head
 
     add_fused_lm_head(model, temperature=temperature, outputs=("log_probs", "entropy"))

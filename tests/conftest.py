@@ -14,8 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from real_models import CheckpointUnavailable, smollm2_dir
+from real_models import smollm2_dir
 
+from agon.packaged_models import PackageUnavailable
 from agon.random_models import ARCHS, build_tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,5 +40,5 @@ def smollm2() -> Path:
     """SmolLM2-135M-Instruct as a transformers folder; a stated skip when it cannot be fetched."""
     try:
         return smollm2_dir()
-    except CheckpointUnavailable as err:
+    except PackageUnavailable as err:
         pytest.skip(f"SmolLM2 checkpoint could not be fetched from the package registry: {err}")

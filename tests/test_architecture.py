@@ -8,6 +8,7 @@ import cannot hide a dependency.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,129 @@ def test_module_size(module):
             f"{MODULES[module].relative_to(ROOT)} has {len(lines)} lines (> {MAX_LINES}): split it "
             "along its seams, or say why it is one piece in a '# long: ...' line at its top"
         )
+
+
+# ------------------------------------------------------------------ the shell and the core
+
+
+def _importers_of(target: str) -> list[str]:
+    return sorted(m for m, deps in _graph().items() if target in deps)
+
+
+def test_no_trainer_module_imports_the_duel_and_baselines_build_on_the_core():
+    """The loop and the shell run any step they are given: nothing under agon/training/ knows
+    the duel; the related baselines stand on the policy-gradient core (agon.rl), not on it."""
+    bad = [m for m in _importers_of("agon.duel") if m.startswith(("agon.training", "baselines"))]
+    assert not bad, f"these import agon.duel: {bad}"
+    core_users = {m.split(".")[1] for m in _importers_of("agon.rl") if m.startswith("baselines")}
+    assert {"cliff", "gar", "opd_then_rl"} <= core_users
+
+
+def test_bench_never_imports_the_tests():
+    bad = [
+        (str(f.relative_to(ROOT)), module)
+        for f in (ROOT / "bench").rglob("*.py")
+        for module, _ in _imports(f)
+        if module == "tests" or module.startswith("tests.") or module in TEST_MODULES
+    ]
+    assert not bad, f"bench/ must not import tests/ (put shared pieces in agon/): {bad}"
+
+
+TEST_MODULES = {f.stem for f in (ROOT / "tests").glob("*.py")}
+
+
+# ------------------------------------------------------------------ imports at the top
+
+LAZY = "# lazy:"  # the comment a function-level import carries, with its reason
+PREFIXES = ("#", "from ", "import ")
+
+
+def _function_imports(path: Path) -> list[int]:
+    """Line numbers of the import statements inside functions of ``path``."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for sub in ast.walk(node):
+                if isinstance(sub, (ast.Import, ast.ImportFrom)):
+                    found.add(sub.lineno)
+    return sorted(found)
+
+
+def test_imports_inside_functions_say_why():
+    """An import belongs at the top of its module, where its reader sees it; one inside a
+    function says why on its line or in the comment lines right above it (an optional
+    dependency, a heavy import off the CLI's path, ...): ``# lazy: <reason>``."""
+    bad = []
+    for f in [*MODULES.values(), *(ROOT / "bench").rglob("*.py")]:
+        lines = f.read_text().splitlines()
+        for n in _function_imports(f):
+            above = []
+            i = n - 2
+            # the import's group: the import, comment and blank lines right above it
+            while i >= 0 and (not lines[i].strip() or lines[i].strip().startswith(PREFIXES)):
+                above.append(lines[i])
+                i -= 1
+            if not any(LAZY in line for line in [lines[n - 1], *above]):
+                bad.append(f"{f.relative_to(ROOT)}:{n}: {lines[n - 1].strip()}")
+    assert not bad, (
+        "move these imports to the top of their module, or give each a reason "
+        f"({LAZY} ...):\n" + "\n".join(bad)
+    )
+
+
+def test_lazy_import_check_sees_an_unexplained_import(tmp_path):
+    """The check above can fail: a bare import inside a function is found."""
+    f = tmp_path / "m.py"
+    f.write_text("def f():\n    # lazy: heavy\n    import json\n\n\ndef g():\n    import os\n")
+    assert _function_imports(f) == [3, 7]
+
+
+# ------------------------------------------------------------------ the architecture document
+
+DOC = ROOT / "docs" / "architecture.md"
+
+
+def _documented_modules(text: str) -> set[str]:
+    """The paths the module map of an architecture document names (``agon/rl.py``, folders
+    as ``agon/training/``): the fenced block under ``## Modules``, nested by indentation."""
+    block = text[text.index("## Modules") :]
+    block = block[: block.index("\n## ", 4)]
+    names, stack = set(), []
+    for line in block.splitlines():
+        m = re.match(r"^(\s*)([\w./]+\.py|[\w]+/)\s", line + " ")
+        if not m or line.strip().startswith("```"):
+            continue
+        depth = len(m.group(1)) // 2
+        stack = stack[:depth] + [m.group(2)]
+        names.add("".join(stack))
+    return names
+
+
+def test_architecture_doc_names_every_module_and_only_modules_that_exist():
+    """docs/architecture.md's module map is true to the code: every module it names exists,
+    and every module (but a package's ``__init__``) has its line there."""
+    named = _documented_modules(DOC.read_text())
+    gone = sorted(n for n in named if not (ROOT / n).exists())
+    assert not gone, f"docs/architecture.md names what does not exist: {gone}"
+    actual = {
+        str(f.relative_to(ROOT))
+        for pkg in PACKAGES
+        for f in (ROOT / pkg).rglob("*.py")
+        if f.name != "__init__.py"
+    }
+    missing = sorted(actual - named)
+    assert not missing, f"docs/architecture.md's module map does not name: {missing}"
+
+
+def test_doc_parser_reads_nested_folders():
+    """The map's indentation nests folders: a module line under ``training/`` under
+    ``agon/`` is ``agon/training/<module>``."""
+    text = (
+        "## Modules\n\n```\nagon/\n  rl.py   core\n  training/\n    loop.py   loop\n```\n\n## End\n"
+    )
+    assert _documented_modules(text) == {
+        "agon/",
+        "agon/rl.py",
+        "agon/training/",
+        "agon/training/loop.py",
+    }

@@ -76,6 +76,12 @@ def test_reduced_toy_dag_end_to_end(tmp_path):
             assert (wd / "figures" / f"{name}.{ext}").stat().st_size > 5000
     # every rule wrote its log
     assert (out / "logs/pretrain.log").is_file() and (out / "logs/report.log").is_file()
+    # the workflow's own report: table 1, the figures with their captions, the provenance
+    res = snakemake(wd, "--report", "results/report.html", timeout=300)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    page = (out / "report.html").read_text()
+    for shown in ("Table 1", "table1.csv", "pass1_by_system", "two-level bootstrap", "Provenance"):
+        assert shown in page, shown
 
     # a second run with nothing changed does nothing
     res, noop = run(wd)

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from agon.config import get_task_row, load_config
+from agon.provenance import write_results
+from agon.tasks import get_task
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register `agon data`."""
@@ -16,9 +20,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from agon.config import get_task_row, load_config
-    from agon.provenance import write_results
-    from agon.tasks import get_task
 
     config = load_config(args.config)
     row = get_task_row(config, args.task)

@@ -12,6 +12,11 @@ import argparse
 import json
 import sys
 
+from agon.config import load_config
+from agon.grading.math import MathGrader
+from agon.tasks import get_task, task_from_config
+from agon.tasks.code import CodeTask
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register `agon grade`."""
@@ -91,7 +96,6 @@ def _params(pairs: list[str]) -> dict:
 def _run(args: argparse.Namespace) -> int:
     if args.kind == "code":
         return _run_code(args)
-    from agon.grading.math import MathGrader
 
     if args.completion is not None:
         if args.gold is None:
@@ -107,8 +111,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_code(args: argparse.Namespace) -> int:
-    from agon.tasks import get_task, task_from_config
-    from agon.tasks.code import CodeTask
 
     if args.task is None or args.jsonl is None:
         raise SystemExit("agon grade code needs --task and --jsonl")
@@ -116,8 +118,6 @@ def _run_code(args: argparse.Namespace) -> int:
     if args.workers:
         params["grading_workers"] = args.workers
     if args.config:
-        from agon.config import load_config
-
         config = load_config(args.config)
         row = next((r for r in config.get("tasks") or [] if r.get("name") == args.task), None)
         if row is not None:

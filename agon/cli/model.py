@@ -12,6 +12,9 @@ import argparse
 import json
 import sys
 
+from agon.config import ConfigError, get_family, load_config
+from agon.packaged_models import prepare
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register `agon model` and its `prepare` action."""
@@ -28,7 +31,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    from agon.config import ConfigError, get_family, load_config
 
     if args.source:
         if not args.out:
@@ -48,7 +50,6 @@ def _prepare(args: argparse.Namespace) -> int:
             print(f"family {args.family!r} model_{args.row} has no `source`: nothing to prepare")
             return 2
         source, out = row["source"], row["model"]
-    from agon.packaged_models import prepare
 
     payload = prepare(source, out)
     print(json.dumps(payload, indent=2))

@@ -13,6 +13,9 @@ import json
 import sys
 from pathlib import Path
 
+from agon.sandbox.grade import outputs_match
+from agon.sandbox.run import detect_isolation, run_program
+
 PRINT_CAP = 10_000  # characters of stdout / stderr echoed in the JSON line
 
 
@@ -25,8 +28,6 @@ def _read(path: str, what: str) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run PROG.py once and print its verdict as JSON."""
-    from agon.sandbox.grade import outputs_match
-    from agon.sandbox.run import run_program
 
     code = _read(args.program, "program")
     stdin = _read(args.stdin, "--stdin") if args.stdin else ""
@@ -61,7 +62,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_info(args: argparse.Namespace) -> int:
     """Print the isolation level the sandbox uses here."""
-    from agon.sandbox.run import detect_isolation
 
     print(json.dumps({"isolation": detect_isolation()}))
     return 0

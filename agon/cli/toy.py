@@ -13,6 +13,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from agon.config import ConfigError, load_config
+from agon.toy.pretrain import pretrain
+from agon.toy.teacher import pretrain_teacher
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register `agon toy` and its `pretrain` action."""
@@ -45,7 +49,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _pretrain(args: argparse.Namespace) -> int:
-    from agon.config import ConfigError, load_config
 
     try:
         config = load_config(args.config)
@@ -53,15 +56,12 @@ def _pretrain(args: argparse.Namespace) -> int:
         print(err, file=sys.stderr)
         return 2
     if getattr(args, "model", "pair") == "teacher":
-        from agon.toy.teacher import pretrain_teacher
-
         try:
             report = pretrain_teacher(config, args.out, seed=args.seed)
         except (FileNotFoundError, ValueError) as err:
             print(err, file=sys.stderr)
             return 2
         return 0 if report["all_gates_pass"] or not config["toy"]["gates"]["strict"] else 1
-    from agon.toy.pretrain import pretrain
 
     report = pretrain(config, args.out, seed=args.seed)
     return 0 if report["all_gates_pass"] or not config["toy"]["gates"]["strict"] else 1

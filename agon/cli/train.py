@@ -18,6 +18,7 @@ import logging
 
 from agon.config import ConfigError
 from agon.registry import TRAINERS
+from agon.training.run import run
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -43,10 +44,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _cli(args: argparse.Namespace) -> int:
-    from agon.training.run import run
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.threads:
+        # lazy: torch (seconds to import) only where this runs
         import torch
 
         torch.set_num_threads(args.threads)

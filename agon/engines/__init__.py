@@ -18,6 +18,7 @@ from agon.engines.base import (
     SamplingParams,
     render_prompt,
 )
+from agon.engines.vllm import VLLMEngine
 
 BACKENDS = ("hf", "vllm")
 
@@ -67,12 +68,11 @@ def load_engine(
     )
     model = path or model_row["model"]
     if backend == "hf":
+        # lazy: imports torch (seconds) only where this runs
         from agon.engines.hf import HFEngine
 
         return HFEngine(model, **common, **kwargs)
     if backend == "vllm":
-        from agon.engines.vllm import VLLMEngine
-
         kwargs.pop("batch_size", None)  # vLLM schedules its own batches
         return VLLMEngine(model, **common, **kwargs)
     raise ValueError(f"unknown engine backend {backend!r}; expected one of {BACKENDS}")

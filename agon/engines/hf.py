@@ -29,6 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GenerationConfig,
+    LogitsProcessorList,
+)
 
 from agon.engines.base import (
     Completion,
@@ -59,8 +65,6 @@ def resolve_dtype(dtype: str | torch.dtype) -> Any:
 
 def load_tokenizer(name_or_path: str | Path, revision: str | None = None) -> Any:
     """Load a tokenizer from a hub id or local folder, offline when ``HF_HUB_OFFLINE`` is set."""
-    from transformers import AutoTokenizer
-
     try:
         return AutoTokenizer.from_pretrained(
             str(name_or_path), revision=revision, local_files_only=hub_offline()
@@ -80,8 +84,6 @@ def load_model(
     """Load a causal LM from a hub id or local folder, offline when ``HF_HUB_OFFLINE`` is set.
     Hub kernels stay off: by default transformers 5 fetches them on a GPU at ``train()``/``eval()``
     (offline that fails; online the numbers follow whatever the Hub serves that day)."""
-    from transformers import AutoModelForCausalLM
-
     try:
         model = AutoModelForCausalLM.from_pretrained(
             str(name_or_path),
@@ -279,8 +281,6 @@ class HFEngine(TemplatedEngine):
         seed: int | None,
         row_seeds: list[int] | None = None,
     ) -> list[Completion]:
-        from transformers import GenerationConfig, LogitsProcessorList
-
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         attention = torch.zeros((len(prompts), width), dtype=torch.long)

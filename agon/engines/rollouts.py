@@ -53,6 +53,7 @@ class ServerRollouts(TemplatedEngine):
         device: Any = 0,
         is_main: bool = True,
     ):
+        # lazy: TRL (seconds to import) only where this runs
         from trl.generation.vllm_client import VLLMClient
 
         self.set_template(tokenizer, system_prompt, chat_template_kwargs, max_prompt_tokens)
@@ -117,6 +118,7 @@ class ServerRollouts(TemplatedEngine):
         Under FSDP2 every rank takes part in gathering each full parameter (``full_tensor``);
         the main rank streams it to the server. All ranks wait until the server has them.
         """
+        # lazy: torch (seconds to import) only where this runs
         import torch
 
         def full_params():

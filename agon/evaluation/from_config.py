@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agon.config import ConfigError, config_hash, get_family, validate_config
+from agon.engines import load_engine
 from agon.engines.base import SamplingParams
 from agon.evaluation.runner import evaluate
 from agon.methods import UNTRAINED
@@ -86,7 +87,6 @@ def build_system(
     The system kind comes from :func:`resolve_kind` and is built by the function registered
     under it (:data:`agon.registry.SYSTEM_KINDS`), with one engine per distinct (row, model).
     """
-    from agon.engines import load_engine
 
     fam = get_family(config, family)
     kind = resolve_kind(system, model, drafter, reader)

@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from agon.config import config_hash
 from agon.engines.base import SamplingParams
 from agon.evaluation.records import complete_records, read_samples, record, summarize_records
@@ -74,7 +76,6 @@ def evaluate(
     system, task, split and sampling it fixes the ``run_id`` a resumed run must match.
     ``meta`` is copied into the summary. Returns the summary payload (without provenance).
     """
-    from tqdm.auto import tqdm
 
     if n < 1:
         raise ValueError(f"n (samples per problem) must be >= 1, got {n}")

@@ -15,9 +15,11 @@ from __future__ import annotations
 import functools
 import os
 import re
+import resource
 import time
 from collections.abc import Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
+from multiprocessing import get_context
 
 from agon.grading.verdict import Verdict
 
@@ -87,6 +89,7 @@ def extract_answer(completion: str) -> str | None:
 
 @functools.lru_cache(maxsize=4096)
 def _parse_gold(gold: str, soft_timeout: int):
+    # lazy: math-verify loads sympy: only in the grading worker processes
     from math_verify import parse
 
     text = gold if "\\boxed" in gold or "$" in gold else f"${gold}$"
@@ -100,6 +103,7 @@ def grade_one(gold: str, completion: str, soft_timeout: int = 2) -> Verdict:
     own timeouts give ``timeout`` (not a silent False); an answer it cannot parse or compare
     is wrong, as in math-verify; a gold answer it cannot parse is an ``error``.
     """
+    # lazy: math-verify loads sympy: only in the grading worker processes
     from math_verify import parse, verify
     from math_verify.errors import TimeoutException
 
@@ -140,10 +144,9 @@ def _worker_init(memory_mb: int) -> None:
     (building the LaTeX and expression parsers takes a second or more on a busy machine) here,
     not inside the first answer's soft time limit, where it read as that answer's timeout."""
     if memory_mb > 0:
-        import resource
-
         limit = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    # lazy: math-verify loads sympy: only in the grading worker processes
     from math_verify import parse, verify
 
     verify(parse("$\\frac{1}{2}$"), parse("\\boxed{0.5}"))  # no time limit: a warm-up
@@ -178,8 +181,8 @@ class MathGrader:
         self._pool = self._start()
 
     def _start(self):
-        from multiprocessing import get_context
 
+        # lazy: the worker pool only when a grader starts
         from pebble import ProcessPool
 
         # forkserver, not fork: callers (trainers) hold torch threads that fork would copy.
@@ -246,11 +249,3 @@ class MathGrader:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def grade_math(
-    golds: Sequence[str], completions: Sequence[str], timeout_s: float = 5.0, workers: int = 0
-) -> list[Verdict]:
-    """Grade a batch in a fresh pool (convenient; reuse a :class:`MathGrader` in loops)."""
-    with MathGrader(timeout_s=timeout_s, workers=workers) as grader:
-        return grader.grade(golds, completions)

@@ -15,6 +15,7 @@ from agon.lm_eval_interop import TASKS_DIR, register
 
 def _add_agon_tasks() -> None:
     """Make every TaskManager of this process also index agon's task YAMLs."""
+    # lazy: lm-eval is the optional extra `lm-eval`
     from lm_eval.tasks import TaskManager
 
     original = TaskManager.__init__
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     """Register agon's models and tasks, then run lm-eval's CLI on ``argv``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        # lazy: lm-eval is the optional extra `lm-eval`
         import lm_eval  # noqa: F401
     except ModuleNotFoundError:
         sys.exit(
@@ -48,6 +50,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     register()
     _add_agon_tasks()
+    # lazy: lm-eval is the optional extra `lm-eval`
     from lm_eval.__main__ import cli_evaluate
 
     sys.argv = ["lm_eval", *argv]

@@ -18,8 +18,12 @@ from typing import Any
 
 from lm_eval.api.instance import Instance
 from lm_eval.api.model import LM
+from tqdm.auto import tqdm
 
+from agon.engines import load_engine
 from agon.engines.base import Engine, Messages, SamplingParams
+from agon.registry import SYSTEM_KINDS
+from agon.systems import SystemContext, cascade, single
 from agon.tasks.base import Problem, Task
 
 CHAT_MARKER = "<<agon-chat-json>>"  # prefix of a context that is a JSON list of chat messages
@@ -81,6 +85,7 @@ class _AgonLM(LM):
         **unused: Any,
     ):
         super().__init__()
+        # lazy: torch (seconds to import) only where this runs
         import torch
 
         # lm-eval passes device="cuda" by default, also on machines without one
@@ -102,8 +107,6 @@ class _AgonLM(LM):
         """One engine per distinct model path (a self-cascade shares one)."""
         key = f"{path}|{system_prompt}"
         if key not in self._engines:
-            from agon.engines import load_engine
-
             row = {
                 "model": path,
                 "system_prompt": system_prompt,
@@ -131,7 +134,6 @@ class _AgonLM(LM):
 
     def generate_until(self, requests: list[Instance], disable_tqdm: bool = False) -> list[str]:
         """Answer each request with the system; requests sharing gen kwargs run as one batch."""
-        from tqdm.auto import tqdm
 
         groups: dict[str, list[int]] = {}
         for i, req in enumerate(requests):
@@ -191,7 +193,6 @@ class AgonSingleLM(_AgonLM):
 
     def __init__(self, model: str, system_prompt: str | None = None, **kwargs: Any):
         super().__init__(**kwargs)
-        from agon.systems import single
 
         self.system = single(self._engine(model, system_prompt))
 
@@ -202,7 +203,6 @@ class AgonCascadeLM(_AgonLM):
 
     def __init__(self, drafter: str, reader: str, draft_view: str = "full", **kwargs: Any):
         super().__init__(**kwargs)
-        from agon.systems import cascade
 
         self.system = cascade(self._engine(drafter), self._engine(reader), draft_view)
 
@@ -223,8 +223,6 @@ class AgonMoALM(_AgonLM):
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
-        from agon.registry import SYSTEM_KINDS
-        from agon.systems import SystemContext
 
         moa = {"layers": int(layers), "proposers": int(proposers), "aggregator": aggregator}
         family = {"model_a": {"model": model_a}, "model_b": {"model": model_b}}

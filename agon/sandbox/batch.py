@@ -45,6 +45,7 @@ from agon.sandbox.run import (
     _launch,
     _run_result,
     detect_isolation,
+    run_program,
 )
 
 BATCH_LEVELS = ("namespaces", "userns")  # levels with a PID namespace: tests share a sandbox
@@ -165,7 +166,6 @@ def run_tests(
     isolation has no PID namespace the tests run afresh, one :func:`run_program` each. The
     last result says why a run ended early: ``sandbox_error`` only if the program never ran.
     """
-    from agon.sandbox.run import run_program
 
     python = python or sandbox_python()
     level = isolation or detect_isolation(python)

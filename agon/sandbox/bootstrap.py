@@ -10,6 +10,8 @@ the wrapper command). Both report on a private pipe that the program never holds
 """
 
 import inspect
+import os
+import stat
 
 # The bootstrap runs as ``python -I -S -c BOOT FD CPU AS FSIZE NOFILE NPROC GUARD``. It sets
 # the limits, optionally installs the audit guard, sends "S" on FD (the program starts),
@@ -252,8 +254,6 @@ def read_regular(path, cap):
     a FIFO or device is never opened for a blocking read. Self-contained: its source also runs
     inside the sandbox, in the supervisor.
     """
-    import os
-    import stat
 
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)

@@ -18,6 +18,8 @@ import stat
 import subprocess
 import time
 
+import psutil
+
 _ORPHAN_GRACE_S = 0.2  # once the program exited, how long inherited pipes may stay open
 _KILL_WAIT_S = 2.0  # how long a SIGKILLed process may take to die before we move on
 _MARKER_VAR = "AGON_SANDBOX_RUN"  # per-run marker found in escaped processes (fallback)
@@ -52,7 +54,6 @@ def _kill_tree(proc: subprocess.Popen, marker: str | None) -> None:
     each dead process is reaped by its own parent: killing the parent first would hand the
     zombies to the machine's init, which need not reap them.
     """
-    import psutil
 
     victims: list[psutil.Process] = []
     try:
@@ -86,7 +87,6 @@ def _kill_tree(proc: subprocess.Popen, marker: str | None) -> None:
 def _wait_gone(procs: list, timeout_s: float = _KILL_WAIT_S) -> None:
     """Wait until every killed process is dead. A zombie is dead: its reaper may be some other
     process (a killed namespace's init is reaped by whoever inherits it), not us."""
-    import psutil
 
     deadline = time.monotonic() + timeout_s
     while procs and time.monotonic() < deadline:
@@ -104,7 +104,6 @@ def _wait_gone(procs: list, timeout_s: float = _KILL_WAIT_S) -> None:
 
 def _kill_uid(uid: int) -> list:
     """Fallback as root: kill every process of the run's own uid (held by this run alone)."""
-    import psutil
 
     found = []
     for p in psutil.process_iter(["uids"]):
@@ -123,7 +122,6 @@ def _kill_uid(uid: int) -> list:
 
 def _kill_marked(marker: str) -> list:
     """Fallback: kill processes whose environment carries this run's marker."""
-    import psutil
 
     needle = f"{_MARKER_VAR}={marker}".encode()
     found = []

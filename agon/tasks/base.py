@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agon.grading.math import MathGrader
 from agon.grading.verdict import Verdict
 
 Messages = list[dict[str, str]]
@@ -234,8 +235,6 @@ class MathTask(Task):
     def grade(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
         """Grade with a lazily started :class:`agon.grading.math.MathGrader`, kept for reuse."""
         if self._grader is None:
-            from agon.grading.math import MathGrader
-
             self._grader = MathGrader(
                 timeout_s=self.grading_timeout_s, workers=self.grading_workers
             )

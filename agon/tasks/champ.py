@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 
+from agon.provenance import package_versions
 from agon.tasks.base import MathTask, Problem, build_splits, content_sha256
 
 ANSWER_SETS = ("numeric", "all")
@@ -50,6 +51,7 @@ class ChampTask(MathTask):
         if self._splits is not None:
             return self._splits
         try:
+            # lazy: the optional extra `real`
             import champ_dataset
         except ImportError as err:
             raise ImportError(
@@ -74,7 +76,6 @@ class ChampTask(MathTask):
         return self._splits
 
     def _manifest_extra(self) -> dict:
-        from agon.provenance import package_versions
 
         package = package_versions(["champ-dataset"])["champ-dataset"]
         return {

@@ -33,6 +33,7 @@ def _problem_id(question: str) -> str:
 def load_rows(source: str, revision: str | None = None, solutions: bool = False) -> list[dict]:
     """Rows of DeepMath-103K from a hub id or a local file, checked for the required fields,
     with the task's columns only (``solutions``: the R1 solutions too)."""
+    # lazy: datasets (seconds to import) only when a data set is loaded
     import datasets
 
     wanted = REQUIRED_FIELDS + OPTIONAL_FIELDS + (SOLUTION_FIELDS if solutions else ())
@@ -43,6 +44,7 @@ def load_rows(source: str, revision: str | None = None, solutions: bool = False)
                 f"deepmath source {source!r} looks like a file but does not exist"
             )
         if path.suffix == ".parquet":
+            # lazy: pyarrow only when a local parquet file is read
             import pyarrow.parquet as pq
 
             have = pq.read_schema(path).names

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from agon.provenance import package_versions
 from agon.tasks.base import MathTask, Problem, build_splits, content_sha256
 
 DIFFICULTIES = ("level", "cot_steps")
@@ -105,6 +106,7 @@ class ReasoningGymTask(MathTask):
 
     def _dataset(self, split: str, level: int, size: int) -> Any:
         try:
+            # lazy: the optional extra `real`
             import reasoning_gym
         except ImportError as err:
             raise ImportError(
@@ -179,7 +181,6 @@ class ReasoningGymTask(MathTask):
         return worked.rstrip() + f"\n\\boxed{{{problem.answer}}}"
 
     def _manifest_extra(self) -> dict:
-        from agon.provenance import package_versions
 
         rg_version = package_versions(["reasoning-gym"])["reasoning-gym"]
         return {

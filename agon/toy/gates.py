@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agon.engines.base import SamplingParams
 from agon.toy.sft import ROLES
 from agon.toy.tasks import OPS, parse_arith_steps
 from agon.toy.toycode import parse_code_lines
@@ -24,7 +25,7 @@ from agon.toy.toycode import parse_code_lines
 
 def greedy(model_path: Path, prompts: list[list[dict]], cfg: dict) -> list[str]:
     """Greedy completions through the project's HF engine (batched, KV cache, left padding)."""
-    from agon.engines.base import SamplingParams
+    # lazy: the engine imports torch (seconds), only when the gates run
     from agon.engines.hf import HFEngine
 
     g = cfg["gates"]

@@ -39,18 +39,22 @@ metrics and checks :mod:`agon.toy.gates`.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import random
 import shutil
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from agon.provenance import write_results
 from agon.toy.gates import check_gates, greedy, op_error_rates
 from agon.toy.sft import ROLES, train_with_guard
 from agon.toy.sft_data import KINDS, Mistake, make_example
 from agon.toy.tasks import ArithTask
+from agon.toy.tokenizer import build_tokenizer
 from agon.toy.toycode import ToyCodeTask
 
 MOA_AGGREGATOR = "A"  # the gates' untrained MoA aggregator (the config's moa.aggregator is not
@@ -93,6 +97,7 @@ def _worker_train(
 
     ``task_params``: the params of the task rows, from which the worker rebuilds the tasks
     (plain dicts pickle cheaply to a spawned process; task objects may hold grading pools)."""
+    # lazy: transformers (seconds to import) only where this runs
     import torch
     from transformers import AutoTokenizer
 
@@ -109,6 +114,7 @@ def _worker_generate(
     cfg: dict, model_path: str, prompts: list[list[dict]]
 ) -> tuple[list[str], float]:
     """Process entry point: greedy completions on one thread, and the seconds they took."""
+    # lazy: torch (seconds to import) only where this runs
     import torch
 
     torch.set_num_threads(cfg["train"]["threads"])
@@ -133,8 +139,6 @@ def pretrain(
     named ``arith`` / ``toycode`` give the task params (so the gates use the same splits as
     the rest of the pipeline). ``seed`` overrides ``toy.seed``. Returns the report payload.
     """
-    from agon.provenance import write_results
-    from agon.toy.tokenizer import build_tokenizer
 
     cfg = dict(config["toy"])
     base_seed = cfg["seed"] if seed is None else int(seed)
@@ -156,9 +160,6 @@ def pretrain(
 
     pool = None
     if cfg["train"]["parallel"]:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
         # spawn: a forked child would inherit this process's torch threads and locks
         pool = ProcessPoolExecutor(
             max_workers=len(ROLES), mp_context=multiprocessing.get_context("spawn")

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agon.engines.base import render_prompt
 from agon.toy.sft_data import NO_MISTAKE, Mistake, SFTStream
 
 ROLES = ("A", "B")
@@ -27,6 +28,7 @@ TEACHER = "teacher"  # the third toy model: no mistake of its own (agon.toy.teac
 
 def build_model(cfg: dict, tokenizer: Any, seed: int) -> Any:
     """A tiny Qwen3-architecture causal LM, randomly initialised under ``seed``."""
+    # lazy: transformers (seconds to import) only where this runs
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
@@ -55,7 +57,6 @@ def build_model(cfg: dict, tokenizer: Any, seed: int) -> Any:
 
 def encode_example(tokenizer: Any, prompt: list[dict], target: str) -> tuple[list[int], list[int]]:
     """Token ids and labels (-100 on the prompt) of one example, encoded as at generation time."""
-    from agon.engines.base import render_prompt
 
     p = render_prompt(tokenizer, prompt)
     t = tokenizer(target, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
@@ -92,6 +93,7 @@ def train_one(
     has not clicked early, to save time for the retry) and with ``guard.max_loss_final`` at the
     end.
     """
+    # lazy: torch (seconds to import) only where this runs
     import torch
 
     tc, guard = cfg["train"], cfg["guard"]
@@ -164,8 +166,10 @@ def _sft_batch(batch: Sequence[tuple[list[int], list[int]]], pad: int, packing: 
     attending only to itself) or one right-padded example per row. The loss, a mean over the
     labelled tokens, is the same either way; packing skips the padding (about half the tokens
     of a toy batch)."""
+    # lazy: torch (seconds to import) only where this runs
     import torch
 
+    # lazy: imports torch (seconds) only where this runs
     from agon.packing import pack
 
     if packing:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agon.provenance import write_results
 from agon.toy.gates import greedy, op_error_rates
 from agon.toy.pretrain import _split, make_tasks
 from agon.toy.sft import ROLES, TEACHER, train_with_guard
@@ -36,10 +37,9 @@ def pretrain_teacher(
 
     ``seed`` (default: the pair's base seed from ``out/report.json``) derives the teacher's
     training seed as the pair's are derived."""
+    # lazy: transformers (seconds to import) only where this runs
     import torch
     from transformers import AutoTokenizer
-
-    from agon.provenance import write_results
 
     cfg = dict(config["toy"])
     out = Path(out)

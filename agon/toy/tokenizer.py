@@ -13,7 +13,8 @@ The result is a ``PreTrainedTokenizerFast`` with pad / eos tokens and a minimal 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
+
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 PAD, EOS = "<|pad|>", "<|end|>"
 ROLE_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>")
@@ -37,7 +38,7 @@ def build_tokenizer(corpus: Iterable[str], vocab_size: int = 384):
 
     Deterministic: the same corpus and vocab size give the same vocabulary.
     """
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    # lazy: transformers (seconds to import) only where this runs
     from transformers import PreTrainedTokenizerFast
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
@@ -71,11 +72,3 @@ def build_tokenizer(corpus: Iterable[str], vocab_size: int = 384):
     fast.chat_template = CHAT_TEMPLATE
     fast.padding_side = "left"  # generation pads on the left; training sets its own padding
     return fast
-
-
-def save_tokenizer(tokenizer, path: str | Path) -> Path:
-    """Save next to a model (tokenizer.json, tokenizer_config.json with the chat template)."""
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    tokenizer.save_pretrained(path)
-    return path

@@ -15,7 +15,9 @@ import re
 from collections.abc import Sequence
 
 from agon.grading.verdict import Verdict
+from agon.sandbox import SandboxPool
 from agon.tasks.base import Problem, Task
+from agon.tasks.code import extract_code
 from agon.toy.tasks import (
     CODE_READ,
     CODE_RIVAL,
@@ -147,8 +149,6 @@ class ToyCodeTask(ToySplits, Task):
         """
         if len(problems) != len(completions):
             raise ValueError(f"{len(problems)} problems for {len(completions)} completions")
-        from agon.sandbox import SandboxPool
-        from agon.tasks.code import extract_code
 
         codes = [extract_code(str(c)) for c in completions]
         tests = [[tuple(t) for t in json.loads(p.answer)] for p in problems]

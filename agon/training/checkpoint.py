@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from agon.provenance import atomic_write_text
+
 MARKER = "COMPLETE"
 PREFIX = "step-"
 
@@ -190,7 +192,6 @@ def load_checkpoint(path: str | Path, policies: Mapping[str, Any], accelerator: 
 def truncate_jsonl(path: str | Path, keep: Callable[[dict], bool]) -> None:
     """Rewrite a JSONL file atomically with only the rows ``keep`` accepts (a torn last line is
     dropped)."""
-    from agon.provenance import atomic_write_text
 
     path = Path(path)
     if not path.exists():

@@ -65,6 +65,7 @@ def cpu_seconds() -> float:
 def gpus_in_use() -> int:
     """GPUs this process can use (0 without CUDA)."""
     try:
+        # lazy: torch (seconds to import) only where this runs
         import torch
     except ImportError:
         return 0

@@ -88,6 +88,7 @@ def make_policy(
 ) -> Policy:
     """A policy with AdamW, a warmup scheduler, dropout off (as TRL) and, if ``beta``, a frozen
     copy of the model as the KL reference."""
+    # lazy: transformers (seconds to import) only where this runs
     from transformers import get_scheduler
 
     for module in model.modules():  # TRL's disable_dropout: sampling and scoring see one net
@@ -131,6 +132,7 @@ def make_accelerator() -> Any:
     """
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return None
+    # lazy: accelerate (imports torch) only where this runs
     from accelerate import Accelerator
 
     accelerator = Accelerator(

@@ -98,6 +98,7 @@ def score_rollouts(task: Task, policy: Policy, ro: rl.SoloRollout, s: Any) -> Sc
 
 
 def _ids(ids: Sequence[int]) -> Any:
+    # lazy: torch (seconds to import) only where this runs
     import torch
 
     return torch.as_tensor(list(ids), dtype=torch.long)

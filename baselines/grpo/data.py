@@ -20,6 +20,7 @@ REWARD_NAME = "correctness"
 
 def prompt_dataset(task: Task, split: str = "train", system_prompt: str | None = None) -> Any:
     """A datasets.Dataset of conversational prompts (the task's solve prompt, persona first)."""
+    # lazy: datasets (seconds to import) only when a data set is loaded
     from datasets import Dataset
 
     rows = [
@@ -63,6 +64,7 @@ def make_reward_fn(task: Task, problems: Sequence[Problem], shares: Path | None 
 
 
 def _log_share(folder: Path, state: Any, problem_ids: Sequence[str]) -> None:
+    # lazy: torch (seconds to import) only where this runs
     import torch.distributed as dist
 
     on = dist.is_available() and dist.is_initialized()

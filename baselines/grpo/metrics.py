@@ -14,6 +14,7 @@ from typing import Any
 
 from agon.training import metrics as mk
 from agon.training.budget import Budget, spent
+from agon.training.cost import StepCost
 from baselines.grpo.data import REWARD_NAME
 
 
@@ -57,9 +58,9 @@ def _metrics_callback(
     ``eval_every`` > 0 it also probes the model at the duel trainer's steps
     (:mod:`agon.training.probe`); with a ``budget`` (tokens or samples) it stops training after
     the first step at which the model has spent its target (:mod:`agon.training.budget`)."""
+    # lazy: transformers (seconds to import) only where this runs
     from transformers import TrainerCallback
 
-    from agon.training.cost import StepCost
     from agon.training.probe import final_row, is_eval_step
 
     class JsonlMetrics(TrainerCallback):
@@ -118,6 +119,7 @@ def _metrics_callback(
 
 
 def _rank() -> int:
+    # lazy: torch (seconds to import) only where this runs
     import torch.distributed as dist
 
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
@@ -125,6 +127,7 @@ def _rank() -> int:
 
 def _sum_over_ranks(*values: float) -> tuple[float, ...]:
     """``values`` summed over every training process (each one's CPU seconds are its own)."""
+    # lazy: torch (seconds to import) only where this runs
     import torch
     import torch.distributed as dist
 

@@ -16,6 +16,7 @@ hard problems of the validation split) at the duel trainer's steps and into the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -26,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from agon.engines import engine_options
+from agon.provenance import atomic_write_text
 from agon.registry import Trainer
 from agon.tasks import task_from_config
 from agon.tasks.base import Task
@@ -99,6 +102,7 @@ class GRPOSettings(TrainSettings):
         max_steps: int | None = None,
     ) -> Any:
         """The TRL GRPOConfig of this run (``max_steps``: default ``steps``)."""
+        # lazy: TRL (seconds to import) only where this runs
         import torch
         from trl import GRPOConfig
 
@@ -147,8 +151,8 @@ class GRPOSettings(TrainSettings):
 
 
 def _grpo_config_fields() -> set[str]:
-    import dataclasses
 
+    # lazy: TRL (seconds to import) only where this runs
     from trl import GRPOConfig
 
     return {f.name for f in dataclasses.fields(GRPOConfig)}
@@ -168,9 +172,11 @@ def train_grpo(
     Checkpoints go to ``work_dir`` (TRL's own); a rerun resumes from the last one. Returns the
     model's own ``metrics.jsonl``.
     """
+    # lazy: TRL (seconds to import) only where this runs
     import torch
     from trl import GRPOTrainer
 
+    # lazy: imports torch (seconds) only where this runs
     from agon.engines.hf import load_model, load_tokenizer
 
     name = row.upper()
@@ -218,7 +224,7 @@ def _hard_eval(
     """model -> its greedy pass@1 on ``train.eval_split`` (``eval/hard_pass@1/NAME``), as the
     duel trainer probes it: the same engine as the duel's rollouts (the live model, the row's
     persona and chat-template kwargs), so both methods are scored alike."""
-    from agon.engines import engine_options
+    # lazy: imports torch (seconds) only where this runs
     from agon.engines.hf import HFEngine
     from agon.training.probe import describe, hard_pass1, hard_problems
 
@@ -240,7 +246,6 @@ def _hard_eval(
 def train_pair(config: dict, fam: dict, task_name: str, settings: GRPOSettings, out: Path) -> dict:
     """`agon train --method grpo`: A and B each trained alone with GRPO (for the ``grpo`` and
     ``grpo_cascade`` columns); one merged ``metrics.jsonl``; the summary payload."""
-    from agon.provenance import atomic_write_text
 
     task = task_from_config(config, task_name)
     paths = []

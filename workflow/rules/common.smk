@@ -9,6 +9,7 @@
 import json
 import os
 import re
+from pathlib import Path
 
 from agon.config import ConfigError, ablation_config, validate_config
 from agon.methods import (

@@ -8,10 +8,16 @@ rule report:
         evals=all_eval_summaries(),
         runs=all_train_summaries(),
     output:
-        csv=LAYOUT.table_files("table1").csv,
-        md=LAYOUT.table_files("table1").md,
-        provenance=LAYOUT.table_files("table1").provenance,
-        figures=LAYOUT.figures(TRAIN_METHODS),
+        # report(): what `snakemake --report results/report.html` shows, with its caption
+        csv=report(LAYOUT.table_files("table1").csv, caption="../report/table1.rst", category="Table 1"),
+        md=report(LAYOUT.table_files("table1").md, caption="../report/table1_md.rst", category="Table 1"),
+        provenance=report(
+            LAYOUT.table_files("table1").provenance, caption="../report/provenance.rst", category="Provenance"
+        ),
+        figures=[
+            report(f, caption=f"../report/{Path(f).stem}.rst", category="Figures") if f.endswith(".png") else f
+            for f in LAYOUT.figures(TRAIN_METHODS)
+        ],
     log:
         LAYOUT.log("report"),
     params:

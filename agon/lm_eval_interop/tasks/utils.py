@@ -10,7 +10,11 @@ worker pool with a hard timeout), so lm-eval's ``acc`` equals ``agon eval``'s ve
 from __future__ import annotations
 
 import atexit
+import inspect
 from typing import Any
+
+from agon.grading.math import MathGrader
+from agon.tasks import TASKS
 
 _GRADER = None
 
@@ -18,11 +22,9 @@ _GRADER = None
 def _dataset(task_name: str, split: str, **kwargs: Any):
     """The split as a DatasetDict; of lm-eval's metadata (which also carries the model args and
     the task version) only the task constructor's own parameters are passed on."""
-    import inspect
 
+    # lazy: datasets (seconds to import) only when a data set is loaded
     import datasets
-
-    from agon.tasks import TASKS
 
     cls = TASKS.get(task_name)  # the task class, from agon's one task registry
     accepted = inspect.signature(cls.__init__).parameters
@@ -57,8 +59,6 @@ def process_results(doc: dict, results: list[str]) -> dict[str, float]:
     """``acc``: 1 when agon's math grader judges the completion's boxed answer correct."""
     global _GRADER
     if _GRADER is None:
-        from agon.grading.math import MathGrader
-
         _GRADER = MathGrader(workers=1)
         atexit.register(_GRADER.close)
     verdict = _GRADER.grade([doc["answer"]], [results[0]])[0]

@@ -29,6 +29,7 @@ import random
 from collections.abc import Sequence
 
 from agon.grading.verdict import Verdict
+from agon.sandbox import SandboxPool, check_program
 from agon.tasks.base import Problem, Task, build_splits, content_sha256
 from agon.tasks.code.calls import call_harness
 from agon.tasks.code.extract import extract_code
@@ -282,8 +283,6 @@ class CodeTask(CodePrompts, Task):
         mode = meta["mode"]
         timeout_s, memory_mb = self.limits(problem)
         if mode == "check":
-            from agon.sandbox import check_program
-
             program, tests = check_program(code, meta["check"], meta["entry_point"])
             return Run(program, tests, timeout_s, memory_mb, mode=mode)
         source = self.judge.prelude(code, mode) if self.judge else code
@@ -344,7 +343,6 @@ class CodeTask(CodePrompts, Task):
         return out
 
     def _run(self, runs: Sequence[Run | None]) -> list[Verdict]:
-        from agon.sandbox import SandboxPool
 
         if self._pool is None:
             self._pool = SandboxPool(self.grading_workers, site_packages=self.site_packages)

@@ -19,6 +19,7 @@ import json
 import re
 from typing import Any
 
+from agon.sandbox import check_program
 from agon.tasks.code.judges import CallCheck
 
 _TEST = """
@@ -62,7 +63,6 @@ def call_harness(
 ) -> tuple[str, list[tuple[str, str]]]:
     """The harness program and its one (stdin, stdout) test for ``calls`` (``(args,
     expected)`` pairs, JSON-able) on ``solution``, judged by ``call_check``."""
-    from agon.sandbox import check_program
 
     test_code = _TEST.format(
         calls=json.dumps([[args, expected] for args, expected in calls]),

