@@ -17,6 +17,11 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+# `snakemake --report results/report.html`: table 1, the figures with their captions and the
+# provenance in one self-contained page (workflow/report/ holds the captions)
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/data.smk"
@@ -24,6 +29,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/ablations.smk"
+include: "workflow/rules/plan.smk"
 
 
 rule all:

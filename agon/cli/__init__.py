@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, str] = {
     "eval": "agon.cli.eval",
     "train": "agon.cli.train",
     "report": "agon.cli.report",
+    "plan": "agon.cli.plan",
 }
 
 

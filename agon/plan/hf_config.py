@@ -1,0 +1,197 @@
+"""Dims from a transformers config, and a transformers config from dims.
+
+:func:`dims_from_config` reads any decoder's config (an object, or a ``config.json`` mapping);
+:func:`load_dims` gives a family row's model: its local folder's ``config.json`` when there is
+one, else the row of :mod:`agon.plan.published` (never a download). The other way,
+tests that build a real-width, 1-2 layer random-weight model on CPU take a paper checkpoint's
+dimensions from the planner (``PUBLISHED[name].with_layers(2)``), build the model from
+:func:`transformers_config`, and ask :func:`agon.plan.memory.estimate_step_memory` what one
+training step of it should hold; ``dims_from_config`` of the result gives the same dims back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from agon.plan.dims import FULL, SLIDING, DimsError, ModelDims
+from agon.plan.published import PUBLISHED
+
+# model_type values (config.json) read as one of agon.plan.dims.ARCHITECTURES; any other
+# decoder is counted as a generic Llama-style one
+MODEL_TYPES = {
+    "qwen3": "qwen3",
+    "qwen3_5": "qwen3_5",
+    "qwen3_5_text": "qwen3_5",
+    "gemma4": "gemma4",
+    "gemma4_text": "gemma4",
+}
+
+# a test model needs no long context; transformers configs require some positions
+TEST_MAX_POSITIONS = 4096
+
+
+def transformers_config(d: ModelDims, **overrides: Any) -> Any:
+    """The transformers config (``Qwen3Config``, ``Qwen3_5TextConfig``, ``Gemma4TextConfig``,
+    or ``LlamaConfig`` for a generic decoder) of dims ``d``; ``overrides`` replace or add
+    fields (e.g. ``vocab_size`` for a small test tokenizer)."""
+    # lazy: the planner itself never needs transformers (agon plan runs without it)
+    import transformers
+
+    common: dict[str, Any] = {
+        "hidden_size": d.hidden_size,
+        "intermediate_size": d.intermediate_size,
+        "num_hidden_layers": d.num_layers,
+        "num_attention_heads": d.num_heads,
+        "num_key_value_heads": d.num_kv_heads,
+        "head_dim": d.head_dim,
+        "vocab_size": d.vocab_size,
+        "tie_word_embeddings": d.tied_embeddings,
+        "max_position_embeddings": TEST_MAX_POSITIONS,
+    }
+    if d.architecture == "qwen3":
+        return transformers.Qwen3Config(**{**common, **overrides})
+    if d.architecture == "qwen3_5":
+        extra: dict[str, Any] = {
+            "layer_types": list(d.kinds()),
+            "linear_num_key_heads": d.linear_num_key_heads,
+            "linear_num_value_heads": d.linear_num_value_heads,
+            "linear_key_head_dim": d.linear_key_head_dim,
+            "linear_value_head_dim": d.linear_value_head_dim,
+            "linear_conv_kernel_dim": d.linear_conv_kernel,
+        }
+        return transformers.Qwen3_5TextConfig(**{**common, **extra, **overrides})
+    if d.architecture == "gemma4":
+        extra = {
+            "layer_types": list(d.kinds()),
+            "sliding_window": d.sliding_window or TEST_MAX_POSITIONS,
+            "global_head_dim": d.global_head_dim or d.head_dim,
+            "attention_k_eq_v": d.attention_k_eq_v,
+            "num_kv_shared_layers": d.num_kv_shared_layers,
+            "use_double_wide_mlp": d.double_wide_mlp_shared,
+            "hidden_size_per_layer_input": d.per_layer_input_size,
+            "vocab_size_per_layer_input": d.per_layer_vocab_size or d.vocab_size,
+        }
+        if d.global_kv_heads:
+            extra["num_global_key_value_heads"] = d.global_kv_heads
+        if FULL not in d.kinds():
+            extra["layer_types"][-1] = FULL  # transformers forces Gemma 4's last layer to full
+        return transformers.Gemma4TextConfig(**{**common, **extra, **overrides})
+    return transformers.LlamaConfig(**{**common, **overrides})
+
+
+def _get(cfg: Any, key: str, default: Any = None) -> Any:
+    if isinstance(cfg, Mapping):
+        return cfg.get(key, default)
+    return getattr(cfg, key, default)
+
+
+def _text_config(cfg: Any) -> Any:
+    """The text decoder's config of a multimodal config (``text_config``), else ``cfg``."""
+    sub = _get(cfg, "text_config")
+    return sub if sub is not None else cfg
+
+
+def _global_overrides(text: Any, layer_types: tuple[str, ...]) -> tuple[int | None, int | None]:
+    """(head dim, kv heads) of the full-attention layers where they differ (Gemma 4): from a
+    config.json's ``global_head_dim`` / ``num_global_key_value_heads``, or from a transformers
+    object's ``per_layer_config`` (which those keys become when the config is built)."""
+    hd, kv = _get(text, "global_head_dim"), _get(text, "num_global_key_value_heads")
+    per_layer = _get(text, "per_layer_config") or {}
+    # transformers writes the layer indices as strings, zero-padded to the widest ("05")
+    per_layer = {int(k): v for k, v in per_layer.items()} if isinstance(per_layer, Mapping) else {}
+    for i, kind in enumerate(layer_types):
+        if kind != FULL:
+            continue
+        over = per_layer.get(i)
+        if isinstance(over, Mapping):
+            hd = hd if hd is not None else over.get("head_dim")
+            kv = kv if kv is not None else over.get("num_key_value_heads")
+        break
+    return hd, kv
+
+
+def dims_from_config(cfg: Any, name: str = "", source: str = "") -> ModelDims:
+    """The dimensions of a transformers config: a ``PretrainedConfig`` (e.g. ``Qwen3Config``,
+    ``Qwen3_5TextConfig``, ``Gemma4TextConfig``, or a multimodal config holding one as
+    ``text_config``), a ``config.json`` mapping, or any object with those attributes. Works
+    for any layer count, so a real-width test model of 1-2 layers is described exactly."""
+    if not isinstance(cfg, Mapping) and hasattr(cfg, "to_dict"):
+        # a PretrainedConfig: its dict form, since Gemma 4's object refuses to read a per-layer
+        # attribute (head_dim) globally
+        cfg = cfg.to_dict()
+    text = _text_config(cfg)
+    model_type = str(_get(text, "model_type") or _get(cfg, "model_type") or "")
+    arch = MODEL_TYPES.get(model_type, "generic")
+    hidden = _get(text, "hidden_size")
+    heads = _get(text, "num_attention_heads")
+    layers = _get(text, "num_hidden_layers")
+    if hidden is None or heads is None or layers is None:
+        raise DimsError(
+            f"{name or 'config'}: needs hidden_size, num_attention_heads and num_hidden_layers "
+            f"(model_type {model_type!r}); is this a causal language model's config?"
+        )
+    head_dim = _get(text, "head_dim") or hidden // heads
+    layer_types = tuple(_get(text, "layer_types") or ())
+    if layer_types and set(layer_types) <= {FULL}:
+        layer_types = ()  # plain decoders list every layer as full attention
+    g_hd, g_kv = _global_overrides(text, layer_types)
+    tied = _get(text, "tie_word_embeddings")
+    if tied is None:
+        tied = _get(cfg, "tie_word_embeddings", False)
+    dtype = str(_get(text, "dtype") or _get(text, "torch_dtype") or _get(cfg, "dtype") or "")
+    dtype = dtype.replace("torch.", "") or "bfloat16"
+    ple = int(_get(text, "hidden_size_per_layer_input") or 0) if arch == "gemma4" else 0
+    return ModelDims(
+        name=name or str(_get(cfg, "_name_or_path") or model_type or "model"),
+        architecture=arch,
+        hidden_size=int(hidden),
+        intermediate_size=int(_get(text, "intermediate_size")),
+        num_layers=int(layers),
+        num_heads=int(heads),
+        num_kv_heads=int(_get(text, "num_key_value_heads") or heads),
+        head_dim=int(head_dim),
+        vocab_size=int(_get(text, "vocab_size")),
+        tied_embeddings=bool(tied),
+        layer_types=layer_types,
+        sliding_window=_get(text, "sliding_window") if SLIDING in layer_types else None,
+        global_head_dim=int(g_hd) if g_hd else None,
+        global_kv_heads=int(g_kv) if g_kv else None,
+        attention_k_eq_v=bool(_get(text, "attention_k_eq_v", False)),
+        # transformers' Qwen3.5 attention always doubles q_proj for the output gate
+        attn_output_gate=bool(_get(text, "attn_output_gate", arch == "qwen3_5")),
+        qk_norm=arch != "generic",
+        num_kv_shared_layers=int(_get(text, "num_kv_shared_layers") or 0),
+        double_wide_mlp_shared=bool(_get(text, "use_double_wide_mlp", False)),
+        linear_num_key_heads=int(_get(text, "linear_num_key_heads") or 0),
+        linear_num_value_heads=int(_get(text, "linear_num_value_heads") or 0),
+        linear_key_head_dim=int(_get(text, "linear_key_head_dim") or 0),
+        linear_value_head_dim=int(_get(text, "linear_value_head_dim") or 0),
+        linear_conv_kernel=int(_get(text, "linear_conv_kernel_dim") or 0),
+        per_layer_input_size=ple,
+        per_layer_vocab_size=int(_get(text, "vocab_size_per_layer_input") or 0) if ple else 0,
+        checkpoint_dtype=dtype if dtype in ("float32", "bfloat16", "float16") else "bfloat16",
+        source=source,
+    )
+
+
+def load_dims(model: str, published: Mapping[str, ModelDims] | None = None) -> ModelDims:
+    """The dimensions of a family row's ``model``: its local folder's ``config.json`` when
+    there is one, else the ``published`` table's row (by hub id; default
+    :data:`agon.plan.published.PUBLISHED`). Never downloads."""
+    published = PUBLISHED if published is None else published
+    folder = Path(model)
+    config_json = folder / "config.json"
+    if config_json.is_file():
+        with open(config_json) as f:
+            return dims_from_config(json.load(f), name=model, source=f"{config_json}")
+    if model in published:
+        return published[model]
+    known = ", ".join(sorted(published))
+    raise DimsError(
+        f"model {model!r}: no config.json at that path and not in the planner's table of "
+        f"published checkpoints ({known}); point the row at a local folder holding the "
+        "model's config.json, or add its dimensions to agon/plan/published.py"
+    )

@@ -1,0 +1,191 @@
+"""The jobs of the workflow's DAG for a target, derived from the config as the Snakefile does.
+
+``workflow/rules/common.smk`` fans the DAG out over families x tasks x methods x seeds from
+:mod:`agon.methods`; :func:`jobs_for` does the same with the same functions, so the planner
+lists the jobs ``snakemake -n`` lists (``tests/test_plan.py`` compares them): the toy base
+models (toy families only; the toy teacher when a teacher-distilling method trains on one),
+the packaged checkpoints' preparation, each (family, task) data split, the training runs
+(table 1's trained methods; a budget-matched method pulls in its reference run), the
+evaluations (each column at its seeds), the ablation variants, and each table's report job.
+The local config-snapshot jobs are left out (they write a YAML file and cost nothing).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from agon.methods import (
+    BUDGET_MATCHED,
+    BUDGET_REFERENCE,
+    COLUMNS,
+    TEACHER_METHODS,
+    TRAINED_METHODS,
+    columns_for_methods,
+    eval_seeds,
+    trained_methods_for,
+)
+from agon.plan.errors import PlanError
+from agon.results import Layout
+
+TABLES = ("table1", "related", "ablations")
+TARGETS = (*TABLES, "all")
+# the `resources` row each rule takes (workflow/rules/*.smk)
+RESOURCE_ROWS = {
+    "pretrain": "pretrain",
+    "pretrain_teacher": "pretrain",
+    "prepare_model": "prepare_model",
+    "data_split": "data",
+    "train": "train",
+    "ablation_train": "train",
+    "evaluate": "evaluate",
+    "ablation_eval": "evaluate",
+    "report": "report",
+    "related_report": "report",
+    "ablations_report": "report",
+}
+# the workflow's defaults for a resources key a config leaves out (common.smk: res)
+RESOURCE_DEFAULTS = {"threads": 1, "gpus": 0, "mem_mb": 4000, "runtime": 60}
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job of the DAG: its rule, its main output (its identity) and its wildcards."""
+
+    rule: str
+    output: str
+    family: str | None = None
+    task: str | None = None
+    method: str | None = None  # the trained method (train), "agon" for an ablation variant
+    system: str | None = None  # the evaluated column (evaluate; "agon" for an ablation's eval)
+    variant: str | None = None
+    seed: int | None = None
+
+    @property
+    def resources_row(self) -> str:
+        """The config's ``resources`` row this job is given."""
+        return RESOURCE_ROWS[self.rule]
+
+    @property
+    def label(self) -> str:
+        """A short human name: rule and wildcards."""
+        parts = [self.family, self.task, self.variant, self.method or self.system]
+        seed = f"seed{self.seed}" if self.seed is not None else None
+        return " ".join(p for p in (self.rule, *parts, seed) if p)
+
+
+def resources(config: dict, job: Job) -> dict[str, int]:
+    """The job's resources (threads, gpus, mem_mb, runtime), as the workflow reads them."""
+    row = (config.get("resources") or {}).get(job.resources_row, {})
+    return {k: int(row.get(k, v)) for k, v in RESOURCE_DEFAULTS.items()}
+
+
+def target_name(target: str) -> str:
+    """``results/table1.csv`` (any out_dir), ``table1.csv`` or ``table1`` -> ``table1``;
+    ``all`` stays; anything else is an error naming the choices."""
+    stem = os.path.basename(target).removesuffix(".csv")
+    if stem not in TARGETS:
+        raise PlanError(
+            f"unknown target {target!r}; expected results/table1.csv, results/related.csv, "
+            "results/ablations.csv or all"
+        )
+    return stem
+
+
+def _train_methods(config: dict, systems: list[str]) -> list[str]:
+    """The trained methods ``systems`` need, plus the reference run a budget-matched method
+    waits for (its job depends on it: common.smk, train_inputs), in report order."""
+    methods = set(trained_methods_for(systems))
+    if config["train"]["budget"]["match"] != "steps" and methods & set(BUDGET_MATCHED):
+        methods.add(BUDGET_REFERENCE)
+    return [m for m in TRAINED_METHODS if m in methods]
+
+
+def _base_jobs(config: dict, layout: Layout, methods: list[str]) -> list[Job]:
+    """What every table's runs stand on: toy models, packaged checkpoints, data splits."""
+    fams = config["families"]
+    jobs = []
+    if any(f["toy"] for f in fams):
+        jobs.append(Job("pretrain", layout.toy_report()))
+        if set(methods) & set(TEACHER_METHODS):
+            jobs.append(Job("pretrain_teacher", layout.toy_teacher_report()))
+    rows = [f[k] for f in fams for k in ("model_a", "model_b")]
+    if set(methods) & set(TEACHER_METHODS):
+        rows += [f["teacher"] for f in fams if "teacher" in f and not f["toy"]]
+    folders = dict.fromkeys(os.path.normpath(r["model"]) for r in rows if "source" in r)
+    jobs += [Job("prepare_model", folder) for folder in folders]
+    jobs += [
+        Job("data_split", layout.split(f["name"], t["name"]), f["name"], t["name"])
+        for f in fams
+        for t in config["tasks"]
+    ]
+    return jobs
+
+
+def _runs(config: dict, layout: Layout, systems: list[str], report: str) -> list[Job]:
+    """Training runs and evaluations of ``systems``, and the report job ``report``."""
+    seeds = [int(s) for s in config["seeds"]]
+    methods = _train_methods(config, systems)
+    jobs = _base_jobs(config, layout, methods)
+    for f in config["families"]:
+        for t in config["tasks"]:
+            fam, task = f["name"], t["name"]
+            jobs += [
+                Job("train", layout.train_summary(fam, task, m, s), fam, task, method=m, seed=s)
+                for m in methods
+                for s in seeds
+            ]
+            jobs += [
+                Job("evaluate", layout.eval_summary(fam, task, c, s), fam, task, system=c, seed=s)
+                for c in systems
+                for s in eval_seeds(c, seeds)
+            ]
+    jobs.append(Job(report, f"{layout.out_dir}/{report.removesuffix('_report')}.csv"))
+    return jobs
+
+
+def _ablations(config: dict, layout: Layout) -> list[Job]:
+    """Each ablation variant's duel and its cascade's evaluation, per (family, task, seed)."""
+    variants = [v["name"] for v in config["ablations"]["variants"]]
+    seeds = [int(s) for s in config["ablations"]["seeds"]]
+    jobs = _base_jobs(config, layout, [BUDGET_REFERENCE])
+    for f in config["families"]:
+        for t in config["tasks"]:
+            fam, task = f["name"], t["name"]
+            for v in variants:
+                for s in seeds:
+                    train = layout.ablation_train_summary(fam, task, v, s)
+                    ev = layout.ablation_eval_summary(fam, task, v, s)
+                    jobs.append(
+                        Job("ablation_train", train, fam, task, BUDGET_REFERENCE, None, v, s)
+                    )
+                    jobs.append(Job("ablation_eval", ev, fam, task, None, "agon", v, s))
+    jobs.append(Job("ablations_report", f"{layout.out_dir}/ablations.csv"))
+    return jobs
+
+
+def jobs_for(config: dict, target: str) -> list[Job]:
+    """Every job of the DAG for ``target`` (:func:`target_name`), each once, in DAG order;
+    ``all`` is the union of the three tables' DAGs (shared runs once)."""
+    name = target_name(target)
+    layout = Layout(config["out_dir"], config.get("figures_dir", "figures"))
+    builders = {
+        "table1": lambda: _runs(config, layout, columns_for_methods(config["methods"]), "report"),
+        "related": lambda: _runs(
+            config, layout, columns_for_methods(config["related"]["methods"]), "related_report"
+        ),
+        "ablations": lambda: _ablations(config, layout),
+    }
+    names = TABLES if name == "all" else (name,)
+    jobs: dict[str, Job] = {}
+    for n in names:
+        for job in builders[n]():
+            jobs.setdefault(job.output, job)
+    return list(jobs.values())
+
+
+def column(job: Job) -> str:
+    """The column an evaluation job runs (an ablation's is Agon's cascade)."""
+    if job.system not in COLUMNS:
+        raise PlanError(f"{job.label}: unknown column {job.system!r}")
+    return job.system

@@ -1,0 +1,183 @@
+"""Measured lengths from an existing ``out_dir`` (``agon plan --lengths-from DIR``).
+
+Completion lengths decide most of a plan's tokens; the config gives only their cap
+(``max_new_tokens``). When runs of the same families and tasks exist, their files give means:
+
+- training runs' ``metrics.jsonl`` (``{out}/{family}/{task}/train/{method}/seed*/`` and the
+  ablations' ``.../ablations/{variant}/train/seed*/``): the ``{model}/{role}/mean_length`` key
+  of each step (weighted by ``{model}/{role}/completions``), per (family, task, model, role);
+  a GRPO sample counts as a draft, as in the metrics themselves; a budget-matched run's
+  ``summary.json`` (tokens generated over completions) where its metrics have nothing;
+- evaluations' ``summary.json`` (``.../eval/{system}/seed*/``): ``mean_completion_tokens`` (the
+  final answer's) and ``mean_draft_tokens`` (everything generated before it), per system;
+- evaluations' ``samples.jsonl`` of single-model systems: ``prompt_tokens``, the mean solve
+  prompt of (family, task);
+- data splits' ``split.json``: ``sizes`` of each split (how many hard test problems there are).
+
+Nothing else is read; anything missing falls back to the caps, and the plan says which was used.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agon.methods import BUDGET_MATCHED, COLUMNS
+from agon.plan.errors import PlanError
+
+ROLE_LENGTH = re.compile(r"^(?P<model>[^/]+)/(?P<role>drafter|reader)/mean_length$")
+MAX_PROMPT_SAMPLES = 2000  # samples.jsonl lines read per file for the mean prompt length
+
+
+@dataclass
+class Mean:
+    """A running weighted mean and where it came from."""
+
+    total: float = 0.0
+    weight: float = 0.0
+    files: set[str] = field(default_factory=set)
+
+    def add(self, value: float, weight: float, path: str) -> None:
+        """Add ``value`` with ``weight`` (seen in ``path``)."""
+        if weight > 0 and value == value:  # skip NaN
+            self.total += value * weight
+            self.weight += weight
+            self.files.add(path)
+
+    @property
+    def value(self) -> float | None:
+        return self.total / self.weight if self.weight else None
+
+
+@dataclass
+class MeasuredLengths:
+    """Means read from one ``out_dir`` (empty when none is given)."""
+
+    root: str | None = None
+    # (family, task, method, model, role) -> mean completion tokens
+    roles: dict[tuple[str, str, str, str, str], Mean] = field(default_factory=dict)
+    # (family, task, system) -> {"completion": Mean, "draft": Mean}
+    evals: dict[tuple[str, str, str], dict[str, Mean]] = field(default_factory=dict)
+    prompts: dict[tuple[str, str], Mean] = field(default_factory=dict)  # mean solve prompt
+    sizes: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    eval_problems: dict[tuple[str, str], int] = field(default_factory=dict)  # problems evaluated
+
+    def role(self, family: str, task: str, model: str, role: str, method: str | None = None):
+        """(mean completion tokens, source) of ``model`` in ``role``: the method's own runs
+        first, then any run of (family, task); (None, None) when nothing was measured."""
+        keys = [k for k in self.roles if k[:2] == (family, task) and k[3:] == (model, role)]
+        own = [k for k in keys if k[2] == method]
+        for group in (own, keys):
+            mean = Mean()
+            for k in group:
+                m = self.roles[k]
+                mean.total, mean.weight = mean.total + m.total, mean.weight + m.weight
+                mean.files |= m.files
+            if mean.value is not None:
+                return mean.value, f"measured: {len(mean.files)} run file(s) in {self.root}"
+        return None, None
+
+    def eval_mean(self, family: str, task: str, system: str, which: str):
+        """(mean tokens, source) of an evaluated system's ``completion`` or ``draft`` tokens."""
+        m = self.evals.get((family, task, system), {}).get(which)
+        if m is None or m.value is None:
+            return None, None
+        return m.value, f"measured: {len(m.files)} eval summary(ies) in {self.root}"
+
+    def prompt(self, family: str, task: str):
+        """(mean solve-prompt tokens, source) of (family, task)."""
+        m = self.prompts.get((family, task))
+        if m is None or m.value is None:
+            return None, None
+        return m.value, f"measured: prompt_tokens of {len(m.files)} samples file(s)"
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise PlanError(
+            f"{path}: unreadable ({err}); remove it or point --lengths-from elsewhere"
+        ) from None
+
+
+def _metrics(lengths: MeasuredLengths, path: Path, family: str, task: str, method: str) -> None:
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # a torn last line of a killed run
+        for key, value in row.items():
+            m = ROLE_LENGTH.match(key)
+            if not m or not isinstance(value, (int, float)):
+                continue
+            n = row.get(f"{m['model']}/{m['role']}/completions", 1.0) or 0.0
+            k = (family, task, method, m["model"], m["role"])
+            lengths.roles.setdefault(k, Mean()).add(float(value), float(n), str(path))
+
+
+def _summary(lengths: MeasuredLengths, path: Path, family: str, task: str, method: str) -> None:
+    """A budget-matched run's summary (``{model}/tokens_generated`` over ``{model}/completions``:
+    every sample is a draft) when its metrics.jsonl gave nothing for that model; a duel's
+    summary pools drafts and reads, so it is left out."""
+    if method not in BUDGET_MATCHED:
+        return
+    body = _read_json(path)
+    for model in ("A", "B"):
+        key = (family, task, method, model, "drafter")
+        tokens, n = body.get(f"{model}/tokens_generated"), body.get(f"{model}/completions")
+        if key in lengths.roles or not (isinstance(tokens, (int, float)) and n):
+            continue
+        lengths.roles.setdefault(key, Mean()).add(float(tokens) / float(n), float(n), str(path))
+
+
+def read_lengths(root: str | Path) -> MeasuredLengths:
+    """Every mean :class:`MeasuredLengths` knows, read from ``root`` (an ``out_dir``)."""
+    base = Path(root)
+    if not base.is_dir():
+        raise PlanError(f"--lengths-from {root}: not a folder; give an out_dir holding runs")
+    out = MeasuredLengths(root=str(base))
+    for path in sorted(base.glob("*/*/train/*/seed*/metrics.jsonl")):
+        family, task, _, method = path.parts[-6:-2]
+        _metrics(out, path, family, task, method)
+    for path in sorted(base.glob("*/*/train/*/seed*/summary.json")):
+        family, task, _, method = path.parts[-6:-2]
+        _summary(out, path, family, task, method)
+    for path in sorted(base.glob("*/*/ablations/*/train/seed*/metrics.jsonl")):
+        family, task = path.parts[-7:-5]
+        _metrics(out, path, family, task, "agon")
+    for path in sorted(base.glob("*/*/eval/*/seed*/summary.json")):
+        family, task, _, system = path.parts[-6:-2]
+        body = _read_json(path)
+        n = float(body.get("n_samples") or body.get("n_problems") or 1)
+        if isinstance(body.get("n_problems"), int):
+            key = (family, task)
+            out.eval_problems[key] = max(out.eval_problems.get(key, 0), body["n_problems"])
+        slot = out.evals.setdefault((family, task, system), {"completion": Mean(), "draft": Mean()})
+        for which, key in (
+            ("completion", "mean_completion_tokens"),
+            ("draft", "mean_draft_tokens"),
+        ):
+            if isinstance(body.get(key), (int, float)):
+                slot[which].add(float(body[key]), n, str(path))
+        samples = path.with_name("samples.jsonl")
+        if samples.is_file() and system in COLUMNS and COLUMNS[system].kind == "single":
+            mean = out.prompts.setdefault((family, task), Mean())
+            with open(samples) as f:
+                for i, line in enumerate(f):
+                    if i >= MAX_PROMPT_SAMPLES:
+                        break
+                    try:
+                        tokens = json.loads(line).get("prompt_tokens")
+                    except ValueError:
+                        continue
+                    if isinstance(tokens, (int, float)):
+                        mean.add(float(tokens), 1.0, str(samples))
+    for path in sorted(base.glob("*/*/data/split.json")):
+        family, task = path.parts[-4:-2]
+        sizes = _read_json(path).get("sizes")
+        if isinstance(sizes, dict):
+            out.sizes[(family, task)] = {k: int(v) for k, v in sizes.items()}
+    return out

@@ -1,0 +1,382 @@
+"""What each job computes: its generations, its training passes and its extra forwards, as
+sequence counts and mean lengths, from the config (and measured lengths where given).
+
+- **The duel** (``agon``, ``agon_independent``, each ablation variant with its ``agon``
+  changes): ``train.steps`` steps of ``problems_per_step`` problems; the drafter samples
+  ``num_generations`` drafts per problem, the reader ``agon.num_reads`` reads of each draft.
+  ``role_schedule: alternate`` swaps the roles each step (A drafts on steps 0, 2, ...);
+  ``both`` runs each direction on half of the problems. Each model trains on its own
+  completions. Probes (``train.eval_every``): each model greedily on ``eval_problems``
+  problems before the first step, every ``eval_every`` steps and after the last.
+- **Budget-matched methods** (GRPO on TRL; Cliff, GAR, OPD-then-RL: ``agon.methods.BUDGET_MATCHED``)
+  train each model alone on ``P x G`` samples per step until it has generated what the same
+  model generated in the ``agon`` run (``train.budget.match``: tokens, samples or steps),
+  at most ``max_steps_factor x steps`` steps. Their helpers are counted beside it: Cliff's
+  teacher marks every sample (an upper bound: it is asked about wrong ones only), GAR runs a
+  no-grad forward over each problem's anchor and over every sample, OPD's teacher scores every
+  sample of its first ``opd_steps`` steps.
+- **Evaluations**: ``eval.n_samples`` per hard problem; a single model answers, a cascade
+  drafts then reads, MoA runs ``moa.layers`` x ``moa.proposers`` proposals (A and B
+  alternating) and an aggregator that reads the last layer's proposals.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from agon.methods import COLUMNS
+from agon.plan.expect import Count, Expect, eval_length, role_length, split_size
+from agon.plan.lengths import MeasuredLengths
+
+GREEDY_LENGTH_NOTE = "probes and teachers decode greedily to the cap"
+# TRL GRPOConfig's default share of the GPU for its colocated vLLM (vllm_gpu_memory_utilization)
+TRL_VLLM_SHARE = 0.3
+
+
+@dataclass(frozen=True)
+class Generation:
+    """Sampling ``sequences`` completions of ``completion`` tokens after ``prompt`` tokens."""
+
+    what: str
+    model: str  # "A", "B" or a helper ("teacher")
+    sequences: float
+    prompt: float
+    completion: float
+    engine: str  # vllm | hf
+    rows: int  # sequences handed to the engine at once (hf: its batch; vllm: it schedules)
+    source: str  # where the completion length came from
+    helper: bool = False  # a probe's or a teacher's tokens, counted apart from the samples
+
+
+@dataclass(frozen=True)
+class Training:
+    """Training ``model`` on ``sequences`` of its own completions (one optimizer pass each)."""
+
+    what: str
+    model: str
+    sequences: float
+    prompt: float
+    completion: float
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """No-grad forwards of ``model`` over ``sequences`` of ``prompt + completion`` tokens,
+    its head on the completion (a teacher's log-probs, GAR's anchors)."""
+
+    what: str
+    model: str
+    sequences: float
+    prompt: float
+    completion: float
+
+
+@dataclass
+class Workload:
+    """One job's work, and per model what it spent (steps, completions, tokens generated)."""
+
+    generations: list[Generation] = field(default_factory=list)
+    trainings: list[Training] = field(default_factory=list)
+    scorings: list[Scoring] = field(default_factory=list)
+    steps: dict[str, float] = field(default_factory=dict)
+    spend: dict[str, dict[str, float]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _probes(
+    config: dict,
+    fam: dict,
+    task: dict,
+    e: Expect,
+    lengths: MeasuredLengths,
+    steps: int,
+    engine: str,
+    rows: int,
+) -> list[Generation]:
+    """Each model's greedy probes over the run (none with ``eval_every: 0``)."""
+    tr = config["train"]
+    every = int(tr.get("eval_every") or 0)
+    if not every:
+        return []
+    count = steps // every + 1 + (1 if steps % every else 0)
+    problems = split_size(task, fam["name"], tr["eval_split"], lengths, tr.get("eval_problems"))
+    return [
+        Generation(
+            f"{m} probes",
+            m,
+            count * problems.value,
+            e.solve_prompt.value,
+            e.max_new,
+            engine,
+            rows,
+            f"cap ({GREEDY_LENGTH_NOTE}); {problems.source}",
+            helper=True,
+        )
+        for m in ("A", "B")
+    ]
+
+
+def duel_workload(
+    config: dict,
+    agon: dict,
+    fam: dict,
+    task: dict,
+    e: Expect,
+    lengths: MeasuredLengths,
+    method: str,
+) -> Workload:
+    """The duel of ``method`` (its ``agon`` section ``agon``, a variant's for an ablation)."""
+    tr = config["train"]
+    steps, p, g, k = tr["steps"], tr["problems_per_step"], tr["num_generations"], agon["num_reads"]
+    engine, rows = tr["backend"], tr["rollout_batch_size"]
+    name, task_name = fam["name"], task["name"]
+    draft = {m: role_length(lengths, e, name, task_name, m, "drafter", method) for m in "AB"}
+    read = {m: role_length(lengths, e, name, task_name, m, "reader", method) for m in "AB"}
+    if agon["role_schedule"] == "both":
+        drafts = {m: steps * (p / 2) * g for m in "AB"}
+    else:  # alternate: A drafts on even steps
+        drafts = {"A": math.ceil(steps / 2) * p * g, "B": (steps // 2) * p * g}
+    w = Workload(steps={"A": steps, "B": steps})
+    for m, rival in (("A", "B"), ("B", "A")):
+        reads = drafts[rival] * k
+        reader_prompt = e.reader_prompt(draft[rival].value)
+        w.generations.append(
+            Generation(
+                f"{m} drafts",
+                m,
+                drafts[m],
+                e.solve_prompt.value,
+                draft[m].value,
+                engine,
+                rows,
+                draft[m].source,
+            )
+        )
+        w.generations.append(
+            Generation(
+                f"{m} reads {rival}'s drafts",
+                m,
+                reads,
+                reader_prompt,
+                read[m].value,
+                engine,
+                rows,
+                read[m].source,
+            )
+        )
+        w.trainings.append(
+            Training(f"{m} on its drafts", m, drafts[m], e.solve_prompt.value, draft[m].value)
+        )
+        w.trainings.append(Training(f"{m} on its reads", m, reads, reader_prompt, read[m].value))
+        w.spend[m] = {
+            "steps": steps,
+            "completions": drafts[m] + reads,
+            "tokens": drafts[m] * draft[m].value + reads * read[m].value,
+        }
+    w.generations += _probes(config, fam, task, e, lengths, steps, engine, rows)
+    return w
+
+
+def budget_steps(config: dict, reference: dict[str, float] | None, per_step: dict[str, float]):
+    """(steps, note) of a budget-matched model whose reference spend is ``reference`` (its
+    ``agon`` run's tokens and completions) and who spends ``per_step`` per step."""
+    tr = config["train"]
+    match, steps = tr["budget"]["match"], tr["steps"]
+    cap = max(steps, math.ceil(tr["budget"]["max_steps_factor"] * steps))
+    if match == "steps" or reference is None:
+        return steps, f"budget: {steps} steps"
+    key = "tokens" if match == "tokens" else "completions"
+    need = math.ceil(reference[key] / per_step[key])
+    if need > cap:
+        return cap, f"budget: {match} of the agon run need {need} steps; capped at {cap}"
+    return need, f"budget: {match} of the agon run, {need} steps"
+
+
+def _teacher_model(config: dict, fam: dict, method: str, m: str) -> str:
+    """Which model a helper of ``method`` is for model ``m`` (its dims key in the plan)."""
+    if method == "cliff":
+        if (config.get("cliff") or {}).get("teacher_model"):
+            return "cliff_teacher"
+        return "B" if m == "A" else "A"  # the family's other base model marks the samples
+    return "teacher"
+
+
+def solo_workload(
+    config: dict,
+    fam: dict,
+    task: dict,
+    e: Expect,
+    lengths: MeasuredLengths,
+    method: str,
+    reference: dict[str, dict[str, float]] | None,
+) -> Workload:
+    """A budget-matched method's run: each model alone (GRPO on TRL, or the in-house solo mode
+    of Cliff, GAR and OPD-then-RL), with its helpers' work."""
+    tr = config["train"]
+    p, g = tr["problems_per_step"], tr["num_generations"]
+    if method == "grpo":
+        grpo = config.get("grpo") or {}
+        engine = "vllm" if grpo.get("use_vllm") else "hf"
+        rows = p * g  # TRL generates a step's P x G completions at once
+    else:
+        engine, rows = tr["backend"], tr["rollout_batch_size"]
+    w = Workload()
+    for m in ("A", "B"):
+        sample = role_length(lengths, e, fam["name"], task["name"], m, "drafter", method)
+        per = {"tokens": p * g * sample.value, "completions": p * g}
+        steps, note = budget_steps(config, (reference or {}).get(m), per)
+        n = steps * p * g
+        w.steps[m] = steps
+        w.notes.append(f"{m}: {note}")
+        w.generations.append(
+            Generation(
+                f"{m} samples",
+                m,
+                n,
+                e.solve_prompt.value,
+                sample.value,
+                engine,
+                rows,
+                sample.source,
+            )
+        )
+        w.trainings.append(
+            Training(f"{m} on its samples", m, n, e.solve_prompt.value, sample.value)
+        )
+        w.spend[m] = {"steps": steps, "completions": n, "tokens": n * sample.value}
+        _helpers(config, fam, e, method, m, w, steps, sample)
+    # every trainer probes (GRPO through a callback, on the duel's rollout engine)
+    probe_steps = max(w.steps.values())
+    w.generations += _probes(
+        config, fam, task, e, lengths, probe_steps, tr["backend"], tr["rollout_batch_size"]
+    )
+    return w
+
+
+def _helpers(
+    config: dict,
+    fam: dict,
+    e: Expect,
+    method: str,
+    m: str,
+    w: Workload,
+    steps: float,
+    sample: Count,
+) -> None:
+    """The helper work of a related method for model ``m`` (see the module docstring)."""
+    tr = config["train"]
+    p, g = tr["problems_per_step"], tr["num_generations"]
+    helper = _teacher_model(config, fam, method, m)
+    if method == "cliff" and (config.get("cliff") or {}).get("teacher", "oracle") == "model":
+        limit = (config.get("cliff") or {}).get("teacher_max_new_tokens") or e.max_new
+        prompt = e.reader_prompt(sample.value)
+        # the teachers generate through transformers (baselines/cliff: make_teachers)
+        w.generations.append(
+            Generation(
+                f"{helper} marks {m}'s samples (upper bound: all)",
+                helper,
+                steps * p * g,
+                prompt,
+                limit,
+                "hf",
+                tr["rollout_batch_size"],
+                f"cap ({GREEDY_LENGTH_NOTE})",
+                helper=True,
+            )
+        )
+    elif method == "gar":
+        gar = config.get("gar") or {}
+        anchor = gar.get("anchor_max_tokens") or e.max_new
+        w.scorings.append(Scoring(f"{m}'s anchors", m, steps * p, e.solve_prompt.value, anchor))
+        w.scorings.append(
+            Scoring(f"{m}'s samples again", m, steps * p * g, e.solve_prompt.value, sample.value)
+        )
+    elif method == "opd_then_rl":
+        opd = config.get("opd_then_rl") or {}
+        opd_steps = min(int(opd.get("opd_steps", 10)), steps)
+        w.scorings.append(
+            Scoring(
+                f"teacher scores {m}'s OPD samples",
+                helper,
+                opd_steps * p * g,
+                e.solve_prompt.value,
+                sample.value,
+            )
+        )
+
+
+def eval_workload(
+    config: dict,
+    fam: dict,
+    task: dict,
+    e: Expect,
+    lengths: MeasuredLengths,
+    system: str,
+) -> Workload:
+    """An evaluation of column ``system`` (an ablation's: the ``agon`` cascade), on the engine
+    the workflow's ``agon eval`` uses (transformers: the rule passes no ``--backend``)."""
+    ev, col = config["eval"], COLUMNS[system]
+    problems = split_size(task, fam["name"], ev["split"], lengths, ev.get("max_problems"))
+    n = problems.value * ev["n_samples"]
+    engine, rows = "hf", ev["batch_size"]
+    name, task_name = fam["name"], task["name"]
+    final = eval_length(lengths, e, name, task_name, system, "completion")
+    before = eval_length(lengths, e, name, task_name, system, "draft")
+    w = Workload(notes=[f"problems: {problems.source}"])
+    solve = e.solve_prompt.value
+    if col.kind == "single":
+        model = col.model or "A"
+        w.generations.append(
+            Generation(f"{model} answers", model, n, solve, final.value, engine, rows, final.source)
+        )
+    elif col.kind == "cascade":
+        d, r = col.drafter or "A", col.reader or "B"
+        w.generations.append(
+            Generation(f"{d} drafts", d, n, solve, before.value, engine, rows, before.source)
+        )
+        w.generations.append(
+            Generation(
+                f"{r} reads",
+                r,
+                n,
+                e.reader_prompt(before.value),
+                final.value,
+                engine,
+                rows,
+                final.source,
+            )
+        )
+    else:  # moa
+        moa = config["moa"]
+        layers, proposers = moa["layers"], moa["proposers"]
+        per = before.value / (layers * proposers) if "measured" in before.source else before.value
+        shown = solve + proposers * per  # a prompt that shows a layer's proposals
+        for layer in range(layers):
+            prompt = solve if layer == 0 else shown
+            for i in range(proposers):
+                model = "A" if i % 2 == 0 else "B"
+                w.generations.append(
+                    Generation(
+                        f"layer {layer + 1} proposal {i + 1} ({model})",
+                        model,
+                        n,
+                        prompt,
+                        per,
+                        engine,
+                        rows,
+                        before.source,
+                    )
+                )
+        agg = "A" if moa["aggregator"] == "a" else "B"
+        w.generations.append(
+            Generation(f"{agg} aggregates", agg, n, shown, final.value, engine, rows, final.source)
+        )
+        worst = proposers * e.max_new  # the proposals alone, at the cap
+        if worst > e.max_prompt:
+            w.notes.append(
+                f"risk: MoA prompts show {proposers} proposals of up to {e.max_new} tokens, "
+                f"{worst} tokens without the problem, but prompts over max_prompt_tokens="
+                f"{e.max_prompt} are rejected (PromptTooLongError) and MoA does not cut them"
+            )
+    return w

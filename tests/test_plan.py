@@ -1,0 +1,492 @@
+"""`agon plan`: parameters, FLOPs, KV cache and memory against hand-computed cases, the DAG's
+jobs against the workflow's, flags, throughput labels, JSON and CSV output, bad input.
+
+Fast: no model is loaded; the check against transformers' own modules builds them on the meta
+device (no weights); one Snakemake dry run plans config/small-gpu.yaml.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+from test_workflow import REPO, dry_run_jobs, expected_counts, workdir_with
+
+from agon.cli import main
+from agon.config import load_config
+from agon.methods import columns_for_methods, eval_seeds, trained_methods_for
+from agon.plan.dims import (
+    FULL,
+    LINEAR,
+    SLIDING,
+    ModelDims,
+    flop_params,
+    kv_cache_bytes,
+    param_breakdown,
+    param_count,
+)
+from agon.plan.errors import PlanError
+from agon.plan.flops import forward_flops, generation_flops, training_flops
+from agon.plan.hardware import (
+    ASSUMED,
+    ASSUMED_COMPUTE_EFFICIENCY,
+    ASSUMED_DECODE_EFFICIENCY,
+    efficiency,
+    read_measurements,
+    write_measurement,
+)
+from agon.plan.hf_config import dims_from_config, load_dims
+from agon.plan.memory import estimate_step_memory
+from agon.plan.planner import plan
+from agon.plan.published import PARAMS_TOLERANCE, PUBLISHED, PUBLISHED_PARAMS
+
+PAPER = REPO / "config" / "paper.yaml"
+SMALL = REPO / "config" / "small-gpu.yaml"
+
+# A made-up decoder small enough to count by hand: hidden 8, MLP 16, 2 layers, 2 query heads
+# and 1 KV head of 4, vocabulary 10, tied embeddings, Qwen3's layout (q/k norms, 2 norms/layer).
+TINY = ModelDims(
+    name="tiny",
+    architecture="qwen3",
+    hidden_size=8,
+    intermediate_size=16,
+    num_layers=2,
+    num_heads=2,
+    num_kv_heads=1,
+    head_dim=4,
+    vocab_size=10,
+    tied_embeddings=True,
+)
+
+
+def by_rule(p) -> Counter:
+    return Counter(j.job.rule for j in p.jobs)
+
+
+def job(p, label: str):
+    return next(j for j in p.jobs if j.job.label == label)
+
+
+# ----------------------------------------------------------------------------- by hand
+
+
+def test_tiny_parameters_by_hand():
+    # embedding 10 x 8 = 80 (tied: no LM head); per layer: q 8x8 = 64, k 8x4 = 32, v 32,
+    # o 8x8 = 64 -> 192; MLP 3 x 8 x 16 = 384; norms 2 x 8 + q_norm 4 + k_norm 4 = 24;
+    # 2 layers x 600 + the final norm 8 + 80 = 1288
+    b = param_breakdown(TINY)
+    assert (b["embedding"], b["lm_head"], b["attention"], b["mlp"]) == (80, 0, 384, 768)
+    assert b["norms"] == 2 * 24 + 8
+    assert param_count(TINY) == 1288
+    # multiply-add parameters: the layers' matrices 2 x (192 + 384); the head 10 x 8
+    assert flop_params(TINY) == {"backbone": 1152, "head": 80}
+
+
+def test_tiny_flops_by_hand():
+    # 3 prompt + 2 completion tokens, the head on the 2: 2 x 1152 x 5 = 11520, 2 x 80 x 2 = 320,
+    # attention 4 x 2 heads x 4 dims x (1+2+3+4+5 = 15 pairs) = 480 per layer, 2 layers: 960
+    assert forward_flops(TINY, 3, 2, 2) == 11520 + 320 + 960
+    assert generation_flops(TINY, 3, 2) == 12800
+    t = training_flops(TINY, 3, 2)
+    assert t["forward_backward"] == 3 * 12800 and t["total"] == 38400
+    # gradient checkpointing adds the backbone's forward once more (11520 + 960, no head)
+    t = training_flops(TINY, 3, 2, gradient_checkpointing=True, reference_model=True)
+    assert t["recompute"] == 12480 and t["reference"] == 12800
+    assert t["total"] == 38400 + 12480 + 12800
+    # two iterations: twice the forward + backward, and one no-grad forward for old log-probs
+    assert training_flops(TINY, 3, 2, num_iterations=2)["total"] == 2 * 38400 + 12800
+
+
+def test_tiny_kv_cache_by_hand():
+    # 2 (K, V) x 2 layers x 1 KV head x 4 dims x 5 tokens x 3 sequences x 2 bytes = 480
+    assert kv_cache_bytes(TINY, 2, 5, 3) == 480
+
+
+def test_kv_cache_windows_and_shared_layers():
+    # 3 layers: sliding (window 2), sliding, full with head_dim 4; the last one reuses earlier
+    # keys (num_kv_shared_layers 1). At 5 tokens: each sliding layer keeps 2 tokens of
+    # 2 x 1 head x 2 dims x 2 bytes = 8 bytes: 2 x 2 x 8 = 32; the shared full layer nothing
+    d = ModelDims(
+        name="windows", architecture="gemma4", hidden_size=8, intermediate_size=8, num_layers=3,
+        num_heads=2, num_kv_heads=1, head_dim=2, vocab_size=10, tied_embeddings=True,
+        layer_types=(SLIDING, SLIDING, FULL), sliding_window=2, global_head_dim=4,
+        num_kv_shared_layers=1,
+    )  # fmt: skip
+    assert kv_cache_bytes(d, 2, 5, 1) == 32
+    # without sharing the full layer adds all 5 tokens: 2 x 1 x 4 dims x 2 bytes x 5 = 80
+    assert kv_cache_bytes(replace(d, num_kv_shared_layers=0), 2, 5, 1) == 32 + 80
+
+
+def test_tiny_step_memory_by_hand():
+    # pure bf16: weights, gradients 1288 x 2 = 2576 each, AdamW's two moments 5152
+    m = estimate_step_memory(TINY, micro_batch=2, prompt_tokens=3, completion_tokens=2)
+    c = m.components
+    assert (c["weights"], c["gradients"], c["optimizer_states"]) == (2576, 2576, 5152)
+    # activations per token and layer, as transformers' modules keep them (bf16, 2 bytes): an
+    # RMSNorm over w keeps its float32 input, the normalized value and its output: 4w + 2 x 2w;
+    # input norm (w 8) 64, q norm (8) 64, k norm (4) 32, v 2 x 4 = 8, the attention output
+    # twice 2 x 2 x 8 = 32, MLP norm 64, gate, up, act, product 4 x 2 x 16 = 128 -> 392;
+    # 2 layers + the final norm (64): 848 per token, x 2 x (3 + 2) = 10 tokens = 8480.
+    # The head: logits tile 4 scored tokens x 10 x 2 = 80; float32 gradients (10 x 8 + 4 x 8) x 4
+    assert c["activations"] == 8480
+    assert (c["logits_chunk"], c["head_gradient"]) == (80, 448)
+    # checkpointing keeps each layer's input (8 x 2 bytes), one layer's set and the final norm:
+    # (2 x 16 + 392 + 64) x 10
+    gc = estimate_step_memory(
+        TINY, micro_batch=2, prompt_tokens=3, completion_tokens=2, gradient_checkpointing=True
+    )
+    assert gc.components["activations"] == 4880
+    # fp32 master weights: weights, grads 5152 each, moments 10304, a bf16 autocast copy 2576
+    fp32 = estimate_step_memory(
+        TINY, micro_batch=2, prompt_tokens=3, completion_tokens=2, master_dtype="float32"
+    ).components
+    assert (fp32["weights"], fp32["gradients"], fp32["optimizer_states"]) == (5152, 5152, 10304)
+    assert fp32["autocast_weight_copies"] == 2576
+
+
+# ----------------------------------------------------------------------------- dims
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_published_rows_match_published_totals(name):
+    d = PUBLISHED[name]
+    assert d.source, f"{name}: every row cites its source"
+    assert param_count(d) == pytest.approx(PUBLISHED_PARAMS[name], rel=PARAMS_TOLERANCE)
+
+
+@pytest.mark.parametrize(
+    "name,non_embedding",  # Qwen3 cards also publish the count without the embeddings
+    [("Qwen/Qwen3-0.6B", 0.44e9), ("Qwen/Qwen3-1.7B", 1.4e9), ("Qwen/Qwen3-4B", 3.6e9),
+     ("Qwen/Qwen3-8B", 6.95e9)],
+)  # fmt: skip
+def test_qwen3_non_embedding_counts(name, non_embedding):
+    b = param_breakdown(PUBLISHED[name])
+    assert b["total"] - b["embedding"] - b["lm_head"] == pytest.approx(non_embedding, rel=0.02)
+
+
+def test_dims_from_config_objects_and_json():
+    # a transformers-like object, any layer count (a 1-layer real-width test model)
+    qwen = SimpleNamespace(
+        model_type="qwen3", hidden_size=2560, intermediate_size=9728, num_hidden_layers=1,
+        num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936,
+        tie_word_embeddings=True,
+    )  # fmt: skip
+    d, ref = dims_from_config(qwen, name="q"), PUBLISHED["Qwen/Qwen3-4B"].with_layers(1)
+    assert replace(d, name=ref.name, source=ref.source) == ref
+    assert param_count(d) == param_count(ref)
+    # a multimodal config.json: the text decoder is read from text_config; Gemma 4's global
+    # geometry from transformers' per_layer_config (indices as zero-padded strings)
+    gemma = {
+        "model_type": "gemma4",
+        "text_config": {
+            "model_type": "gemma4_text", "hidden_size": 64, "intermediate_size": 128,
+            "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "head_dim": 16, "vocab_size": 100, "tie_word_embeddings": True,
+            "layer_types": [SLIDING] * 5 + [FULL], "sliding_window": 8,
+            "per_layer_config": {"05": {"head_dim": 32, "num_key_value_heads": 1}},
+            "attention_k_eq_v": True, "hidden_size_per_layer_input": 0,
+        },
+    }  # fmt: skip
+    d = dims_from_config(gemma)
+    assert (d.architecture, d.global_head_dim, d.global_kv_heads, d.sliding_window) == (
+        "gemma4",
+        32,
+        1,
+        8,
+    )
+    assert d.heads_of(FULL) == (1, 32) and d.heads_of(SLIDING) == (2, 16)
+
+
+def test_with_layers_keeps_widths_and_pattern():
+    d = PUBLISHED["Qwen/Qwen3.5-4B"].with_layers(2)
+    assert d.kinds() == (LINEAR, FULL)  # ends on a full-attention layer, as the checkpoint
+    assert d.hidden_size == 2560 and d.num_layers == 2
+    m = estimate_step_memory(d, micro_batch=1, prompt_tokens=16, completion_tokens=16)
+    assert m.components["weights"] == param_count(d) * 2 and m.total > 0
+
+
+def test_load_dims_prefers_a_local_config_and_never_downloads(tmp_path):
+    (tmp_path / "config.json").write_text(
+        json.dumps({"model_type": "llama", "hidden_size": 16, "intermediate_size": 32,
+                    "num_hidden_layers": 2, "num_attention_heads": 2, "vocab_size": 50})
+    )  # fmt: skip
+    d = load_dims(str(tmp_path))
+    assert d.architecture == "generic" and d.head_dim == 8 and d.num_kv_heads == 2
+    assert load_dims("Qwen/Qwen3-8B") is PUBLISHED["Qwen/Qwen3-8B"]
+    with pytest.raises(PlanError, match="not in the planner's table .* config.json"):
+        load_dims("someone/unknown-model")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,layers", [("Qwen/Qwen3-0.6B", 2), ("Qwen/Qwen3.5-4B", 2),
+                                         ("google/gemma-4-E4B-it", 2)])  # fmt: skip
+def test_activation_estimate_matches_saved_tensors(name, layers):
+    """The activation estimate against what autograd keeps for a real-width random model's
+    forward (bf16, SDPA, on CPU): within 15 per cent (the Gated DeltaNet's float32 copies are
+    fitted to this, the rest is counted)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from agon.plan.hf_config import transformers_config
+    from agon.plan.memory import activation_bytes
+
+    small_vocab = 1000  # the embedding tables do not change what a forward keeps
+    d = replace(
+        PUBLISHED[name].with_layers(layers),
+        vocab_size=small_vocab,
+        per_layer_vocab_size=small_vocab if PUBLISHED[name].per_layer_input_size else 0,
+    )
+    config = transformers_config(d)
+    config._attn_implementation = "sdpa"
+    model = AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    kept: dict[int, int] = {}
+
+    def pack(t):
+        kept.setdefault(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+        return t
+
+    tokens = 128
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model.model(input_ids=torch.randint(0, small_vocab, (1, tokens)))
+    saved = sum(n for ptr, n in kept.items() if ptr not in params)
+    assert activation_bytes(d, tokens, 2, False) == pytest.approx(saved, rel=0.15)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_counts_equal_transformers_modules(name):
+    """Every row, and its 2-layer cut, counted as transformers builds it: on the meta device,
+    so no weight is allocated (a second or two for all of them)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from agon.plan.hf_config import transformers_config
+
+    for d in (PUBLISHED[name], PUBLISHED[name].with_layers(2)):
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(transformers_config(d))
+        assert sum(p.numel() for p in model.parameters()) == param_count(d)
+        assert param_count(dims_from_config(model.config)) == param_count(d)
+
+
+# ----------------------------------------------------------------------------- the DAG
+
+
+def test_paper_jobs_are_the_workflows():
+    cfg = load_config(PAPER)
+    counts = by_rule(plan(cfg, "results/table1.csv"))
+    want = expected_counts(cfg)  # test_workflow's count, from agon.methods, of the dry run's jobs
+    for rule in ("config_snapshot", "all", "pretrain_config"):
+        want.pop(rule, None)
+    assert counts == want
+    assert (counts["train"], counts["evaluate"]) == (54, 168)
+
+
+def test_related_and_ablation_jobs():
+    cfg = load_config(SMALL)
+    p = plan(cfg, "results/related.csv")
+    systems = columns_for_methods(cfg["related"]["methods"])
+    n_ft, seeds = len(cfg["families"]) * len(cfg["tasks"]), cfg["seeds"]
+    assert by_rule(p)["evaluate"] == n_ft * sum(len(eval_seeds(s, seeds)) for s in systems)
+    assert by_rule(p)["train"] == n_ft * len(trained_methods_for(systems)) * len(seeds)
+    a = by_rule(plan(cfg, "results/ablations.csv"))
+    n_var = len(cfg["ablations"]["variants"]) * len(cfg["ablations"]["seeds"])
+    assert a["ablation_train"] == a["ablation_eval"] == n_ft * n_var
+
+
+def test_small_gpu_config_validates_and_its_dag_plans(tmp_path):
+    """`snakemake -n results/table1.csv --configfile=config/small-gpu.yaml` lists exactly the
+    training and evaluation jobs the planner prices; results/plan.csv is a rule of its own."""
+    cfg = load_config(SMALL)
+    wd = workdir_with(tmp_path)
+    shutil.copy(SMALL, wd / "config" / "small-gpu.yaml")
+    table, plan_csv = f"{cfg['out_dir']}/table1.csv", f"{cfg['out_dir']}/plan.csv"
+    jobs = dry_run_jobs(wd, table, plan_csv, "--configfile=config/small-gpu.yaml")
+    dry = {o for j in jobs if j["rule"] in ("train", "evaluate") for o in j["output"]}
+    dry = {o for o in dry if o.endswith("summary.json")}
+    planned = {j.job.output for j in plan(cfg, table).jobs if j.job.rule in ("train", "evaluate")}
+    assert planned == dry and len(planned) > 0
+    plan_job = next(j for j in jobs if j["rule"] == "plan")
+    assert plan_job["output"] == [plan_csv] and plan_job["input"][0].endswith("plan/config.yaml")
+
+
+# ----------------------------------------------------------------------------- the plan
+
+
+def test_paper_plan_flags_what_does_not_fit():
+    p = plan(load_config(PAPER), "results/table1.csv", gpu="h200")
+    duel = job(p, "train qwen3 deepmath agon seed0")
+    # the duel keeps every layer's activations of 8 x (reader prompt + 4096) tokens on a GPU
+    assert any(f.startswith("memory:") and "activations" in f for f in duel.flags)
+    assert duel.memory.per_device.components["A.vllm_reserved"] == pytest.approx(0.3 * 141e9)
+    grpo = job(p, "train qwen3 deepmath grpo seed0")  # TRL with gradient checkpointing fits
+    assert not any(f.startswith("memory:") for f in grpo.flags)
+    assert grpo.steps == {"A": 750, "B": 750}  # tokens of the duel: 500 x (1 + 2 reads) / 2
+    assert grpo.tokens_generated == pytest.approx(duel.tokens_generated)
+    moa = job(p, "evaluate qwen3 deepmath moa seed0")
+    assert any("PromptTooLongError" in f for f in moa.flags)
+    t = p.totals("table1")
+    assert t["jobs"] == len(p.jobs) and t["flagged"] > 0 and t["gpu_hours"] > 0
+
+
+def test_small_gpu_plan_fits_one_80gb_gpu():
+    p = plan(load_config(SMALL), "all", gpu="h100")
+    assert not [j.job.label for j in p.jobs if j.flags]
+    assert all(j.resources["gpus"] <= 1 for j in p.jobs)
+    assert 0 < p.totals()["peak_memory_per_gpu"] <= 80e9
+
+
+def test_budget_caps_and_matches_samples():
+    cfg = load_config(SMALL)
+    cfg["train"]["budget"] = {"match": "samples", "max_steps_factor": 1.2}
+    p = plan(cfg, "results/table1.csv")
+    grpo = job(p, "train qwen3_small deepmath grpo seed0")
+    # the duel's 100 steps give each model 50 x 16 x 8 drafts + 50 x 16 x 8 x 2 reads = 19200
+    # completions, 150 GRPO steps of 128; the cap is 1.2 x 100 = 120
+    assert grpo.steps == {"A": 120, "B": 120}
+    assert any("capped at 120" in n for n in grpo.notes)
+
+
+def test_toy_config_plans_on_cpu_without_a_measurement():
+    p = plan(load_config(REPO / "config" / "config.yaml"), "results/table1.csv")
+    trains = [j for j in p.jobs if j.job.rule == "train"]
+    assert trains and all(j.gpu_hours == 0 and j.seconds is None for j in trains)
+    assert any("no throughput measurement for GPU kind 'cpu'" in n for n in trains[0].notes)
+    duel = next(j for j in trains if j.job.method == "agon")
+    assert duel.memory.placement == "both policies on the CPU"
+
+
+def test_lengths_from_an_out_dir(tmp_path):
+    cfg = load_config(SMALL)
+    run = tmp_path / "qwen3_small" / "deepmath"
+    metrics = run / "train" / "agon" / "seed0" / "metrics.jsonl"
+    metrics.parent.mkdir(parents=True)
+    rows = [
+        {
+            "step": i,
+            "A/drafter/mean_length": 300.0,
+            "A/drafter/completions": 128,
+            "B/reader/mean_length": 200.0,
+            "B/reader/completions": 256,
+        }
+        for i in range(3)
+    ]
+    metrics.write_text("\n".join(json.dumps(r) for r in rows) + "\n")  # fmt: skip
+    summary = run / "train" / "grpo" / "seed0" / "summary.json"  # no metrics: its totals
+    summary.parent.mkdir(parents=True)
+    summary.write_text(json.dumps({"B/tokens_generated": 640_000, "B/completions": 3200}))
+    split = run / "data" / "split.json"
+    split.parent.mkdir(parents=True)
+    split.write_text(json.dumps({"sizes": {"hard": 37, "validation_hard": 20}}))
+    p = plan(cfg, "results/table1.csv", lengths_from=tmp_path)
+    duel = job(p, "train qwen3_small deepmath agon seed0")
+    assert any("A drafts: 300 tokens (measured" in s for s in duel.lengths)
+    # B's drafts: none in the duel's runs, so another method's runs of (family, task) (GRPO's)
+    assert any("B drafts: 200 tokens (measured" in s for s in duel.lengths)
+    assert any("A reads B's drafts: 1024 tokens (cap" in s for s in duel.lengths)  # none
+    grpo = job(p, "train qwen3_small deepmath grpo seed0")
+    assert any("B samples: 200 tokens (measured" in s for s in grpo.lengths)
+    base = job(p, "evaluate qwen3_small deepmath base seed0")
+    assert base.tokens_generated == 37 * cfg["eval"]["n_samples"] * 1024
+
+
+# ----------------------------------------------------------------------------- throughput
+
+
+def test_assumed_throughput_is_labelled():
+    e = efficiency("h200", "vllm", PUBLISHED["Qwen/Qwen3-4B"], [])
+    assert e.assumed and ASSUMED in e.generation_label and ASSUMED in e.training_label
+    assert (e.decode, e.train) == (ASSUMED_DECODE_EFFICIENCY["vllm"], ASSUMED_COMPUTE_EFFICIENCY)
+    p = plan(load_config(SMALL), "results/table1.csv", gpu="h100")
+    timed = [j for j in p.jobs if j.throughput]
+    assert timed and all(j.assumed for j in timed)
+    assert all(ASSUMED in line for j in timed for line in j.throughput)
+
+
+def test_measurement_round_trip_and_extrapolation_labels(tmp_path):
+    d4, d8 = PUBLISHED["Qwen/Qwen3-4B"], PUBLISHED["Qwen/Qwen3-8B"]
+    path = write_measurement(
+        tmp_path, gpu_kind="h200", dims=d4, engine="vllm", dtype="bfloat16", batch=64,
+        prompt_tokens=512, new_tokens=1024, generation_tokens_per_s=5000.0,
+        training_tokens_per_s=4000.0, date="2026-01-02", commit="abc", machine={"host": "x"},
+    )  # fmt: skip
+    body = json.loads(path.read_text())
+    for key in (
+        "gpu_kind",
+        "engine",
+        "dtype",
+        "batch",
+        "prompt_tokens",
+        "new_tokens",
+        "date",
+        "git_commit",
+        "generation_tokens_per_s",
+        "training_tokens_per_s",
+        "provenance",
+    ):
+        assert key in body  # fmt: skip
+    assert body["model"]["architecture"] == "qwen3" and body["model"]["params"] == param_count(d4)
+    (m,) = read_measurements(tmp_path)
+    assert m.dims == d4 and m.generation_tokens_per_s == 5000.0
+    same = efficiency("h200", "vllm", d4, [m])
+    assert not same.assumed and "the same model" in same.generation_label
+    other_size = efficiency("h200", "vllm", d8, [m])
+    assert "another size" in other_size.generation_label and other_size.decode == same.decode
+    other_gpu = efficiency("h100", "vllm", d4, [m])
+    assert "another GPU kind (h200)" in other_gpu.generation_label
+    with pytest.raises(PlanError, match="no throughput measurement for GPU kind 'cpu'"):
+        efficiency("cpu", "hf", d4, [m])  # a GPU measurement never carries over to the CPU
+    p = plan(load_config(SMALL), "results/table1.csv", gpu="h100", measurements_dir=tmp_path)
+    timed = [j for j in p.jobs if j.throughput]
+    assert timed and not any(j.assumed for j in timed)
+
+
+def test_write_measurement_refuses_bad_input(tmp_path):
+    shape = dict(dims=PUBLISHED["Qwen/Qwen3-4B"], engine="vllm", dtype="bfloat16", batch=1,
+                 prompt_tokens=1, new_tokens=1)  # fmt: skip
+    with pytest.raises(PlanError, match="unknown GPU kind"):
+        write_measurement(tmp_path, gpu_kind="tpu", generation_tokens_per_s=1.0, **shape)
+    with pytest.raises(PlanError, match="needs generation_tokens_per_s"):
+        write_measurement(tmp_path, gpu_kind="h200", **shape)
+    (tmp_path / "broken.json").write_text("{}")
+    with pytest.raises(PlanError, match="broken.json: not a throughput measurement"):
+        read_measurements(tmp_path)
+
+
+# ----------------------------------------------------------------------------- the CLI
+
+
+def test_cli_json_and_csv(tmp_path, capsys):
+    out = tmp_path / "plan.csv"
+    assert main(["plan", "--config", str(SMALL), "--gpu", "h100", "--json", "--csv", str(out)]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert set(d["totals"]) == {"table1", "related", "ablations", "all"}
+    assert d["totals"]["all"]["jobs"] == len(d["jobs"]) == len(out.read_text().splitlines()) - 1
+    train = next(j for j in d["jobs"] if j["rule"] == "train")
+    assert train["length_source"] == "cap" and train["throughput_source"] == "assumed"
+    assert train["memory"]["per_gpu_gb"] > 0 and train["gpu_hours"] > 0
+    assert any(ASSUMED in a for a in d["assumptions"])
+
+
+def test_cli_text_shows_totals_and_flags(capsys):
+    assert main(["plan", "--config", str(PAPER), "--target", "results/table1.csv"]) == 0
+    text = capsys.readouterr().out
+    assert "totals" in text and "flagged jobs" in text and ASSUMED in text
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--config", str(PAPER), "--gpu", "tpu-v5"], "unknown GPU kind 'tpu-v5'; known:"),
+        (["--config", "no/such.yaml"], "config file not found: no/such.yaml"),
+        (["--config", str(PAPER), "--target", "results/other.csv"], "unknown target"),
+        (["--config", str(PAPER), "--lengths-from", "no/such/dir"], "not a folder"),
+    ],
+)
+def test_cli_bad_input(args, message, capsys):
+    assert main(["plan", *args]) == 2
+    assert message in capsys.readouterr().err
