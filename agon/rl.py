@@ -215,6 +215,13 @@ def update(policy: Policy, batches: list[Samples], s: RLSettings) -> dict[str, f
     multiplied by the world size, so the mean that DDP / FSDP2 take of the ranks' gradients is
     the gradient of the whole batch's loss, whatever each rank's share of tokens.
     A non-finite loss or gradient norm skips the step (gradients dropped) and is reported.
+
+    A step whose advantages are all zero on every process, with no KL term (``beta`` 0), has a
+    loss of exactly 0 and a gradient of exactly 0: its forward and backward are skipped
+    (``zero_advantage`` 1 in the metrics, no entropy, loss 0), and AdamW steps on zero
+    gradients, as TRL's GRPOTrainer does after its backward of a zero loss, so the weights
+    move as they would have (Adam's moments carry on) at none of the cost. Under
+    ``master_dtype: float32`` the forward and backward run under :meth:`Policy.autocast`.
     """
     prompts = [p for b in batches for p in b.prompt_ids]
     comps = [c for b in batches for c in b.completion_ids]
@@ -244,8 +251,10 @@ def update(policy: Policy, batches: list[Samples], s: RLSettings) -> dict[str, f
             net, prompts[c], comps[c], cmask.size(1), policy.pad_token_id, s.packing
         )
 
+    if not policy.any_rank(has_signal(adv, s)):
+        return _zero_advantage_step(policy, s, mine)
     ref_logps, old_logps = [None] * len(chunks), [None] * len(chunks)
-    with torch.no_grad():
+    with torch.no_grad(), policy.autocast():
         if policy.ref_model is not None:
             ref_logps = [logprobs_of(policy.ref_model, c)[0] for c in chunks]
         if s.num_iterations > 1:
@@ -255,7 +264,8 @@ def update(policy: Policy, batches: list[Samples], s: RLSettings) -> dict[str, f
         policy.optimizer.zero_grad(set_to_none=True)
         loss_sum, ent_sum, kl_sum, clip_sum = 0.0, 0.0, 0.0, 0.0
         for c, ref, old in zip(chunks, ref_logps, old_logps):
-            logps, ent = logprobs_of(model, c)
+            with policy.autocast():
+                logps, ent = logprobs_of(model, c)
             out = policy_loss(
                 logps,
                 adv[c],
@@ -301,9 +311,40 @@ def update(policy: Policy, batches: list[Samples], s: RLSettings) -> dict[str, f
             "clip_ratio": clip_sum / max(mine, 1.0),
             "lr": float(policy.scheduler.get_last_lr()[0]),
             "trained_tokens": mine,
+            "zero_advantage": 0.0,
         }
     )
     return m
+
+
+def has_signal(advantages: torch.Tensor, s: RLSettings) -> bool:
+    """Whether a loss over these advantages can have a gradient: some advantage is not 0, or
+    a KL term pulls toward the reference (``beta`` > 0)."""
+    return s.beta != 0 or bool((advantages != 0).any())
+
+
+def _zero_advantage_step(policy: Policy, s: RLSettings, mine: float) -> dict[str, float]:
+    """:func:`update`'s step when no completion has an advantage (and no KL term): zero
+    gradients, AdamW's step and the schedule's, no forward or backward."""
+    for _ in range(s.num_iterations):
+        policy.optimizer.zero_grad(set_to_none=False)
+        for p in policy.model.parameters():
+            if p.requires_grad:
+                p.grad = torch.zeros_like(p)
+        policy.optimizer.step()
+        policy.scheduler_step()
+    policy.optimizer.zero_grad(set_to_none=True)
+    return {
+        "skipped": 0.0,
+        "loss": 0.0,
+        "grad_norm": 0.0,
+        "entropy": float("nan"),
+        "kl": float("nan"),
+        "clip_ratio": 0.0,
+        "lr": float(policy.scheduler.get_last_lr()[0]),
+        "trained_tokens": mine,
+        "zero_advantage": 1.0,
+    }
 
 
 def update_each(

@@ -23,6 +23,7 @@ whatever else shares its batch (up to the float rounding of padded batches).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -192,6 +193,7 @@ class HFEngine(TemplatedEngine):
         batch_size: int = 64,
         max_prompt_tokens: int | None = None,
         revision: str | None = None,
+        autocast_dtype: torch.dtype | None = None,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -217,6 +219,8 @@ class HFEngine(TemplatedEngine):
             self.tokenizer = tokenizer
         self.set_template(self.tokenizer, system_prompt, chat_template_kwargs, max_prompt_tokens)
         self.batch_size = batch_size
+        # float32 master weights generate in the dtype they train in (train.master_dtype)
+        self.autocast_dtype = autocast_dtype
         self.eos_ids = self._eos_ids()
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else self.eos_ids[0]
@@ -311,7 +315,12 @@ class HFEngine(TemplatedEngine):
             use_cache=True,
         )
         device = self.device
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        autocast = (
+            torch.autocast(device_type=device.type, dtype=self.autocast_dtype)
+            if self.autocast_dtype is not None
+            else contextlib.nullcontext()
+        )
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), autocast:
             if seed is not None:
                 torch.manual_seed(seed)
             sequences = self.model.generate(

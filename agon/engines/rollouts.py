@@ -204,14 +204,22 @@ SERVER_GROUP_PORT = 51216  # policy A's; B's is the next
 
 
 def rollout_engine(
-    options: RolloutOptions, fam: dict, name: str, model: Any, tokenizer: Any
+    options: RolloutOptions,
+    fam: dict,
+    name: str,
+    model: Any,
+    tokenizer: Any,
+    autocast_dtype: Any = None,
 ) -> Engine:
-    """The engine policy ``name`` (A or B) samples with: the live HF model, a vLLM server, or a
-    colocated vLLM."""
+    """The engine policy ``name`` (A or B) samples with: the live HF model (under autocast to
+    ``autocast_dtype`` when its weights are float32 masters), a vLLM server, or a colocated
+    vLLM (which holds its own copy in the family's dtype)."""
     mrow = fam[f"model_{name.lower()}"]
     common = engine_options(mrow, fam)
     if options.backend == "hf":
-        return HFEngine(model, tokenizer, batch_size=options.batch_size, **common)
+        return HFEngine(
+            model, tokenizer, batch_size=options.batch_size, autocast_dtype=autocast_dtype, **common
+        )
     if options.servers.get(name):
         return ServerRollouts(
             options.servers[name],

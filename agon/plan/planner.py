@@ -136,9 +136,7 @@ def _train_shape(ctx: PlanContext, job: Job, fam: dict, w: Workload) -> TrainSha
         micro_batch=int(mb),
         prompt=int(longest),
         completion=fam["max_new_tokens"],
-        gradient_checkpointing=bool(
-            grpo.get("gradient_checkpointing") if trl else tr.get("gradient_checkpointing", False)
-        ),
+        gradient_checkpointing=bool(tr.get("gradient_checkpointing", False)),
         reference_model=tr["beta"] > 0,
         engine=engine,
         rollout_rows=int(max((g.rows for g in w.generations), default=1)),

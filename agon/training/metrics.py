@@ -55,6 +55,9 @@ DIRECTION_PATTERN = (
 # update, per model
 # {model}/loss, /grad_norm (before clipping), /entropy, /kl, /clip_ratio, /lr, /trained_tokens
 SKIPPED = "{model}/skipped"  # 1 when the update was dropped (non-finite loss or gradient)
+# 1 when every advantage of the model's step was 0 (no KL term): no forward or backward ran,
+# AdamW stepped on zero gradients (agon.rl.update)
+ZERO_ADVANTAGE = "{model}/zero_advantage"
 LR = "{model}/lr"  # present on every step the model took an optimizer step
 TRAINED_TOKENS = "{model}/trained_tokens"  # completion tokens in the step's loss (one pass)
 
@@ -236,6 +239,7 @@ def summarize_metrics(path: str | Path, models: Iterable[str] = MODELS) -> dict[
         out[f"{name}/tokens_generated"] = total(ROLE_TOKENS)
         out[f"{name}/tokens_trained"] = total(TRAINED_TOKENS, roles=("",))
         out[f"{name}/skipped_updates"] = total(SKIPPED, roles=("",))
+        out[f"{name}/zero_advantage_steps"] = total(ZERO_ADVANTAGE, roles=("",))
         if any(key(MODEL_CPU_S, model=name) in r for r in rows):
             out[f"{name}/cpu_s"] = total(MODEL_CPU_S, roles=("",))
         probes = [r[key(HARD_PASS1, model=name)] for r in rows if key(HARD_PASS1, model=name) in r]

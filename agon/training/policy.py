@@ -9,6 +9,7 @@ nowhere else.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import warnings
@@ -19,7 +20,7 @@ import torch
 
 from agon.engines.base import Engine
 from agon.logprobs import enable_token_logprobs
-from agon.training.settings import DuelSettings
+from agon.training.settings import RLSettings
 
 
 @dataclass
@@ -34,6 +35,17 @@ class Policy:
     ref_model: torch.nn.Module | None = None
     pad_token_id: int = 0
     accelerator: Any = None  # set under `accelerate launch` (DDP / FSDP2); None on one device
+    # train.master_dtype float32: the dtype the forward and backward compute in (the family's),
+    # the weights and AdamW's moments staying float32; None: no autocast
+    autocast_dtype: torch.dtype | None = None
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The forward's precision: autocast to :attr:`autocast_dtype` on the model's device,
+        or nothing (the weights' own dtype)."""
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        device = next(self.model.parameters()).device
+        return torch.autocast(device_type=device.type, dtype=self.autocast_dtype)
 
     def backward(self, loss: torch.Tensor) -> None:
         """Backpropagate ``loss`` (through accelerate when the model is wrapped by it)."""
@@ -84,10 +96,17 @@ class Policy:
 
 
 def make_policy(
-    name: str, model: torch.nn.Module, engine: Engine, settings: DuelSettings, pad_token_id: int
+    name: str,
+    model: torch.nn.Module,
+    engine: Engine,
+    settings: RLSettings,
+    pad_token_id: int,
+    autocast_dtype: torch.dtype | None = None,
 ) -> Policy:
-    """A policy with AdamW, a warmup scheduler, dropout off (as TRL) and, if ``beta``, a frozen
-    copy of the model as the KL reference."""
+    """A policy with AdamW, a warmup scheduler, dropout off (as TRL), gradient checkpointing if
+    ``settings`` asks for it, and, if ``beta``, a frozen copy of the model as the KL reference.
+    ``autocast_dtype``: the forward's dtype when the weights are float32 masters
+    (``train.master_dtype``)."""
     # lazy: transformers (seconds to import) only where this runs
     from transformers import get_scheduler
 
@@ -95,6 +114,16 @@ def make_policy(
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0
     enable_token_logprobs(model, settings.temperature)
+    if settings.gradient_checkpointing:
+        # non-reentrant: works with the packed forward's custom attention mask and with DDP;
+        # it recomputes in training mode only, so generation keeps its KV cache
+        enable = getattr(model, "activation_checkpointing_enable", None)  # transformers >= 5.2x
+        if enable is not None:
+            enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
     optimizer = torch.optim.AdamW(
         model.parameters(),
         lr=settings.learning_rate,
@@ -119,6 +148,7 @@ def make_policy(
         scheduler=scheduler,
         ref_model=ref,
         pad_token_id=pad_token_id,
+        autocast_dtype=autocast_dtype,
     )
 
 

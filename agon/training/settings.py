@@ -26,6 +26,7 @@ ROLE_SCHEDULES = ("alternate", "both")
 TRAIN_SPLITS = ("train", "train_hard")
 EVAL_SPLITS = ("validation_hard", "validation")  # what the training-time probe may read
 BUDGET_MATCHES = ("tokens", "samples", "steps")
+MASTER_DTYPES = (None, "float32")  # train.master_dtype: the family's dtype, or fp32 masters
 
 
 def check_eval_settings(every: int, limit: int | None = None) -> None:
@@ -70,6 +71,10 @@ class TrainSettings:
     temperature: float = 1.0  # rollout sampling temperature
     top_p: float = 1.0
     micro_batch_size: int = 64  # rows per forward/backward (gradient accumulation in a step)
+    gradient_checkpointing: bool = False  # recompute activations in the backward: memory for time
+    # None: weights, gradients and AdamW's moments in the family's dtype (pure bf16 on a GPU);
+    # float32: fp32 master weights and moments, forward and backward autocast to the family's dtype
+    master_dtype: str | None = None
     checkpoint_every: int = 10  # steps between checkpoints (0: only at the end)
     keep_checkpoints: int = 2  # complete checkpoints kept on disk
     eval_every: int = 0  # steps between greedy probes (agon.training.probe); 0: none
@@ -115,6 +120,7 @@ class TrainSettings:
             "scale_rewards": SCALES,
             "loss_type": LOSS_TYPES,
             "budget_match": BUDGET_MATCHES,
+            "master_dtype": MASTER_DTYPES,
         }
 
     @property

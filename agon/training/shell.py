@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from agon.engines.hf import load_model, load_tokenizer
+from agon.engines.hf import load_model, load_tokenizer, resolve_dtype
 from agon.engines.rollouts import RolloutOptions, rollout_engine
 from agon.provenance import atomic_write_text
 from agon.tasks import task_from_config
@@ -50,20 +50,37 @@ def family_policies(
     config: dict, fam: dict, settings: RLSettings, accelerator: Any
 ) -> tuple[dict[str, Policy], dict[str, Any]]:
     """Policies A and B from the family row (model, rollout engine, optimizer), each
-    distributed over ``accelerator``'s processes with its own optimizer; and their tokenizers."""
+    distributed over ``accelerator``'s processes with its own optimizer; and their tokenizers.
+    Under ``train.master_dtype: float32`` the weights load in float32 and the forward, the
+    backward and generation autocast to the family's dtype."""
     options = RolloutOptions.from_config(config)
+    weights, autocast = master_precision(settings, fam["dtype"])
     policies, tokenizers = {}, {}
     for name in mk.MODELS:
         row = fam[f"model_{name.lower()}"]
         tok = load_tokenizer(row["model"], revision=row.get("revision"))
-        model = load_model(row["model"], dtype=fam["dtype"], revision=row.get("revision"))
-        engine = rollout_engine(options, fam, name, model, tok)
+        model = load_model(row["model"], dtype=weights, revision=row.get("revision"))
+        engine = rollout_engine(options, fam, name, model, tok, autocast_dtype=autocast)
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        policy = make_policy(name, model, engine, settings, pad_token_id=pad)
+        policy = make_policy(name, model, engine, settings, pad, autocast_dtype=autocast)
         distribute(policy, accelerator)  # shard / replicate each model with its own optimizer
         policies[name] = policy
         tokenizers[name] = tok
     return policies, tokenizers
+
+
+def master_precision(settings: RLSettings, dtype: str) -> tuple[str, torch.dtype | None]:
+    """The dtype the weights load in, and the one the compute autocasts to (None: none):
+    the family's ``dtype`` for both by default; float32 masters computing in ``dtype`` under
+    ``train.master_dtype: float32`` (no autocast when ``dtype`` is float32 itself)."""
+    if settings.master_dtype is None or dtype == settings.master_dtype:
+        return dtype, None
+    if dtype == "auto":
+        raise ValueError(
+            "train.master_dtype float32 autocasts to the family's dtype: set the family's "
+            "dtype (bfloat16, float16) instead of auto"
+        )
+    return settings.master_dtype, resolve_dtype(dtype)
 
 
 def save_policies(

@@ -50,7 +50,6 @@ class GRPOSettings(TrainSettings):
     each field maps to one ``GRPOConfig`` field in :meth:`grpo_config`."""
 
     report_to: list[str] = field(default_factory=list)  # train.report_to: tensorboard, wandb
-    gradient_checkpointing: bool = False
     use_vllm: bool = False
     vllm_mode: str = "colocate"
     vllm_server_base_url: str | None = None
@@ -130,7 +129,6 @@ class GRPOSettings(TrainSettings):
             top_p=self.top_p,
             top_k=0,  # no top-k: the same sampling distribution as the duel trainer's engine
             disable_dropout=True,  # as the duel trainer
-            gradient_checkpointing=self.gradient_checkpointing,
             use_vllm=self.use_vllm,
             vllm_mode=self.vllm_mode,
             vllm_server_base_url=self.vllm_server_base_url,
@@ -146,6 +144,11 @@ class GRPOSettings(TrainSettings):
             report_to=list(self.report_to) or "none",
             log_completions=False,
         )
+        # transformers renamed gradient_checkpointing activation_checkpointing (the old name
+        # warns, and goes in v6); pass whichever this version has
+        fields = {f.name for f in dataclasses.fields(GRPOConfig)}
+        name = "activation_checkpointing"
+        kw[name if name in fields else "gradient_checkpointing"] = self.gradient_checkpointing
         kw.update(self.extra)
         return GRPOConfig(**kw)
 
@@ -183,8 +186,12 @@ def train_grpo(
     mrow = fam[f"model_{row}"]
     work_dir.mkdir(parents=True, exist_ok=True)
     tok = load_tokenizer(mrow["model"], revision=mrow.get("revision"))
-    model = load_model(mrow["model"], dtype=fam["dtype"], revision=mrow.get("revision"))
-    bf16 = fam["dtype"] == "bfloat16" and torch.cuda.is_available()
+    # train.master_dtype float32: an fp32 model (masters and AdamW's moments) whose forward and
+    # backward TRL autocasts to bf16 (its bf16 mixed precision); else the family's dtype alone
+    master = settings.master_dtype is not None and fam["dtype"] == "bfloat16"
+    weights = settings.master_dtype if master else fam["dtype"]
+    model = load_model(mrow["model"], dtype=weights, revision=mrow.get("revision"))
+    bf16 = fam["dtype"] == "bfloat16" and (master or torch.cuda.is_available())
     args = settings.grpo_config(
         work_dir,
         bf16=bf16,
