@@ -153,7 +153,11 @@ def role_rewards(
     c_draft: np.ndarray, c_read: np.ndarray, s: DuelSettings
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each draft's and each read's reward against its rival: a draft's rival is the mean of
-    its K reads, a read's rival the draft it read."""
+    its K reads, a read's rival the draft it read. ``agon.reward.reader_robustness`` (mu > 0)
+    adds ``mu * c_read * (1 - c_draft)`` to a read's reward: the reading in which the reader is
+    paid for robustness to a wrong draft. It reweights the reader's gradient toward the prompts
+    that hold wrong drafts; a factor constant inside a group cancels under ``scale_rewards:
+    group``, so it acts under ``reader_group: problem`` or another scale (``docs/method.md``)."""
     K = c_read.shape[2]
     with warnings.catch_warnings():  # a draft whose reads were all ungraded: NaN rival, on purpose
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -161,6 +165,8 @@ def role_rewards(
     r_draft = duel_rewards(c_draft, mean_read, s.reward_scheme, s.reward_lam, role="drafter")
     c_draft_per_read = np.repeat(c_draft[:, :, None], K, axis=2)
     r_read = duel_rewards(c_read, c_draft_per_read, s.reward_scheme, s.reward_lam, role="reader")
+    if s.reward_reader_robustness:  # paid extra for being right where the draft was wrong
+        r_read = r_read + s.reward_reader_robustness * c_read * (1.0 - c_draft_per_read)
     return r_draft, r_read
 
 
@@ -168,14 +174,33 @@ def role_rewards(
 
 
 def role_advantages(
-    r_draft: np.ndarray, r_read: np.ndarray, s: DuelSettings
+    r_draft: np.ndarray,
+    r_read: np.ndarray,
+    s: DuelSettings,
+    keys_d: Sequence[Any] | None = None,
+    keys_r: Sequence[Any] | None = None,
 ) -> tuple[Advantages, Advantages]:
     """Per-role advantages: a draft's group is its problem's G drafts; a read's group is the K
-    reads of one draft (``reader_group: draft``) or all G*K reads of a problem (``problem``)."""
+    reads of one draft (``reader_group: draft``) or all G*K reads of a problem (``problem``);
+    each subtracts its group's mean, or the batch's or nothing (``agon.baseline``).
+    ``keys_d``/``keys_r`` (each completion's token ids) mark the dead groups."""
     P, G, K = r_read.shape
-    adv_d = group_advantages(r_draft.ravel(), problem_groups(P, G), s.scale_rewards)
+    adv_d = group_advantages(
+        r_draft.ravel(),
+        problem_groups(P, G),
+        s.scale_rewards,
+        completions=keys_d,
+        baseline=s.baseline,
+    )
     read_groups = np.arange(P * G) if s.reader_group == "draft" else np.repeat(np.arange(P), G)
-    return adv_d, group_advantages(r_read.ravel(), np.repeat(read_groups, K), s.scale_rewards)
+    adv_r = group_advantages(
+        r_read.ravel(),
+        np.repeat(read_groups, K),
+        s.scale_rewards,
+        completions=keys_r,
+        baseline=s.baseline,
+    )
+    return adv_d, adv_r
 
 
 # -- one step, top to bottom ---------------------------------------------------------------------
@@ -216,7 +241,7 @@ def duel_step(
     t0 = time.perf_counter()
     row: dict[str, float] = {mk.STEP: step}
     own: dict[str, list[rl.Samples]] = {name: [] for name in policies}
-    tokens = 0
+    tokens, fingerprint = 0, []
     keys = list(range(len(problems))) if keys is None else list(keys)
     n_total = len(problems) if n_total is None else n_total
     for i, d, r, at in directions(step, s, list(policies), keys, n_total):
@@ -224,20 +249,26 @@ def duel_step(
         ro = rollout(task, policies[d], policies[r], mine, s, step, salt=10 * i, keys=my_keys)  # 1
         c_draft, c_read = grade(task, ro)  # 2
         r_draft, r_read = role_rewards(c_draft, c_read, s)  # 3
-        adv_d, adv_r = role_advantages(r_draft, r_read, s)  # 4
         drafts = [c for per_problem in ro.drafts for c in per_problem]
         reads = [x for per_problem in ro.reads for per_draft in per_problem for x in per_draft]
+        keys_d, keys_r = rl.token_keys(drafts), rl.token_keys(reads)
+        adv_d, adv_r = role_advantages(r_draft, r_read, s, keys_d, keys_r)  # 4
         own[d].append(rl.samples_of("drafter", drafts, adv_d))
         own[r].append(rl.samples_of("reader", reads, adv_r))
-        row.update(mk.role_metrics(d, "drafter", r_draft, c_draft, adv_d.zero_spread, drafts))
-        row.update(mk.role_metrics(r, "reader", r_read, c_read, adv_r.zero_spread, reads))
+        row.update(mk.role_metrics(d, "drafter", r_draft, c_draft, adv_d, drafts))
+        row.update(mk.role_metrics(r, "reader", r_read, c_read, adv_r, reads))
         row[mk.key(mk.DRAFTS_CUT, model=r)] = float(ro.drafts_cut)
         tokens += int(row[mk.key(mk.ROLE_TOKENS, model=d, role="drafter")])
         tokens += int(row[mk.key(mk.ROLE_TOKENS, model=r, role="reader")])
         c_draft_per_read = np.repeat(c_draft[:, :, None], c_read.shape[2], axis=2)
         outcomes = mk.duel_outcomes(c_draft_per_read.ravel(), c_read.ravel())
         row.update({f"{d}->{r}/{k}": v for k, v in outcomes.items()})
+        # the mechanism: how wrong drafts went wrong, and how often they mislead their reads
+        row.update(mk.reader_metrics(r, c_draft_per_read.ravel(), c_read.ravel()))
+        row.update(mk.style_metrics(d, rl.wrong_styles(task, ro.problems, ro.drafts, c_draft)))
+        fingerprint.extend([*drafts, *reads])
     mk.pool_duel_outcomes(row)
+    row[mk.ROLLOUT_SHA] = mk.rollout_sha(fingerprint)
     return rl.finish_step(row, policies, own, s, t0, tokens)  # 5
 
 

@@ -10,12 +10,20 @@ their models here.
 The weights are random, so outputs are gibberish; what they exercise is the plumbing (batching,
 padding, caches, templates, stop strings, log-probs, a training step), not answers. A task that
 gives such models reward spread is :class:`agon.tasks.synthetic.ParityTask`.
+
+:func:`build_wide_model` is the other end: a paper checkpoint's architecture at its real width
+(hidden size, heads, MLP, the 150k-262k vocabulary, tied embeddings) from the planner's table of
+published dimensions (:data:`agon.plan.published.PUBLISHED`), cut to a few layers, with random
+weights and a tokenizer as wide as the vocabulary (:func:`build_wide_tokenizer`): what the
+real-width tests and the paper-scale benchmark train and measure, built without a download.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -28,7 +36,9 @@ from transformers import (
     Qwen3Config,
 )
 
-from agon.engines.hf import HFEngine, load_model
+from agon.engines.hf import DTYPES, HFEngine, load_model
+from agon.plan.hf_config import transformers_config
+from agon.plan.published import PUBLISHED
 from agon.training.policy import Policy, make_policy
 from agon.training.settings import RLSettings
 
@@ -204,3 +214,79 @@ def tiny_policies(
         engine = HFEngine(model, tok, batch_size=64)
         policies[name] = make_policy(name, model, engine, settings, pad_token_id=engine.pad_id)
     return policies
+
+
+# the byte-level form of a leading space: every filler token decodes to " w<id>", so a random
+# model's samples read as words (a reader prompt shows them) rather than as nothing
+_FILLER = "\u0120w{}"
+
+
+def build_wide_tokenizer(family: str, path: str | Path, vocab_size: int):
+    """The tiny BPE of :func:`build_tiny_tokenizer` (its merges, specials and chat template),
+    its vocabulary filled up to ``vocab_size`` entries: every id a real-width model samples
+    decodes (to `` w<id>``), while text still encodes to the tiny BPE's few hundred ids. Saved
+    at ``path`` and returned."""
+    tiny = build_tiny_tokenizer(family, path)
+    state = json.loads(tiny.backend_tokenizer.to_str())
+    vocab: dict[str, int] = state["model"]["vocab"]
+    taken = max(max(vocab.values()), *(t["id"] for t in state["added_tokens"])) + 1
+    if vocab_size < taken:
+        raise ValueError(f"vocab_size {vocab_size} is below the tiny tokenizer's {taken} ids")
+    for i in range(taken, vocab_size):
+        vocab[_FILLER.format(i)] = i
+    bos, eos, pad, specials, template = _FAMILY_TOKENS[family]
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer.from_str(json.dumps(state)),
+        bos_token=bos,
+        eos_token=eos,
+        pad_token=pad,
+        additional_special_tokens=[
+            s for s in specials if s not in (bos, eos, pad, "<think>", "</think>")
+        ],
+    )
+    fast.add_tokens([s for s in specials if s in ("<think>", "</think>")])  # already in: no-op
+    fast.chat_template = template
+    if len(fast) != vocab_size:
+        raise RuntimeError(f"wide tokenizer has {len(fast)} ids, expected {vocab_size}")
+    fast.save_pretrained(path)
+    return fast
+
+
+def build_wide_model(
+    name: str,
+    layers: int | None,
+    path: str | Path,
+    *,
+    seed: int = 0,
+    dtype: str = "float32",
+    device: str = "cpu",
+) -> tuple[Any, Any]:
+    """A random-weight model of the published checkpoint ``name`` (a key of
+    :data:`agon.plan.published.PUBLISHED`) at its real width with ``layers`` decoder layers
+    (:meth:`agon.plan.dims.ModelDims.with_layers`; None: the checkpoint's own depth and layout),
+    and its wide tokenizer; returns ``(model, tokenizer)``.
+
+    The tokenizer and ``config.json`` are written to ``path`` (so
+    :func:`agon.plan.hf_config.load_dims` reads the same dimensions back); the weights are not:
+    at real width they are gigabytes, and the caller holds the model. ``dtype`` is a
+    :data:`agon.engines.hf.DTYPES` name; the model is built on ``device`` (a GPU skips the
+    copy from the CPU)."""
+    if name not in PUBLISHED:
+        raise ValueError(f"unknown checkpoint {name!r}; expected one of {sorted(PUBLISHED)}")
+    dims = PUBLISHED[name] if layers is None else PUBLISHED[name].with_layers(layers)
+    path = Path(path)
+    family = "gemma" if dims.architecture == "gemma4" else "qwen"
+    tok = build_wide_tokenizer(family, path, dims.vocab_size)
+    config = transformers_config(
+        dims,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+        bos_token_id=tok.bos_token_id,
+    )
+    config.save_pretrained(path)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[dtype])
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.eos_token_id = tok.eos_token_id
+    return model, tok

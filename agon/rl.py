@@ -43,11 +43,12 @@ from agon.loss import policy_loss
 from agon.tasks.base import Problem, Task
 from agon.training import metrics as mk
 from agon.training.policy import Policy
-from agon.training.settings import SCALES, RLSettings
+from agon.training.settings import BASELINES, SCALES, RLSettings
 
 log = logging.getLogger(__name__)
 
 ADV_EPS = 1e-4  # TRL's constant in (r - mean) / (std + eps); kept equal for parity
+DEAD_TOL = 1e-9  # |sum of a distinct completion's advantages| below this: no gradient from it
 
 
 # -- 1. sample ------------------------------------------------------------------------------------
@@ -122,17 +123,27 @@ def grade(
 
 @dataclass
 class Advantages:
-    """Advantages of one role's completions, and which groups had no reward spread.
+    """Advantages of one role's completions, and which groups had no learning signal.
 
     ``values`` holds one advantage per completion, or one row of per-token advantages per
-    completion (Cliff, OPD), as :func:`agon.loss.policy_loss` takes them."""
+    completion (Cliff, OPD), as :func:`agon.loss.policy_loss` takes them. A group is *dead*
+    when its completions' gradient is zero: the advantages of each distinct completion sum to
+    0 (all rewards equal; or identical completions whose rewards differ, as eight identical
+    drafts whose reads did not all agree). ``zero_spread`` counts only the first kind and
+    undercounts the dead (``frac_dead`` is the metric to read)."""
 
     values: np.ndarray  # one per completion (or per token); 0 for ungradable completions
-    zero_spread: np.ndarray  # one bool per group: all rewards equal (no learning signal)
+    zero_spread: np.ndarray  # one bool per group: all rewards equal
+    dead: np.ndarray | None = None  # one bool per group: zero gradient (None: not computed)
 
 
 def group_advantages(
-    rewards: Any, groups: Any, scale: str = "group", eps: float = ADV_EPS
+    rewards: Any,
+    groups: Any,
+    scale: str = "group",
+    eps: float = ADV_EPS,
+    completions: Sequence[Any] | None = None,
+    baseline: str = "group",
 ) -> Advantages:
     """Group-relative advantages ``(r - mean_g) / (std + eps)``, as TRL's GRPOTrainer computes.
 
@@ -141,6 +152,11 @@ def group_advantages(
     the std over all completions, ``none`` not at all (Dr. GRPO). Std is Bessel-corrected and
     NaN-aware like TRL's ``nanstd``; a group of one has no spread (its advantage is 0), a NaN
     reward gets advantage 0 and leaves the baseline alone. Empty input gives empty output.
+
+    ``baseline`` (``agon.baseline``): ``group`` subtracts the group's mean (TRL's), ``batch``
+    the mean over every completion, ``none`` nothing; a term constant inside a group survives
+    the last two (and still has no expected gradient: ``docs/method.md``). ``completions``
+    (one hashable per completion, e.g. its token ids) marks the dead groups.
     """
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; expected one of {SCALES}")
@@ -163,7 +179,15 @@ def group_advantages(
         std[k] = x.std(ddof=1) if x.size > 1 else np.nan
     # TRL: a zero-spread group is one whose std is (close to) 0; a lone sample counts as such too
     zero_spread = ~(std > 1e-8)
-    adv = r - mean[inverse]
+    if baseline not in BASELINES:
+        raise ValueError(f"unknown baseline {baseline!r}; expected one of {BASELINES}")
+    if baseline == "group":
+        adv = r - mean[inverse]
+    elif baseline == "batch":
+        valid = r[~np.isnan(r)]
+        adv = r - (valid.mean() if valid.size else 0.0)
+    else:
+        adv = r.copy()
     if scale == "group":
         adv = adv / (np.nan_to_num(std, nan=0.0)[inverse] + eps)
     elif scale == "batch":
@@ -172,7 +196,28 @@ def group_advantages(
         adv = adv / (batch_std + eps)
     # a lone sample's advantage is 0 (mean == itself); NaN rewards -> 0 (TRL's nan_to_num)
     adv = np.nan_to_num(adv, nan=0.0, posinf=0.0, neginf=0.0)
-    return Advantages(adv, zero_spread)
+    dead = None if completions is None else dead_groups(adv, inverse, len(ids), completions)
+    return Advantages(adv, zero_spread, dead)
+
+
+def dead_groups(
+    adv: np.ndarray, inverse: np.ndarray, n_groups: int, completions: Sequence[Any]
+) -> np.ndarray:
+    """One bool per group: the advantages of each distinct completion in it sum to 0, so the
+    group's gradient, sum over completions of A * grad log pi(completion), is zero."""
+    sums: dict[tuple[int, Any], float] = {}
+    for a, g, c in zip(adv, inverse, completions):
+        sums[(int(g), c)] = sums.get((int(g), c), 0.0) + float(a)
+    alive = np.zeros(n_groups, dtype=bool)
+    for (g, _), total in sums.items():
+        if abs(total) > DEAD_TOL:
+            alive[g] = True
+    return ~alive
+
+
+def token_keys(completions: Sequence[Completion]) -> list[tuple[int, ...]]:
+    """Each completion's token ids as a hashable: identical completions share a key."""
+    return [tuple(c.token_ids) for c in completions]
 
 
 def problem_groups(P: int, G: int) -> np.ndarray:
@@ -402,6 +447,22 @@ class SoloRollout:
         return [c for row in self.completions for c in row]
 
 
+def wrong_styles(
+    task: Task,
+    problems: Sequence[Problem],
+    completions: Sequence[Sequence[Completion]],
+    correct: np.ndarray,
+) -> list[str | None]:
+    """How each wrong completion went wrong (:meth:`agon.tasks.base.Task.error_style`; None
+    where the task cannot tell): the drafter's error style, a mechanism metric."""
+    return [
+        task.error_style(p, c.text)
+        for p, row, c_row in zip(problems, completions, correct)
+        for c, ok in zip(row, c_row)
+        if ok == 0
+    ]
+
+
 def model_salt(name: str) -> int:
     """A model's sampling salt from its place in the family (A, B), whichever models train in
     a step (under a compute budget one may have stopped), as the duel salts its directions."""
@@ -425,9 +486,12 @@ def solo_rollout(
     ro = SoloRollout(list(problems), comps, grade(task, problems, comps))
     ro.rewards = ro.correct.copy() if reward_fn is None else reward_fn(ro)
     P, G = ro.correct.shape
-    ro.advantages = group_advantages(ro.rewards.ravel(), problem_groups(P, G), s.scale_rewards)
-    ro.metrics = mk.role_metrics(
-        name, "drafter", ro.rewards, ro.correct, ro.advantages.zero_spread, ro.flat
+    ro.advantages = group_advantages(
+        ro.rewards.ravel(), problem_groups(P, G), s.scale_rewards, completions=token_keys(ro.flat)
+    )
+    ro.metrics = mk.role_metrics(name, "drafter", ro.rewards, ro.correct, ro.advantages, ro.flat)
+    ro.metrics |= mk.style_metrics(
+        name, wrong_styles(task, ro.problems, ro.completions, ro.correct)
     )
     return ro
 

@@ -138,6 +138,9 @@ def apply_draft_view(draft: str, view: str, tokenizer: Any = None) -> str:
     return " ".join(words[-n:]) if len(words) > n else draft
 
 
+ERROR_STYLES = ("visible", "hidden", "other")  # Task.error_style's answers for a wrong completion
+
+
 class Task(ABC):
     """A task of table 1. Subclasses set ``name`` and ``kind`` and implement the loaders."""
 
@@ -186,6 +189,22 @@ class Task(ABC):
         task has none for it (the default). The toy tasks give their gold solution,
         reasoning-gym the generator's worked solution (``gsm_symbolic``), DeepMath its first R1
         solution (read with ``solutions: true``); the GAR baseline anchors on it."""
+        return None
+
+    def error_style(self, problem: Problem, completion: str) -> str | None:
+        """How a wrong ``completion`` of ``problem`` went wrong, where the task can tell: one of
+        :data:`ERROR_STYLES` (``visible``: the mistake is written where a reader can see it
+        against the question, e.g. a misread operand; ``hidden``: every written input is right
+        and a result is wrong, so only recomputing finds it; ``other``), or None for a right
+        completion or a task that cannot classify (the default). The duel's metrics report the
+        drafter's hidden share (``docs/method.md``, what the toy world can show)."""
+        return None
+
+    def wrong_draft(self, problem: Problem, seed: int, style: str | None = None) -> str | None:
+        """A fixed wrong draft of ``problem`` in ``style`` (None: the task's own choice), the
+        same for a given ``seed`` every time: the probe of a reader's robustness reads these
+        (:mod:`agon.training.probe`), so every method is measured on the same drafts. None when
+        the task cannot write one (the default)."""
         return None
 
     def solve_prompt(self, problem: Problem) -> Messages:

@@ -20,6 +20,7 @@ from agon.toy.tasks import (
     ArithStep,
     apply_op,
     arith_solution,
+    misread,
 )
 from agon.toy.toycode import code_line, code_program
 
@@ -35,13 +36,20 @@ class Mistake:
     """A model's habit: it misreads operand ``k`` of operation ``op`` as ``k % 6 + 1``.
 
     Only operands in ``operands`` are affected; each affected arithmetic step is written wrong
-    with probability ``arith_rate`` and each affected program line with ``code_rate``.
+    with probability ``arith_rate`` and each affected program line with ``code_rate``. A wrong
+    arithmetic step is written in one of two styles (:func:`agon.toy.tasks.first_error_style`):
+    *hidden* with probability ``hidden_share`` (the question's operand, the misread one's
+    result: a reader sees nothing amiss unless it recomputes) and *visible* otherwise (the
+    misread operand itself, and its right result: the mismatch with the question is on the
+    page). ``hidden_share`` 1 is the toy world of table 1; the positive control
+    (``results/control.csv``) splits them evenly, so that a drafter can learn which to write.
     """
 
     op: str
     operands: tuple[int, ...]
     arith_rate: float
     code_rate: float
+    hidden_share: float = 1.0
 
     @classmethod
     def from_config(cls, row: dict) -> Mistake:
@@ -53,6 +61,7 @@ class Mistake:
             tuple(int(k) for k in row["operands"]),
             float(row["arith_rate"]),
             float(row["code_rate"]),
+            float(row.get("hidden_share", 1.0)),
         )
 
     def hits(self, op: str, k: int) -> bool:
@@ -61,11 +70,6 @@ class Mistake:
 
 
 NO_MISTAKE = Mistake("+", (), 0.0, 0.0)  # a writer without a habit (the toy teacher)
-
-
-def misread(k: int) -> int:
-    """The operand a model with the habit reads instead of ``k`` (always another operand)."""
-    return k % (len(OPERANDS)) + 1
 
 
 def written_arith_steps(
@@ -90,6 +94,7 @@ def written_arith_steps(
     """
     out, value = [], start
     for i, (op, k) in enumerate(ops):
+        shown = k  # the operand written (a visible mistake writes the misread one)
         aligned = [
             d[i]
             for d in keep
@@ -104,9 +109,12 @@ def written_arith_steps(
             result = apply_op(value, op, k)
             if mistake is not None and mistake.hits(op, k) and rng.random() < mistake.arith_rate:
                 result = apply_op(value, op, misread(k))
+                # hidden_share 1 draws nothing more: table 1's toy world is unchanged by it
+                if mistake.hidden_share < 1.0 and rng.random() >= mistake.hidden_share:
+                    shown = misread(k)  # visible: the misread operand is written
             elif slip and rng.random() < slip:
                 result = rng.choice([r for r in range(7) if r != result])
-        out.append(ArithStep(value, op, k, result))
+        out.append(ArithStep(value, op, shown, result))
         value = result
     return out
 

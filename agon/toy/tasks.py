@@ -61,6 +61,12 @@ def apply_op(a: int, op: str, b: int) -> int:
     raise ValueError(f"unknown operation {op!r}; expected one of {OPS}")
 
 
+def misread(k: int) -> int:
+    """The operand a model with a characteristic mistake reads instead of ``k`` (always another
+    operand; :class:`agon.toy.sft_data.Mistake`)."""
+    return k % len(OPERANDS) + 1
+
+
 def chain_text(steps: Sequence[tuple[str, int]], head: str) -> str:
     """``head`` followed by the operations: ``4*3+2`` for head ``4``, ``x*3+2`` for head ``x``."""
     return head + "".join(f"{op}{k}" for op, k in steps)
@@ -107,6 +113,47 @@ def parse_arith_steps(text: str) -> list[ArithStep]:
         ArithStep(int(a), op, int(b), int(c))
         for a, op, b, c in re.findall(r"(\d+)([-+*])(\d+)=(\d+)", text)
     ]
+
+
+def first_error_style(
+    start: int, ops: Sequence[tuple[str, int]], written: Sequence[ArithStep]
+) -> str | None:
+    """How a written chain first departs from the gold one: ``visible`` (a step's operand is
+    not the question's: the misread is on the page), ``hidden`` (the step's inputs are right
+    and its result is wrong: only recomputing finds it), ``other`` (a step missing, out of
+    order, or a wrong final answer after right steps), None when every step is right."""
+    value = start
+    for i, (op, k) in enumerate(ops):
+        if i >= len(written):
+            return "other"
+        step = written[i]
+        if step.lhs != value or step.op != op:
+            return "other"
+        if step.rhs != k:
+            return "visible"
+        if step.result != apply_op(value, op, k):
+            return "hidden"
+        value = step.result
+    return None
+
+
+def wrong_arith_steps(
+    start: int, ops: Sequence[tuple[str, int]], rng: random.Random, style: str
+) -> list[ArithStep]:
+    """The gold chain with one step written wrong in ``style``, continued from its value:
+    ``visible`` writes the misread operand (and computes with it), ``hidden`` writes the right
+    operand and the misread one's result. The final answer is then wrong too: ``+ -`` keep a
+    difference mod 7 and ``*`` by 1..6 cannot erase one (7 is prime)."""
+    i = rng.randrange(len(ops))
+    out, value = [], start
+    for j, (op, k) in enumerate(ops):
+        if j == i:
+            shown = misread(k) if style == "visible" else k
+            out.append(ArithStep(value, op, shown, apply_op(value, op, misread(k))))
+        else:
+            out.append(ArithStep(value, op, k, apply_op(value, op, k)))
+        value = out[-1].result
+    return out
 
 
 def gold_arith_steps(start: int, ops: Sequence[tuple[str, int]]) -> list[ArithStep]:
@@ -301,3 +348,19 @@ class ArithTask(ToySplits, MathTask):
     def solution(problem: Problem) -> str:
         """The gold chain-of-thought solution."""
         return arith_solution(gold_arith_steps(problem.meta["start"], problem.meta["ops"]))
+
+    def error_style(self, problem: Problem, completion: str) -> str | None:
+        """The style of the first departure from the gold chain (:func:`first_error_style`);
+        ``other`` when every step is right but the final answer is not the last result."""
+        steps = parse_arith_steps(completion)
+        style = first_error_style(problem.meta["start"], problem.meta["ops"], steps)
+        if style is None and not completion.rstrip().endswith(f"\\boxed{{{problem.answer}}}"):
+            return "other"
+        return style
+
+    def wrong_draft(self, problem: Problem, seed: int, style: str | None = None) -> str:
+        """The gold solution with one step wrong (:func:`wrong_arith_steps`), ``hidden`` by
+        default: the error a reader that copies aligned steps is misled by."""
+        rng = random.Random(f"wrong-draft-{problem.id}-{seed}")
+        ops = problem.meta["ops"]
+        return arith_solution(wrong_arith_steps(problem.meta["start"], ops, rng, style or "hidden"))

@@ -28,6 +28,7 @@ from agon.toy.tasks import (
     ToySplits,
     apply_op,
     chain_text,
+    misread,
 )
 
 CODE_HEAD = "s=0\nfor x in map(int,input().split()):\n"
@@ -168,6 +169,15 @@ class ToyCodeTask(ToySplits, Task):
             for i, v in zip(todo, graded):
                 verdicts[i] = v
         return verdicts
+
+    def wrong_draft(self, problem: Problem, seed: int, style: str | None = None) -> str:
+        """The gold program with one line's operand misread (a wrong draft a reader can repair
+        line by line, or copy)."""
+        rng = random.Random(f"wrong-draft-{problem.id}-{seed}")
+        ops = list(problem.meta["ops"])
+        i = rng.randrange(len(ops))
+        ops[i] = (ops[i][0], misread(ops[i][1]))
+        return code_program([code_line(op, k) for op, k in ops])
 
     def close(self) -> None:
         if self._pool is not None:

@@ -131,6 +131,7 @@ def train(
     shares_path.parent.mkdir(exist_ok=True)
     ckpt.truncate_jsonl(shares_path, keep=lambda row: row.get(STEP, -1) < start)
     eval_set = probe.hard_problems(task, s.eval_problems, s.eval_split) if s.eval_every else []
+    wrong = probe.wrong_drafts(task, eval_set)  # the readers' robustness probe (if the task can)
 
     def evaluate(updates: int) -> dict[str, float]:
         # every rank probes the whole set: sharded (FSDP) models need every rank in each forward
@@ -140,6 +141,7 @@ def train(
             eval_set,
             s.max_new_tokens,
             models=[p.model for p in policies.values()],
+            wrong=wrong,
         )
         log.info("%s pass@1 after %d updates: %s", s.eval_split, updates, probe.describe(m))
         return m

@@ -12,6 +12,7 @@ outcomes per direction and pooled, and on the probe's steps ``eval/...``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -38,11 +39,27 @@ ROLE_REWARD = "{model}/{role}/reward"
 ROLE_CORRECT = "{model}/{role}/correct"  # mean correctness of the role's own completions
 ROLE_UNGRADED = "{model}/{role}/ungraded"  # share the verifier could not score
 ROLE_ZERO_SPREAD = "{model}/{role}/frac_zero_spread"  # groups whose rewards were all equal
+# groups with no gradient: every distinct completion's advantages sum to 0 (eight identical
+# drafts are dead whatever their reads); frac_zero_spread undercounts these
+ROLE_DEAD = "{model}/{role}/frac_dead"
 ROLE_LENGTH = "{model}/{role}/mean_length"
 ROLE_TRUNCATED = "{model}/{role}/truncated"  # share stopped by max_new_tokens
 ROLE_TOKENS = "{model}/{role}/tokens"  # completion tokens the role generated this step
 ROLE_COMPLETIONS = "{model}/{role}/completions"  # completions the role generated this step
 DRAFTS_CUT = "{model}/reader/drafts_cut"  # drafts shortened to fit the reader prompt
+
+# the mechanism (docs/method.md, what the toy world can show), per reader and per drafter:
+# how often a read is right after a right draft and after a wrong one (a gap between them is
+# how often wrong drafts mislead), and how the drafter's wrong drafts went wrong
+READ_AFTER_RIGHT = "{model}/reader/correct_after_right_draft"
+READ_AFTER_WRONG = "{model}/reader/correct_after_wrong_draft"
+READS_AFTER_WRONG = "{model}/reader/reads_after_wrong_draft"  # the weight of the rate above
+HIDDEN_SHARE = "{model}/drafter/hidden_share"  # hidden / (hidden + visible) wrong drafts
+STYLED = "{model}/drafter/styled_wrong"  # wrong drafts classified visible or hidden
+# a fingerprint of every completion the step generated (drafts and reads, token ids): two runs
+# whose rows agree on it took the same rollouts (agon and its agon_independent twin diverge at
+# the first step they differ; on several processes, rank 0's share)
+ROLLOUT_SHA = "rollout/sha"
 
 # duel outcomes, per direction and pooled: fractions of graded (draft, read) pairs
 OUTCOMES = ("drafter_wins", "reader_wins", "ties")
@@ -65,6 +82,10 @@ TRAINED_TOKENS = "{model}/trained_tokens"  # completion tokens in the step's los
 HARD_PASS1 = "eval/hard_pass@1/{model}"
 HARD_TOKENS = "eval/hard_tokens/{model}"  # tokens the probe generated (not training tokens)
 HARD_PROBLEMS = "eval/hard_problems"
+# the reader's robustness: its greedy pass@1 reading a fixed wrong draft of each probe problem
+# (Task.wrong_draft: the same drafts for every method), before the first update and after
+ROBUST_PASS1 = "eval/robust_pass@1/{model}"
+ROBUST_PROBLEMS = "eval/robust_problems"
 EVAL_S = "time/eval_s"
 EVAL_ROW_KEYS = (STEP, TOKENS, EVAL_S)  # an evaluation-only row's keys besides eval/*
 
@@ -90,12 +111,14 @@ def role_metrics(
     role: str,
     rewards: np.ndarray,
     correct: np.ndarray,
-    zero_spread: np.ndarray,
+    advantages: Any,
     completions: Sequence[Any],
 ) -> dict[str, float]:
     """The rollout metrics of ``model``'s completions in ``role`` (objects with ``token_ids``
-    and ``finish_reason``), keyed ``{model}/{role}/...``."""
+    and ``finish_reason``; ``advantages`` an :class:`agon.rl.Advantages`), keyed
+    ``{model}/{role}/...``."""
     lengths = [len(c.token_ids) for c in completions]
+    zero_spread, dead = advantages.zero_spread, advantages.dead
 
     def k(template: str) -> str:
         return key(template, model=model, role=role)
@@ -105,6 +128,7 @@ def role_metrics(
         k(ROLE_CORRECT): _nanmean(correct),
         k(ROLE_UNGRADED): float(np.isnan(correct).mean()) if correct.size else 0.0,
         k(ROLE_ZERO_SPREAD): float(zero_spread.mean()) if zero_spread.size else float("nan"),
+        k(ROLE_DEAD): float(dead.mean()) if dead is not None and dead.size else float("nan"),
         k(ROLE_LENGTH): float(np.mean(lengths)) if lengths else 0.0,
         k(ROLE_TRUNCATED): (
             float(np.mean([c.finish_reason == "length" for c in completions]))
@@ -114,6 +138,43 @@ def role_metrics(
         k(ROLE_TOKENS): float(sum(lengths)),
         k(ROLE_COMPLETIONS): float(len(completions)),
     }
+
+
+def reader_metrics(
+    reader: str, c_draft_per_read: np.ndarray, c_read: np.ndarray
+) -> dict[str, float]:
+    """The reader's correctness after right and after wrong drafts (graded pairs only; NaN
+    where there was none), and how many reads followed a wrong draft."""
+    ok = ~(np.isnan(c_draft_per_read) | np.isnan(c_read))
+    d, r = c_draft_per_read[ok], c_read[ok]
+    after_wrong = r[d == 0]
+    return {
+        key(READ_AFTER_RIGHT, model=reader): _nanmean(r[d == 1]),
+        key(READ_AFTER_WRONG, model=reader): _nanmean(after_wrong),
+        key(READS_AFTER_WRONG, model=reader): float(after_wrong.size),
+    }
+
+
+def style_metrics(drafter: str, styles: Sequence[str | None]) -> dict[str, float]:
+    """The share of hidden errors among the drafter's visible and hidden wrong drafts
+    (``styles``: :meth:`agon.tasks.base.Task.error_style` of each wrong draft), and how many
+    were classified; nothing when the task classifies none."""
+    hidden = sum(x == "hidden" for x in styles)
+    styled = hidden + sum(x == "visible" for x in styles)
+    if not styled:
+        return {}
+    return {
+        key(HIDDEN_SHARE, model=drafter): hidden / styled,
+        key(STYLED, model=drafter): float(styled),
+    }
+
+
+def rollout_sha(completions: Iterable[Any]) -> str:
+    """A short fingerprint of completions' token ids, in order."""
+    digest = hashlib.sha256()
+    for c in completions:
+        digest.update(np.asarray(c.token_ids, dtype=np.int64).tobytes() + b"|")
+    return digest.hexdigest()[:16]
 
 
 def duel_outcomes(c_draft_per_read: np.ndarray, c_read: np.ndarray) -> dict[str, float]:
@@ -245,6 +306,12 @@ def summarize_metrics(path: str | Path, models: Iterable[str] = MODELS) -> dict[
         probes = [r[key(HARD_PASS1, model=name)] for r in rows if key(HARD_PASS1, model=name) in r]
         if probes:
             out[f"{name}/last_hard_pass@1"] = probes[-1]
+        rk = key(ROBUST_PASS1, model=name)
+        robust = [r[rk] for r in rows if rk in r]
+        if robust:  # the reader before training and after it
+            out[f"{name}/first_robust_pass@1"] = robust[0]
+            out[f"{name}/last_robust_pass@1"] = robust[-1]
+        out |= mechanism_summary([r for r in rows if not is_eval_only(r)], name)
     out[TOKENS] = sum(r.get(TOKENS, 0) for r in rows)
     if any(ROLLOUT_S in r for r in rows):  # a trainer that times its own phases (the duel)
         out["train_time_s"] = sum(r.get(ROLLOUT_S, 0) + r.get(UPDATE_S, 0) for r in rows)
@@ -252,6 +319,43 @@ def summarize_metrics(path: str | Path, models: Iterable[str] = MODELS) -> dict[
         out["cpu_s"] = float(sum(r.get(CPU_S, 0) for r in rows))
         out["gpu_s"] = float(sum(r.get(GPU_S, 0) for r in rows))
     out["eval_time_s"] = sum(r.get(EVAL_S, 0) for r in rows)
+    return out
+
+
+def _weighted(rows: Sequence[Mapping[str, Any]], value: str, weight: str | None) -> float:
+    """The mean of ``value`` over ``rows``, weighted by ``weight`` (None: every row alike;
+    NaN: nothing to average)."""
+    pairs = [(r[value], r.get(weight, 0.0) if weight else 1.0) for r in rows if value in r]
+    pairs = [(v, w) for v, w in pairs if isinstance(v, (int, float)) and math.isfinite(v) and w]
+    total = sum(w for _, w in pairs)
+    return sum(v * w for v, w in pairs) / total if total else float("nan")
+
+
+def mechanism_summary(rows: Sequence[Mapping[str, Any]], name: str) -> dict[str, float]:
+    """What a run shows of the mechanism, for model ``name``: as a reader, its correctness after
+    right and after wrong drafts over the run; as a drafter, its hidden-error share in the first
+    and the last quarter of its steps; its dead groups over the run (absent keys: the trainer
+    measured none)."""
+    out: dict[str, float] = {}
+    reads = [r for r in rows if key(READ_AFTER_WRONG, model=name) in r]
+    if reads:
+        completions = key(ROLE_COMPLETIONS, model=name, role="reader")
+        out[f"{name}/read_after_right"] = _weighted(
+            reads, key(READ_AFTER_RIGHT, model=name), completions
+        )
+        out[f"{name}/read_after_wrong"] = _weighted(
+            reads, key(READ_AFTER_WRONG, model=name), key(READS_AFTER_WRONG, model=name)
+        )
+    styled = [r for r in rows if key(HIDDEN_SHARE, model=name) in r]
+    if styled:
+        q = max(1, len(styled) // 4)
+        share, weight = key(HIDDEN_SHARE, model=name), key(STYLED, model=name)
+        out[f"{name}/hidden_share_first"] = _weighted(styled[:q], share, weight)
+        out[f"{name}/hidden_share_last"] = _weighted(styled[-q:], share, weight)
+    for role in ("drafter", "reader"):
+        dead = key(ROLE_DEAD, model=name, role=role)
+        if any(dead in r for r in rows):
+            out[f"{name}/{role}_frac_dead"] = _weighted(rows, dead, None)
     return out
 
 

@@ -5,6 +5,12 @@ Both trainers, the duel's loop (:func:`agon.training.loop.train`) and the GRPO b
 write what it returns into their ``metrics.jsonl`` row: ``eval/hard_pass@1/A`` (and ``/B``;
 keys in :mod:`agon.training.metrics`), which the training-curves figure plots.
 
+*Robustness.* On the same problems, where the task can write a wrong draft of each
+(:meth:`agon.tasks.base.Task.wrong_draft`: a toy chain with one hidden error, a program with
+one wrong line), each model also reads that fixed draft and answers: ``eval/robust_pass@1/A``
+is the reader's pass@1 after a wrong draft, the same probe for every method, measured before
+the first update and after the last (``docs/method.md``, what the toy world can show).
+
 *When.* The row of step ``s`` holds the evaluation of the models **after s updates**, taken
 before that step's rollout: ``s = 0`` (the base models), every ``train.eval_every`` steps, and
 once more after the last update, in a row of its own (:func:`final_row`: ``step = steps``, no
@@ -41,8 +47,19 @@ import torch
 
 from agon.engines.base import Engine, SamplingParams
 from agon.tasks.base import Problem, Task
-from agon.training.metrics import EVAL_S, HARD_PASS1, HARD_PROBLEMS, HARD_TOKENS, STEP, TOKENS
+from agon.training.metrics import (
+    EVAL_S,
+    HARD_PASS1,
+    HARD_PROBLEMS,
+    HARD_TOKENS,
+    ROBUST_PASS1,
+    ROBUST_PROBLEMS,
+    STEP,
+    TOKENS,
+)
 from agon.training.settings import EVAL_SPLITS, check_eval_settings
+
+PROBE_SEED = 0  # the wrong drafts' seed: one fixed probe set for every method, seed and run
 
 
 def is_eval_step(step: int, every: int) -> bool:
@@ -98,37 +115,62 @@ def eval_mode(models: Sequence[torch.nn.Module]) -> Iterator[None]:
             m.training = training
 
 
+def wrong_drafts(
+    task: Task, problems: Sequence[Problem], seed: int = PROBE_SEED
+) -> list[tuple[Problem, str]]:
+    """The robustness probe: each problem with the task's fixed wrong draft of it
+    (:meth:`agon.tasks.base.Task.wrong_draft`, the same for every method and run); empty for a
+    task that writes none."""
+    pairs = [(p, task.wrong_draft(p, seed)) for p in problems]
+    return [(p, d) for p, d in pairs if d is not None]
+
+
 def hard_pass1(
     engines: Mapping[str, Engine],
     task: Task,
     problems: Sequence[Problem],
     max_new_tokens: int,
     models: Sequence[torch.nn.Module] = (),
+    wrong: Sequence[tuple[Problem, str]] = (),
 ) -> dict[str, float]:
-    """Greedy pass@1 of each engine alone on ``problems``, as metrics-row entries.
+    """Greedy pass@1 of each engine alone on ``problems``, and as a reader of the ``wrong``
+    drafts (:func:`wrong_drafts`), as metrics-row entries.
 
     ``engines`` maps a model name ("A", "B") to the engine that generates with it; ``models``
     are the torch modules behind them (put in eval mode for the call). Returns
     ``eval/hard_pass@1/{name}`` in [0, 1] and ``eval/hard_tokens/{name}`` per engine,
-    ``eval/hard_problems`` and ``time/eval_s``.
+    ``eval/hard_problems`` and ``time/eval_s``; with ``wrong`` drafts also
+    ``eval/robust_pass@1/{name}`` (the reader right after a wrong draft) and
+    ``eval/robust_problems``.
     """
     if not problems:
         raise ValueError("hard_pass1 needs at least one problem")
     t0 = time.perf_counter()
     sampling = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0)
     prompts = [task.solve_prompt(p) for p in problems]
+    reads = [task.reader_prompt(p, d) for p, d in wrong]
     out: dict[str, float] = {}
     with preserved_rng(), torch.no_grad(), eval_mode(models):
         for name, engine in engines.items():
             completions = [row[0] for row in engine.generate(prompts, n=1, sampling=sampling)]
-            verdicts = task.grade(list(problems), [c.text for c in completions])
-            out[HARD_PASS1.format(model=name)] = sum(v.correct is True for v in verdicts) / len(
-                problems
-            )
+            out[HARD_PASS1.format(model=name)] = _share_right(task, problems, completions)
             out[HARD_TOKENS.format(model=name)] = float(sum(len(c.token_ids) for c in completions))
+            if reads:
+                answers = [row[0] for row in engine.generate(reads, n=1, sampling=sampling)]
+                out[ROBUST_PASS1.format(model=name)] = _share_right(
+                    task, [p for p, _ in wrong], answers
+                )
     out[HARD_PROBLEMS] = len(problems)
+    if reads:
+        out[ROBUST_PROBLEMS] = len(reads)
     out[EVAL_S] = time.perf_counter() - t0
     return out
+
+
+def _share_right(task: Task, problems: Sequence[Problem], completions: Sequence[Any]) -> float:
+    """The share of ``completions`` graded right (an ungradable one counts as wrong)."""
+    verdicts = task.grade(list(problems), [c.text for c in completions])
+    return sum(v.correct is True for v in verdicts) / len(problems)
 
 
 def final_row(steps_done: int, evaluation: Mapping[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ REWARD_SCHEMES = ("agon", "zero_sum", "independent", "cooperative")
 LOSS_TYPES = ("dapo", "dr_grpo", "grpo")
 SCALES = ("group", "batch", "none")
 READER_GROUPS = ("draft", "problem")
+BASELINES = ("group", "batch", "none")  # agon.baseline: what an advantage subtracts
 ROLE_SCHEDULES = ("alternate", "both")
 TRAIN_SPLITS = ("train", "train_hard")
 EVAL_SPLITS = ("validation_hard", "validation")  # what the training-time probe may read
@@ -185,6 +186,10 @@ class DuelSettings(RLSettings):
     reward_scheme: str = "agon"  # agon | zero_sum | independent | cooperative
     reward_lam: float = 1.0  # weight of the win bonus / loss penalty in the agon scheme
     reader_group: str = "draft"  # draft: K reads of one draft; problem: all G*K reads of a problem
+    baseline: str = "group"  # what an advantage subtracts: group mean | batch mean | none
+    # extra reward for a read that is right after a wrong draft: c_read * (1 - c_draft) * this
+    # (0: none; the reading in which the reader is paid for robustness; docs/method.md)
+    reward_reader_robustness: float = 0.0
     draft_view: str = "full"  # the family row's view of a draft in the reader prompt
 
     SECTIONS: ClassVar[tuple[str, ...]] = ("agon",)
@@ -205,4 +210,5 @@ class DuelSettings(RLSettings):
             "role_schedule": ROLE_SCHEDULES,
             "reward_scheme": REWARD_SCHEMES,
             "reader_group": READER_GROUPS,
+            "baseline": BASELINES,
         }

@@ -233,16 +233,22 @@ def _hard_eval(
     persona and chat-template kwargs), so both methods are scored alike."""
     # lazy: imports torch (seconds) only where this runs
     from agon.engines.hf import HFEngine
-    from agon.training.probe import describe, hard_pass1, hard_problems
+    from agon.training.probe import describe, hard_pass1, hard_problems, wrong_drafts
 
     options = engine_options(fam[f"model_{row}"], fam)
     problems = hard_problems(task, settings.eval_problems, settings.eval_split)
+    wrong = wrong_drafts(task, problems)  # the same robustness probe as the duel's
 
     def evaluate(model: Any) -> dict:
         batch = config["train"]["rollout_batch_size"]
         engine = HFEngine(model, tokenizer, batch_size=batch, **options)
         m = hard_pass1(
-            {row.upper(): engine}, task, problems, settings.max_new_tokens, models=[model]
+            {row.upper(): engine},
+            task,
+            problems,
+            settings.max_new_tokens,
+            models=[model],
+            wrong=wrong,
         )
         print(f"[grpo {row.upper()}] {settings.eval_split} pass@1: {describe(m)}", flush=True)
         return m

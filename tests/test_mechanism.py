@@ -1,0 +1,124 @@
+"""The mechanism metrics of the duel (docs/method.md, what the toy world can show): dead
+groups counted per distinct completion, reads after right and after wrong drafts, the
+drafter's error style and the toy world's wrong drafts, the readings the abstract leaves open
+(agon.baseline, agon.reward.reader_robustness), and what each does to the advantages."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from agon import duel, rl
+from agon.toy.sft_data import Mistake, written_arith_steps
+from agon.toy.tasks import ArithTask, arith_solution, first_error_style, gold_arith_steps
+from agon.toy.toycode import ToyCodeTask, parse_code_lines
+from agon.training import metrics as mk
+from agon.training.settings import DuelSettings
+
+
+def test_identical_completions_make_a_dead_group_that_zero_spread_misses():
+    """Eight identical drafts whose reads disagree have reward spread but no gradient."""
+    rewards = [1.0, 0.5, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0]  # group 0: one draft x4; group 1: two
+    groups = [0, 0, 0, 0, 1, 1, 1, 1]
+    keys = ["x", "x", "x", "x", "y", "y", "z", "z"]
+    adv = rl.group_advantages(rewards, groups, "none", completions=keys)
+    assert adv.zero_spread.tolist() == [False, False]
+    assert adv.dead.tolist() == [True, False]  # y's sum (+1) and z's (-1) are not 0
+    assert rl.group_advantages(rewards, groups, "none").dead is None
+
+
+def test_baselines():
+    """group subtracts each group's mean, batch the batch's, none nothing."""
+    r, g = [1.0, 0.0, 1.0, 1.0], [0, 0, 1, 1]
+    assert rl.group_advantages(r, g, "none").values.tolist() == [0.5, -0.5, 0.0, 0.0]
+    assert rl.group_advantages(r, g, "none", baseline="batch").values.tolist() == [
+        0.25,
+        -0.75,
+        0.25,
+        0.25,
+    ]
+    assert rl.group_advantages(r, g, "none", baseline="none").values.tolist() == r
+    with pytest.raises(ValueError, match="baseline"):
+        rl.group_advantages(r, g, baseline="median")
+
+
+def test_reader_robustness_reward_pays_right_reads_of_wrong_drafts():
+    c_draft = np.array([[1.0, 0.0]])
+    c_read = np.array([[[1.0, 0.0], [1.0, 0.0]]])
+    s = DuelSettings(num_generations=2, num_reads=2, reward_scheme="independent")
+    _, plain = duel.role_rewards(c_draft, c_read, s)
+    s.reward_reader_robustness = 0.5
+    _, paid = duel.role_rewards(c_draft, c_read, s)
+    assert (paid - plain).ravel().tolist() == [0.0, 0.0, 0.5, 0.0]
+
+
+def test_reader_and_style_metrics():
+    d = np.array([1, 1, 0, 0, 0, np.nan])
+    r = np.array([1, 0, 1, 0, 0, 1])
+    m = mk.reader_metrics("B", d, r)
+    assert m["B/reader/correct_after_right_draft"] == 0.5
+    assert m["B/reader/correct_after_wrong_draft"] == pytest.approx(1 / 3)
+    assert m["B/reader/reads_after_wrong_draft"] == 3
+    s = mk.style_metrics("A", ["hidden", "visible", "hidden", "other", None])
+    assert s == {"A/drafter/hidden_share": 2 / 3, "A/drafter/styled_wrong": 3.0}
+    assert mk.style_metrics("A", [None, "other"]) == {}
+    assert math.isnan(
+        mk.reader_metrics("B", np.array([1.0]), np.array([1.0]))[
+            "B/reader/correct_after_wrong_draft"
+        ]
+    )
+
+
+@pytest.fixture(scope="module")
+def arith():
+    task = ArithTask(n_train=10, n_test=30, n_validation=5, grading_workers=1)
+    yield task
+    task.close()
+
+
+def test_arith_error_styles_and_fixed_wrong_drafts(arith):
+    """A hidden error keeps the question's operand and writes a wrong result; a visible one
+    writes the misread operand. The probe's wrong drafts are wrong, of the style asked, and
+    the same every time for a seed."""
+    p = arith.problems("hard")[0]
+    assert arith.error_style(p, arith.solution(p)) is None
+    for style in ("hidden", "visible"):
+        draft = arith.wrong_draft(p, 0, style)
+        assert arith.error_style(p, draft) == style
+        assert draft == arith.wrong_draft(p, 0, style)
+        assert arith.grade([p], [draft])[0].correct is False
+    assert arith.wrong_draft(p, 0) == arith.wrong_draft(p, 0, "hidden")
+    assert arith.error_style(p, "\\boxed{3}") == "other"
+    ops = p.meta["ops"]
+    gold = gold_arith_steps(p.meta["start"], ops)
+    assert first_error_style(p.meta["start"], ops, gold[:-1]) == "other"
+
+
+def test_a_mistake_splits_hidden_and_visible_errors_as_configured(arith):
+    """hidden_share 1 (table 1's toy world) writes only hidden errors; 0.5 about half each."""
+    rng = random.Random(0)
+    for share, lo, hi in ((1.0, 1.0, 1.0), (0.5, 0.35, 0.65)):
+        m = Mistake("*", (1, 2, 3, 4, 5, 6), 1.0, 1.0, share)
+        c = Counter()
+        for _ in range(300):
+            q = arith.sample(rng, 4)
+            text = arith_solution(written_arith_steps(q.meta["start"], q.meta["ops"], rng, m))
+            if not arith.grade([q], [text])[0].correct:
+                c[arith.error_style(q, text)] += 1
+        assert lo <= c["hidden"] / (c["hidden"] + c["visible"]) <= hi, c
+
+
+def test_toycode_wrong_draft_has_one_wrong_line():
+    task = ToyCodeTask(n_train=5, n_test=10, n_validation=2)
+    try:
+        p = task.problems("test")[0]
+        draft = task.wrong_draft(p, 0)
+        lines, gold = parse_code_lines(draft), list(p.meta["ops"])
+        assert sum(a != tuple(b) for a, b in zip(lines, gold)) == 1
+        assert task.grade([p], [draft])[0].correct is False
+    finally:
+        task.close()
