@@ -14,7 +14,11 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# the default config, unless the command line gives one (--configfile): then that file alone,
+# never merged into the default (a paper run must not inherit the toy world's ablations)
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
 
 
 # `snakemake --report results/report.html`: table 1, the figures with their captions and the

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import platform
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -197,14 +198,63 @@ def config_hash(config: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def get_family(config: dict, name: str) -> dict:
-    """The family row called ``name``; a clear error if there is none."""
+# `cpu_kernels`: the environment that pins torch's, MKL's and oneDNN's CPU kernels to one
+# instruction set on x86-64, so that every machine of the architecture computes the same sums
+KERNEL_ENV = {
+    "default": {
+        "ATEN_CPU_CAPABILITY": "default",
+        "MKL_CBWR": "COMPATIBLE",
+        "ONEDNN_MAX_CPU_ISA": "SSE41",
+    },
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "avx512": {
+        "ATEN_CPU_CAPABILITY": "avx512",
+        "MKL_CBWR": "AVX512",
+        "ONEDNN_MAX_CPU_ISA": "AVX512_CORE",
+    },
+}
+X86_64 = ("x86_64", "amd64")  # platform.machine() of the architectures the pin applies to
+
+
+def kernel_env(config: dict, machine: str | None = None) -> dict[str, str]:
+    """The environment variables that pin the CPU kernels to the config's ``cpu_kernels`` on
+    this machine (``machine``: ``platform.machine()``); none when it is null or the machine
+    is not x86-64, where these instruction sets do not exist."""
+    kernels = config.get("cpu_kernels")
+    machine = (machine or platform.machine()).lower()
+    if kernels is None or machine not in X86_64:
+        return {}
+    return dict(KERNEL_ENV[kernels])
+
+
+MODEL_ROWS = ("model_a", "model_b", "teacher")  # a family's rows that name a model
+SEED_FIELD = "{seed}"  # in a row's model path: the base models of each training seed
+
+
+def get_family(config: dict, name: str, seed: int | None = None) -> dict:
+    """The family row called ``name``; a clear error if there is none. With ``seed``, a copy
+    whose model paths have ``{seed}`` filled in: a family whose base models depend on the
+    training seed (the toy world pretrains a pair per seed) names them ``.../seed{seed}/A``."""
     for row in config["families"]:
         if row["name"] == name:
-            return row
+            return row if seed is None else family_for_seed(row, seed)
     raise ConfigError(
         f"no family {name!r} in config; known: {[r['name'] for r in config['families']]}"
     )
+
+
+def seeded_bases(family: dict) -> bool:
+    """Whether the family's base models depend on the training seed (``{seed}`` in a path)."""
+    return any(SEED_FIELD in str((family.get(k) or {}).get("model", "")) for k in MODEL_ROWS)
+
+
+def family_for_seed(family: dict, seed: int) -> dict:
+    """A copy of ``family`` with ``{seed}`` in its model paths replaced by ``seed``."""
+    out = copy.deepcopy(family)
+    for k in MODEL_ROWS:
+        if out.get(k) and SEED_FIELD in str(out[k].get("model", "")):
+            out[k]["model"] = out[k]["model"].replace(SEED_FIELD, str(int(seed)))
+    return out
 
 
 def get_task_row(config: dict, name: str) -> dict:

@@ -150,12 +150,14 @@ def columns_for_methods(methods: Iterable[str]) -> list[str]:
     return [name for name, c in COLUMNS.items() if c.method in wanted]
 
 
-def eval_seeds(column: str, seeds: Sequence[int]) -> list[int]:
-    """The seeds ``column`` is evaluated with: every training seed for a trained column; the
-    first seed only for an untrained one (no training seed; its sampling variance is in the
-    ``n_samples`` per problem)."""
+def eval_seeds(column: str, seeds: Sequence[int], seeded_bases: bool = False) -> list[int]:
+    """The seeds ``column`` is evaluated with: every training seed for a trained column, and
+    for an untrained one when the family's base models are drawn per training seed
+    (``seeded_bases``: the toy world's, :func:`agon.config.seeded_bases`); else the first seed
+    only (one pair of base models; its sampling variance is in the ``n_samples`` per
+    problem)."""
     seeds = [int(s) for s in seeds]
-    return seeds if COLUMNS[column].train else seeds[:1]
+    return seeds if COLUMNS[column].train or seeded_bases else seeds[:1]
 
 
 def trained_methods_for(columns: Iterable[str]) -> list[str]:

@@ -283,10 +283,10 @@ def build_wide_model(
         eos_token_id=tok.eos_token_id,
         bos_token_id=tok.bos_token_id,
     )
-    config.save_pretrained(path)
     torch.manual_seed(seed)
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[dtype])
+    model.config.save_pretrained(path)  # after the build: it records the dtype
     model.generation_config.pad_token_id = tok.pad_token_id
     model.generation_config.eos_token_id = tok.eos_token_id
     return model, tok

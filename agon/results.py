@@ -37,19 +37,22 @@ class Layout:
     out_dir: str = "results"
     figures_dir: str = "figures"
 
-    def toy_dir(self) -> str:
-        """`agon toy pretrain --out`: holds A/, B/ and report.json."""
-        return f"{self.out_dir}/toy/models"
+    def toy_dir(self, seed: int | str) -> str:
+        """`agon toy pretrain --out`: the base models of training seed ``seed`` (A/, B/,
+        report.json): every training seed has base models of its own, pretrained with its own
+        seed, so the table's intervals over seeds cover the base models' draw."""
+        return f"{self.out_dir}/toy/models/seed{seed}"
 
-    def toy_model(self, which: str) -> str:
-        return f"{self.toy_dir()}/{which}"
+    def toy_model(self, which: str, seed: int | str = "{seed}") -> str:
+        """A toy model's folder (the default, ``seed{seed}``, is the family row's path)."""
+        return f"{self.toy_dir(seed)}/{which}"
 
-    def toy_report(self) -> str:
-        return f"{self.toy_dir()}/report.json"
+    def toy_report(self, seed: int | str) -> str:
+        return f"{self.toy_dir(seed)}/report.json"
 
-    def toy_teacher_report(self) -> str:
+    def toy_teacher_report(self, seed: int | str) -> str:
         """`agon toy pretrain --model teacher`: the toy teacher's gate, beside the pair's."""
-        return f"{self.toy_dir()}/teacher_report.json"
+        return f"{self.toy_dir(seed)}/teacher_report.json"
 
     def pretrain_snapshot(self) -> str:
         return f"{self.out_dir}/toy/config/pretrain.yaml"

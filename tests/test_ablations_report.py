@@ -86,7 +86,9 @@ def test_ablations_table_recounted_from_samples(tmp_path):
         else:
             x_ref = rate_matrix(truth[(f, t, ref)])
             assert float(r["minus_reference"]) == pytest.approx(x.mean() - x_ref.mean(), abs=1e-9)
-            both = two_level_bootstrap([x, x_ref], n_boot=n_boot, seed=RNG["ablation"])
+            both = two_level_bootstrap(
+                [x, x_ref], n_boot=n_boot, seed=RNG["ablation"], shared_seeds=True
+            )
             lo, hi = percentile_interval(both[0] - both[1])
             assert (
                 float(r["minus_reference_lo"]),

@@ -45,7 +45,9 @@ def _mean(xs):
 
 
 def _paired_interval(mats, n_boot, rng, combine):
-    reps = two_level_bootstrap(mats, n_boot=n_boot, seed=rng)
+    # systems at the same training seeds are paired seed by seed too (agon.report.compare)
+    shared = len({np.atleast_2d(m).shape[0] for m in mats}) == 1
+    reps = two_level_bootstrap(mats, n_boot=n_boot, seed=rng, shared_seeds=shared)
     with np.errstate(divide="ignore", invalid="ignore"):
         return percentile_interval(combine(*reps))
 
@@ -290,12 +292,13 @@ def test_not_meaningful_numbers_are_said_so(tmp_path, monkeypatch):
     assert r["agon_over_grpo_note"].startswith("not defined: grpo's pass@1 is 0")
     key = "agon_minus_agon_independent"
     assert float(r[key]) == 0.0 and float(r[f"{key}_lo"]) == float(r[f"{key}_hi"]) == 0.0
-    assert r[f"{key}_note"] == "no contest effect shown: the 95% interval holds 0"
+    assert r[f"{key}_note"].startswith("no contest effect shown: the 95% interval holds 0;")
+    assert "not detectable below" in r[f"{key}_note"] and float(r[f"{key}_mde"]) >= 0
     md = Path(layout.table_files("table1").md).read_text()
     table = md.split("## ")[0]
     row = next(ln for ln in table.splitlines() if ln.startswith("| fam1 | arith |"))
     assert "n/a *not defined* (note 1)" in row
-    assert "+0.0 [+0.0, +0.0] *no contest effect shown* (note 2)" in row
+    assert "+0.0 [+0.0, +0.0] (MDE 0.0) *no contest effect shown* (note 2)" in row
     assert f"2. fam1/arith, agon - agon_independent (points): {r[f'{key}_note']}" in table
 
 
@@ -308,7 +311,7 @@ def test_ratio_and_difference_columns_from_replicates():
     assert out["r"] == pytest.approx(2.0) and out["r_note"] == ""
     assert (out["r_lo"], out["r_hi"]) == pytest.approx(percentile_interval(num / den))
     out = ratio_columns("r", "a", "b", p, np.vstack([den, den]))
-    assert out["r_note"] == "no effect shown: the 95% interval holds 1"
+    assert out["r_note"].startswith("no effect shown: the 95% interval holds 1; not detectable")
     at_zero = np.r_[np.zeros(10), np.linspace(0.1, 0.4, 90)]  # over 2.5% of replicates at 0
     out = ratio_columns("r", "a", "b", p, np.vstack([num, at_zero]))
     assert out["r"] == pytest.approx(2.0) and out["r_lo"] is None and out["r_hi"] is None
@@ -316,7 +319,7 @@ def test_ratio_and_difference_columns_from_replicates():
     out = difference_columns("d", "a", "b", p, np.vstack([num, den]), "gain")
     assert out["d"] == pytest.approx(0.3) and out["d_note"] == ""
     out = difference_columns("d", "a", "b", p, np.vstack([den, den[::-1]]), "gain")
-    assert out["d_note"] == "no gain shown: the 95% interval holds 0"
+    assert out["d_note"].startswith("no gain shown: the 95% interval holds 0; not detectable")
 
 
 def test_benchmark_file_is_preferred_for_wall_time(tmp_path):

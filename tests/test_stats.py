@@ -126,3 +126,25 @@ def test_percentile_interval_drops_undefined_replicates():
     )
     with pytest.raises(ValueError):
         percentile_interval(np.array([np.nan]))
+
+
+def test_shared_seeds_pair_a_seed_effect_away():
+    """Two systems whose per-seed rates differ by the same seed effect (each seed's base
+    models lift both alike) and by a constant: paired by seed, their difference has no seed
+    variance; resampled apart, it has."""
+    from agon.stats import minimal_detectable_effect, two_level_bootstrap
+
+    rng = np.random.default_rng(0)
+    seed_effect = np.array([[-0.2], [0.0], [0.2]])
+    base = np.clip(0.5 + seed_effect + 0.05 * rng.standard_normal((3, 40)), 0, 1)
+    a, b = base + 0.1, base
+    paired = two_level_bootstrap([a, b], n_boot=400, seed=1, shared_seeds=True)
+    apart = two_level_bootstrap([a, b], n_boot=400, seed=1)
+    assert np.allclose(paired[0] - paired[1], 0.1)
+    assert np.std(apart[0] - apart[1]) > 0.05
+    assert minimal_detectable_effect(paired[0] - paired[1]) < 1e-9
+    assert minimal_detectable_effect(apart[0] - apart[1]) == pytest.approx(
+        2.8016 * np.std(apart[0] - apart[1], ddof=1), rel=1e-3
+    )
+    with pytest.raises(ValueError, match="same seeds"):
+        two_level_bootstrap([a, b[:2]], shared_seeds=True)

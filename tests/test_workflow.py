@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from agon.config import seeded_bases
 from agon.methods import COLUMNS, columns_for_methods, eval_seeds
 
 REPO = Path(__file__).resolve().parents[1]
@@ -73,7 +74,8 @@ def expected_counts(cfg: dict) -> Counter:
     n_ft = len(cfg["families"]) * len(cfg["tasks"])
     seeds = len(cfg.get("seeds", [0]))
     systems = columns_for_methods(cfg["methods"])
-    evals = sum(len(eval_seeds(s, cfg.get("seeds", [0]))) for s in systems)
+    per_seed = any(seeded_bases(f) for f in cfg["families"])  # the toy world: a pair per seed
+    evals = sum(len(eval_seeds(s, cfg.get("seeds", [0]), per_seed)) for s in systems)
     trained = {COLUMNS[s].train for s in systems} - {None}
     toy = any(f.get("toy") for f in cfg["families"])
     return (
@@ -83,7 +85,7 @@ def expected_counts(cfg: dict) -> Counter:
                 "train": n_ft * len(trained) * seeds,
                 "data_split": n_ft,
                 "config_snapshot": n_ft * (3 if trained else 2),
-                "pretrain": int(toy),
+                "pretrain": seeds if toy else 0,
                 "pretrain_config": int(toy),
                 "report": 1,
                 "all": 1,
@@ -182,12 +184,13 @@ def test_default_config_is_the_toy_world(tmp_path):
     cfg = load(wd / "config" / "config.yaml")
     jobs = dry_run_jobs(wd)
     assert Counter(j["rule"] for j in jobs) == expected_counts(cfg)
-    pretrain = next(j for j in jobs if j["rule"] == "pretrain")
-    assert set(pretrain["output"]) == {
-        "results/toy/models/A",
-        "results/toy/models/B",
-        "results/toy/models/report.json",
-    }
+    # a pair of base models per training seed, pretrained with toy.seed + that seed
+    pretrain = sorted(o for j in jobs if j["rule"] == "pretrain" for o in j["output"])
+    assert pretrain == sorted(
+        f"results/toy/models/seed{s}/{f}"
+        for s in cfg["seeds"]
+        for f in ("A", "B", "report.json")
+    )
 
 
 def _job_details(workdir: Path, *args: str) -> str:
@@ -249,7 +252,8 @@ def test_related_methods_are_one_target_away(tmp_path):
     counts = Counter(j["rule"] for j in jobs)
     n = len(cfg["families"]) * len(cfg["tasks"]) * len(cfg["seeds"])
     trained = {COLUMNS[c].train for c in columns_for_methods(methods)} - {None}
-    assert counts["train"] == n * len(trained) and counts["pretrain_teacher"] == 1
+    # the toy teacher, like the pair it is gated against, is pretrained per training seed
+    assert counts["train"] == n * len(trained) and counts["pretrain_teacher"] == len(cfg["seeds"])
     assert counts["related_report"] == 1 and "report" not in counts
     trains = [j for j in jobs if j["rule"] == "train"]
     for method in RELATED:
@@ -326,7 +330,7 @@ def test_toy_rows_must_point_at_the_pretrained_models(tmp_path):
     assert res.returncode != 0
     assert (
         "'model_a.model'" in res.stdout + res.stderr
-        and "elsewhere/toy/models/A" in res.stdout + res.stderr
+        and "elsewhere/toy/models/seed{seed}/A" in res.stdout + res.stderr
     )
 
 

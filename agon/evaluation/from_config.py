@@ -81,14 +81,15 @@ def build_system(
     rows: dict[str, str] | None = None,
     backend: str = "hf",
     engine_kwargs: dict | None = None,
+    seed: int | None = None,
 ) -> tuple[System, dict]:
     """The system to evaluate and an identity dict (what models it runs) for the run id.
 
     The system kind comes from :func:`resolve_kind` and is built by the function registered
     under it (:data:`agon.registry.SYSTEM_KINDS`), with one engine per distinct (row, model).
+    ``seed``: the training seed, whose base models a family with per-seed bases loads.
     """
-
-    fam = get_family(config, family)
+    fam = get_family(config, family, seed)
     kind = resolve_kind(system, model, drafter, reader)
     swapped = system.endswith("_rev")
     rows = {
@@ -140,7 +141,7 @@ def evaluate_from_config(
 ) -> dict:
     """The ``agon eval`` path: build the system and task from ``config`` and :func:`evaluate`."""
     ev = config["eval"]
-    fam = get_family(config, family)
+    fam = get_family(config, family, seed)
     n = n_samples or ev["n_samples"]
     task_obj = task_from_config(config, task)
     sys_obj, identity = build_system(
@@ -153,6 +154,7 @@ def evaluate_from_config(
         rows=rows,
         backend=backend,
         engine_kwargs=engine_kwargs,
+        seed=seed,
     )
     try:
         problems = task_obj.problems(ev["split"])

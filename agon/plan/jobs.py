@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from agon.config import seeded_bases
 from agon.methods import (
     BUDGET_MATCHED,
     BUDGET_REFERENCE,
@@ -101,14 +102,22 @@ def _train_methods(config: dict, systems: list[str]) -> list[str]:
     return [m for m in TRAINED_METHODS if m in methods]
 
 
+def pretrain_seeds(config: dict) -> list[int]:
+    """The seeds the toy base models are pretrained for: every training seed of table 1,
+    the related methods and the ablations."""
+    seeds = [*config["seeds"], *((config.get("ablations") or {}).get("seeds") or [])]
+    return sorted({int(s) for s in seeds})
+
+
 def _base_jobs(config: dict, layout: Layout, methods: list[str]) -> list[Job]:
     """What every table's runs stand on: toy models, packaged checkpoints, data splits."""
     fams = config["families"]
     jobs = []
-    if any(f["toy"] for f in fams):
-        jobs.append(Job("pretrain", layout.toy_report()))
-        if set(methods) & set(TEACHER_METHODS):
-            jobs.append(Job("pretrain_teacher", layout.toy_teacher_report()))
+    if any(f["toy"] for f in fams):  # a pair of base models per training seed
+        for seed in pretrain_seeds(config):
+            jobs.append(Job("pretrain", layout.toy_report(seed), seed=seed))
+            if set(methods) & set(TEACHER_METHODS):
+                jobs.append(Job("pretrain_teacher", layout.toy_teacher_report(seed), seed=seed))
     rows = [f[k] for f in fams for k in ("model_a", "model_b")]
     if set(methods) & set(TEACHER_METHODS):
         rows += [f["teacher"] for f in fams if "teacher" in f and not f["toy"]]
@@ -138,7 +147,7 @@ def _runs(config: dict, layout: Layout, systems: list[str], report: str) -> list
             jobs += [
                 Job("evaluate", layout.eval_summary(fam, task, c, s), fam, task, system=c, seed=s)
                 for c in systems
-                for s in eval_seeds(c, seeds)
+                for s in eval_seeds(c, seeds, seeded_bases(f))
             ]
     jobs.append(Job(report, f"{layout.out_dir}/{report.removesuffix('_report')}.csv"))
     return jobs

@@ -121,8 +121,8 @@ def build_ablations_report(config: dict, layout: Layout) -> dict[str, list[Path]
     rows = build_ablation_table(config, layout)
     names = [v["name"] for v in config["ablations"]["variants"]]
     seeds = [int(s) for s in config["ablations"].get("seeds") or [0]]
-    inputs = result_paths(config, layout.ablation_eval_summary, names, lambda _: seeds)
-    runs = result_paths(config, layout.ablation_train_summary, names, lambda _: seeds)
+    inputs = result_paths(config, layout.ablation_eval_summary, names, lambda _f, _m: seeds)
+    runs = result_paths(config, layout.ablation_train_summary, names, lambda _f, _m: seeds)
     return write_table(
         layout.table_files("ablations"),
         rows,

@@ -12,7 +12,10 @@ does not carry problem ids and verdicts, the system falls back to its ``summary.
 (mean over seeds, its interval the mean of the seeds' intervals over problems: no seed
 variance), the row says so (``{system}_source = summary``) and the comparisons involving it
 have no interval. Where a number is not meaningful (a ratio not defined, an interval unbounded,
-an effect whose interval holds no effect), its ``{key}_note`` column says why.
+an effect whose interval holds no effect), its ``{key}_note`` column says why. Every comparison
+carries its minimal detectable effect (``{key}_mde``: the true effect it would detect with 80%
+power at the 5% level, 2.8 bootstrap standard errors), so a "no effect shown" says what it
+could have shown; systems evaluated at the same training seeds are paired seed by seed.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from agon.results import problem_counts
-from agon.stats import percentile_interval, two_level_bootstrap
+from agon.stats import minimal_detectable_effect, percentile_interval, two_level_bootstrap
 
 # fixed bootstrap seeds, one per comparison, so every interval is reproducible on its own
 RNG = {
@@ -131,13 +134,18 @@ def paired_replicates(
     rates: Sequence[SeedRates | None], n_boot: int, seed: int
 ) -> np.ndarray | None:
     """Two-level bootstrap replicates (systems x n_boot) of ``rates`` over the problems they all
-    share; None when one lacks per-problem results or they share no problem."""
+    share; None when one lacks per-problem results or they share no problem. Systems evaluated
+    at the same training seeds are paired seed by seed as well (a seed's base models and
+    problem draw are shared: :func:`agon.stats.two_level_bootstrap`'s ``shared_seeds``)."""
     if any(r is None for r in rates):
         return None
     ids = sorted(set.intersection(*(r.ids() for r in rates)))
     if not ids:
         return None
-    return two_level_bootstrap([r.matrix(ids) for r in rates], n_boot=n_boot, seed=seed)
+    shared = len({tuple(r.seeds) for r in rates}) == 1
+    return two_level_bootstrap(
+        [r.matrix(ids) for r in rates], n_boot=n_boot, seed=seed, shared_seeds=shared
+    )
 
 
 def holds(lo: float, hi: float, value: float) -> bool:
@@ -146,7 +154,8 @@ def holds(lo: float, hi: float, value: float) -> bool:
 
 
 def empty_columns(key: str) -> dict[str, Any]:
-    return {key: None, f"{key}_lo": None, f"{key}_hi": None, f"{key}_note": ""}
+    """A comparison's columns, empty: value, interval, minimal detectable effect, note."""
+    return {key: None, f"{key}_lo": None, f"{key}_hi": None, f"{key}_mde": None, f"{key}_note": ""}
 
 
 def ratio_columns(
@@ -170,10 +179,15 @@ def ratio_columns(
         )
         return out
     with np.errstate(divide="ignore", invalid="ignore"):  # a rare replicate at 0: in the tails
-        lo, hi = percentile_interval(reps[0] / reps[1])
+        ratio = reps[0] / reps[1]
+        lo, hi = percentile_interval(ratio)
     out[f"{key}_lo"], out[f"{key}_hi"] = lo, hi
+    out[f"{key}_mde"] = minimal_detectable_effect(ratio)
     if holds(lo, hi, 1.0):
-        out[f"{key}_note"] = "no effect shown: the 95% interval holds 1"
+        out[f"{key}_note"] = (
+            "no effect shown: the 95% interval holds 1; not detectable below "
+            f"{out[f'{key}_mde']:.2f} (80% power)"
+        )
     return out
 
 
@@ -189,6 +203,10 @@ def difference_columns(
         return out
     lo, hi = percentile_interval(reps[0] - reps[1])
     out[f"{key}_lo"], out[f"{key}_hi"] = lo, hi
+    out[f"{key}_mde"] = minimal_detectable_effect(reps[0] - reps[1])
     if holds(lo, hi, 0.0):
-        out[f"{key}_note"] = f"no {what} shown: the 95% interval holds 0"
+        out[f"{key}_note"] = (
+            f"no {what} shown: the 95% interval holds 0; not detectable below "
+            f"{100 * out[f'{key}_mde']:.1f} points (80% power)"
+        )
     return out

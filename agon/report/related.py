@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agon.config import seeded_bases
 from agon.methods import COLUMNS, RELATED, columns_for_methods, eval_seeds, trained_methods_for
 from agon.report.compare import RNG, SeedRates, paired_replicates, ratio_columns
 from agon.report.figures import color_of, grid, paper_style, save
@@ -233,8 +234,13 @@ def build_related_report(config: dict, layout: Layout) -> dict[str, list[Path]]:
     trained = trained_methods_for(systems)
     seeds = [int(s) for s in config["seeds"]]
     rows = build_related_table(config, layout)
-    inputs = result_paths(config, layout.eval_summary, systems, lambda s: eval_seeds(s, seeds))
-    runs = result_paths(config, layout.train_summary, trained, lambda _: seeds)
+    inputs = result_paths(
+        config,
+        layout.eval_summary,
+        systems,
+        lambda fam, s: eval_seeds(s, seeds, seeded_bases(fam)),
+    )
+    runs = result_paths(config, layout.train_summary, trained, lambda _f, _m: seeds)
     meta = figure_meta(config, "agon report --related")
     figures = plot_related_compute(rows, systems, trained, layout.figures_dir, meta)
     return write_table(

@@ -90,6 +90,8 @@ def _points(r: dict, key: str, notes: _Notes, where: str) -> str:
     cell = "" if v is None else f"{100 * v:+.1f}"
     if lo is not None:
         cell += f" [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+    if _finite(r.get(f"{key}_mde")):
+        cell += f" (MDE {100 * r[f'{key}_mde']:.1f})"
     return (cell or "n/a") + notes.ref(where, r.get(f"{key}_note"))
 
 
@@ -98,7 +100,33 @@ def _ratio(r: dict, key: str, notes: _Notes, where: str) -> str:
     cell = "n/a" if v is None else f"{v:.2f}"
     if lo is not None:
         cell += f" [{lo:.2f}, {hi:.2f}]"
+    if _finite(r.get(f"{key}_mde")):
+        cell += f" (MDE {r[f'{key}_mde']:.2f})"
     return cell + notes.ref(where, r.get(f"{key}_note"))
+
+
+def _finite(v: Any) -> bool:
+    """A number that is neither missing nor NaN (a CSV round trip gives strings)."""
+    try:
+        return v is not None and v != "" and math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def _seed_note(rows: list[dict]) -> str:
+    """How the untrained systems' intervals were made: over each training seed's own base
+    models (a toy world that pretrains a pair per seed), or over problems only (one pair)."""
+    n_base = [r.get("base_n_seeds") for r in rows if r.get("base_n_seeds") is not None]
+    if n_base and min(int(n) for n in n_base) > 1:
+        return (
+            "Each training seed starts from base models pretrained with that seed, and the "
+            "untrained systems are evaluated on every seed's pair, so every interval covers the "
+            "base models' draw; systems evaluated at the same seeds are paired seed by seed."
+        )
+    return (
+        "An untrained system is evaluated at one seed (one pair of base models), so only its "
+        "problems vary: the intervals do not cover the base models' draw."
+    )
 
 
 def table_row(cells: Sequence[str]) -> str:
@@ -144,8 +172,11 @@ def table_markdown(
     lines = [
         f"# {title}: pass@1 (%) [95% interval over training seeds and problems]",
         "",
-        f"95% intervals: {INTERVAL_TEXT}; an untrained system is evaluated at one seed, so "
-        "only its problems vary.",
+        f"95% intervals: {INTERVAL_TEXT}. {_seed_note(rows)}",
+        "",
+        "MDE: a comparison's minimal detectable effect, the true effect it would detect with 80% "
+        "power at the 5% level (2.8 bootstrap standard errors): an interval that holds no "
+        "effect says nothing of effects smaller than it.",
         "",
         *head(["family", "task", *systems, *(title for _, title, _ in comparisons)]),
     ]

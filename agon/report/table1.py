@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from agon.config import seeded_bases
 from agon.methods import (
     BUDGET_MATCHED,
     BUDGET_REFERENCE,
@@ -50,7 +51,7 @@ from agon.report.figures import plot_duel_dynamics, plot_pass1, plot_training_cu
 from agon.report.render import table_markdown
 from agon.report.write import figure_meta, result_paths, write_table
 from agon.results import Layout
-from agon.stats import percentile_interval
+from agon.stats import minimal_detectable_effect, percentile_interval
 from agon.training.metrics import MODELS
 
 
@@ -80,8 +81,10 @@ def moa_gain_ratio(
         out[f"{key}_note"] = "no interval: per-problem results missing (summary source)"
         return out
     with np.errstate(divide="ignore", invalid="ignore"):
-        lo, hi = percentile_interval((reps[0] - reps[2]) / (reps[1] - reps[2]))
+        ratio = (reps[0] - reps[2]) / (reps[1] - reps[2])
+        lo, hi = percentile_interval(ratio)
     out[f"{key}_lo"], out[f"{key}_hi"] = lo, hi
+    out[f"{key}_mde"] = minimal_detectable_effect(ratio)
     if holds(lo, hi, 1.0):
         out[f"{key}_note"] = "Agon's gain not shown larger than MoA's: the 95% interval holds 1"
     return out
@@ -117,8 +120,9 @@ def build_table(
             }
             rates: dict[str, SeedRates | None] = {}
             p: dict[str, float] = {}
+            seeded = seeded_bases(fam)
             for s in systems:
-                ss = eval_seeds(s, seeds)
+                ss = eval_seeds(s, seeds, seeded)
                 stats, rates[s] = system_stats(
                     f"{f}/{t}/{s}",
                     {k: layout.eval_samples(f, t, s, k) for k in ss},
@@ -132,7 +136,7 @@ def build_table(
             row.update(compare(p, rates, n_boot))
             row.update(training_columns(layout, f, t, trained, seeds))
             for s in systems:
-                for k, v in compute_used(layout, f, t, s, eval_seeds(s, seeds)).items():
+                for k, v in compute_used(layout, f, t, s, eval_seeds(s, seeds, seeded)).items():
                     row[f"{s}_{k}"] = v
             rows.append(row)
     return rows
@@ -216,8 +220,13 @@ def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, lis
     trained = trained_methods_for(systems)
     rows = build_table(config, layout)
     seeds = [int(s) for s in config["seeds"]]
-    inputs = result_paths(config, layout.eval_summary, systems, lambda s: eval_seeds(s, seeds))
-    runs = result_paths(config, layout.train_summary, trained, lambda _: seeds)
+    inputs = result_paths(
+        config,
+        layout.eval_summary,
+        systems,
+        lambda fam, s: eval_seeds(s, seeds, seeded_bases(fam)),
+    )
+    runs = result_paths(config, layout.train_summary, trained, lambda _f, _m: seeds)
     meta = figure_meta(config, "agon report")
     figs = plot_pass1(rows, systems, layout.figures_dir, meta)
     if "training_curves" in layout.figure_names(trained):

@@ -26,15 +26,16 @@ def result_paths(
     config: dict,
     path_of: Callable[[str, str, str, int], str],
     names: Sequence[str],
-    seeds_of: Callable[[str], Sequence[int]],
+    seeds_of: Callable[[dict, str], Sequence[int]],
 ) -> list[str]:
-    """``path_of(family, task, name, seed)`` for every family, task, name and its seeds."""
+    """``path_of(family, task, name, seed)`` for every family, task, name and its seeds
+    (``seeds_of(family row, name)``)."""
     return [
         path_of(f["name"], t["name"], n, seed)
         for f in config["families"]
         for t in config["tasks"]
         for n in names
-        for seed in seeds_of(n)
+        for seed in seeds_of(f, n)
     ]
 
 

@@ -44,7 +44,7 @@ def prepare(
     """
     overrides = {"train": {"steps": steps}} if steps else None
     config = load_config(config_path, overrides)
-    fam = get_family(config, family)
+    fam = get_family(config, family, seed)  # a family's base models may be per seed
     get_task_row(config, task)
     if method not in TRAINERS.names():
         raise ConfigError(f"--method {method!r}: expected one of {TRAINERS.names()}")

@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 
-from agon.config import ConfigError, ablation_config, validate_config
+from agon.config import ConfigError, ablation_config, kernel_env, seeded_bases, validate_config
 from agon.methods import (
     BUDGET_MATCHED,
     BUDGET_REFERENCE,
@@ -84,6 +84,7 @@ def _check_toy_rows():
         rows = [("model_a", LAYOUT.toy_model("A")), ("model_b", LAYOUT.toy_model("B"))]
         if "teacher" in FAMILIES[name]:
             rows.append(("teacher", LAYOUT.toy_model("teacher")))
+        # LAYOUT.toy_model's default seed is the literal "{seed}": each training seed's pair
         for key, expected in rows:
             got = FAMILIES[name][key]["model"]
             if os.path.normpath(got) != os.path.normpath(expected):
@@ -102,6 +103,9 @@ _check_toy_rows()
 # dependencies only, see workflow/envs/). Set in the environment jobs inherit, not in a rule's
 # params or command, so moving the checkout does not look like a change that reruns jobs.
 os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (workflow.basedir, os.getenv("PYTHONPATH")) if p))
+# The config's cpu_kernels: every job's torch, MKL and oneDNN take one CPU kernel set (on x86-64),
+# so a seeded table is the same on AVX2 and AVX512 machines (each summary's provenance says which)
+os.environ.update(kernel_env(config))
 
 
 def res(rule_name, key):
@@ -141,7 +145,7 @@ def _snapshot(stage, family=None, task=None):
         # toy rows name the same two models (_check_toy_rows), so one fixed row stands for them
         # and adding or editing a toy family does not retrain the base models
         cfg["families"] = [{"name": "toy", "toy": True, "model_a": {"model": LAYOUT.toy_model("A")},
-                            "model_b": {"model": LAYOUT.toy_model("B")}}]
+                            "model_b": {"model": LAYOUT.toy_model("B")}}]  # seed{seed}: one per seed
         cfg["tasks"] = [row for row in config["tasks"] if row["name"] in TOY_TASKS] or config["tasks"]
     else:
         # the data split depends on the task row only
@@ -181,7 +185,7 @@ def base_model_inputs(wildcards):
     """The base-model folders a (family, task) job needs as inputs: the pretrained toy models,
     and the prepared folders of rows that ship as GGUF checkpoints."""
     row = FAMILIES[wildcards.family]
-    inputs = {"toy_models": LAYOUT.toy_report()} if row["toy"] else {}
+    inputs = {"toy_models": LAYOUT.toy_report(wildcards.seed)} if row["toy"] else {}
     for key in ("model_a", "model_b"):
         if "source" in row[key]:
             inputs[f"prepared_{key}"] = os.path.join(
@@ -205,7 +209,7 @@ def train_inputs(wildcards):
     }
     teacher = FAMILIES[wildcards.family].get("teacher") or {}
     if wildcards.method in TEACHER_METHODS and FAMILIES[wildcards.family]["toy"]:
-        inputs["teacher"] = LAYOUT.toy_teacher_report()  # the toy teacher, built on demand
+        inputs["teacher"] = LAYOUT.toy_teacher_report(wildcards.seed)  # built on demand
     elif wildcards.method in TEACHER_METHODS and "source" in teacher:  # a packaged teacher
         inputs["teacher"] = os.path.join(os.path.normpath(teacher["model"]), PROVENANCE)
     if budget_matched(wildcards.method):
@@ -307,7 +311,7 @@ def all_eval_summaries():
         for f in FAMILIES
         for t in TASKS
         for s in EVAL_SYSTEMS
-        for seed in eval_seeds(s, SEEDS)
+        for seed in eval_seeds(s, SEEDS, seeded_bases(FAMILIES[f]))
     ]
 
 
@@ -337,7 +341,7 @@ def related_results():
     """Every evaluation and training summary results/related.csv is built from."""
     systems = related_systems()
     evals = [LAYOUT.eval_summary(f, t, s, seed) for f in FAMILIES for t in TASKS for s in systems
-             for seed in eval_seeds(s, SEEDS)]
+             for seed in eval_seeds(s, SEEDS, seeded_bases(FAMILIES[f]))]
     runs = [LAYOUT.train_summary(f, t, m, seed) for f in FAMILIES for t in TASKS
             for m in trained_methods_for(systems) for seed in SEEDS]
     return evals + runs
@@ -356,6 +360,12 @@ def table_outputs():
 def pretrain_out(wildcards, output):
     """`agon toy pretrain --out`: the folder holding A/, B/ and report.json."""
     return os.path.dirname(output.report)
+
+
+def pretrain_seed(wildcards):
+    """`agon toy pretrain --seed`: training seed S's base models are pretrained with
+    toy.seed + S (seed 0's pair is the one toy.seed alone made)."""
+    return int(config["toy"]["seed"]) + int(wildcards.seed)
 
 
 def figures_dir(wildcards, output):

@@ -46,19 +46,22 @@ rule pretrain_config:
 
 
 rule pretrain:
-    """`agon toy pretrain`: two tiny base models with different characteristic mistakes."""
+    """`agon toy pretrain`: two tiny base models with different characteristic mistakes, a pair
+    per training seed (pretrained with toy.seed + that seed), so the table's intervals over
+    training seeds cover the base models' draw too."""
     input:
         config=LAYOUT.pretrain_snapshot(),
     output:
-        model_a=directory(LAYOUT.toy_model("A")),
-        model_b=directory(LAYOUT.toy_model("B")),
-        report=LAYOUT.toy_report(),
+        model_a=directory(LAYOUT.toy_model("A", "{seed}")),
+        model_b=directory(LAYOUT.toy_model("B", "{seed}")),
+        report=LAYOUT.toy_report("{seed}"),
     log:
-        LAYOUT.log("pretrain"),
+        LAYOUT.log("pretrain/seed{seed}"),
     benchmark:
-        LAYOUT.benchmark("pretrain")
+        LAYOUT.benchmark("pretrain/seed{seed}")
     params:
         out=pretrain_out,
+        seed=pretrain_seed,
     conda:
         "../envs/agon.yaml"
     threads: res("pretrain", "threads")
@@ -68,7 +71,7 @@ rule pretrain:
         gpu=res("pretrain", "gpus"),
     shell:
         "OMP_NUM_THREADS={threads} python -m agon toy pretrain --config {input.config} --out {params.out}"
-        " > {log} 2>&1"
+        " --seed {params.seed} > {log} 2>&1"
 
 
 rule pretrain_teacher:
@@ -76,14 +79,14 @@ rule pretrain_teacher:
     A and B; only the methods that distill from a teacher (opd_then_rl) wait for it."""
     input:
         config=LAYOUT.pretrain_snapshot(),
-        pair=LAYOUT.toy_report(),
+        pair=LAYOUT.toy_report("{seed}"),
     output:
-        teacher=directory(LAYOUT.toy_model("teacher")),
-        report=LAYOUT.toy_teacher_report(),
+        teacher=directory(LAYOUT.toy_model("teacher", "{seed}")),
+        report=LAYOUT.toy_teacher_report("{seed}"),
     log:
-        LAYOUT.log("pretrain_teacher"),
+        LAYOUT.log("pretrain_teacher/seed{seed}"),
     benchmark:
-        LAYOUT.benchmark("pretrain_teacher")
+        LAYOUT.benchmark("pretrain_teacher/seed{seed}")
     params:
         out=pretrain_out,
     conda:
