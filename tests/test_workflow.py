@@ -187,9 +187,7 @@ def test_default_config_is_the_toy_world(tmp_path):
     # a pair of base models per training seed, pretrained with toy.seed + that seed
     pretrain = sorted(o for j in jobs if j["rule"] == "pretrain" for o in j["output"])
     assert pretrain == sorted(
-        f"results/toy/models/seed{s}/{f}"
-        for s in cfg["seeds"]
-        for f in ("A", "B", "report.json")
+        f"results/toy/models/seed{s}/{f}" for s in cfg["seeds"] for f in ("A", "B", "report.json")
     )
 
 
