@@ -33,6 +33,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/ablations.smk"
+include: "workflow/rules/control.smk"
 include: "workflow/rules/plan.smk"
 
 

@@ -155,6 +155,35 @@ def _ablation_problems(config: dict) -> list[str]:
     return out
 
 
+CONTROL_FAMILY = "control"  # the family row of the positive control's base models
+
+
+def control_config(config: dict, models: str, scheme: str | None = None) -> dict:
+    """The config the positive control's jobs run with (``control`` section): the toy section,
+    train, agon and eval with the control's changes merged in, one family ``control`` whose
+    models are ``{models}/A`` and ``{models}/B`` (the first toy family's row otherwise), the
+    control's task row alone, and, for a scheme's runs, ``agon.reward.scheme`` set to it.
+    Validated as a whole config."""
+    ctl = config["control"]
+    toy_rows = [f for f in config["families"] if f.get("toy")]
+    if not toy_rows:
+        raise ConfigError("control: the config has no toy family to build the control's row from")
+    fam = copy.deepcopy(toy_rows[0]) | {"name": CONTROL_FAMILY}
+    fam.pop("teacher", None)
+    for row in ("a", "b"):
+        fam[f"model_{row}"] = {**fam[f"model_{row}"], "model": f"{models}/{row.upper()}"}
+    tasks = [r for r in config["tasks"] if r["name"] == ctl["task"]]
+    if not tasks:
+        raise ConfigError(f"control.task {ctl['task']!r} is not a task row of the config")
+    out = {k: copy.deepcopy(v) for k, v in config.items() if k not in ("control", "ablations")}
+    out |= {"families": [fam], "tasks": tasks, "methods": ["agon"]}
+    for section in ("toy", "train", "agon", "eval"):
+        out[section] = deep_merge(config[section], ctl.get(section) or {})
+    if scheme is not None:
+        out["agon"] = deep_merge(out["agon"], {"reward": {"scheme": scheme}})
+    return validate_config(out)
+
+
 def ablation_config(config: dict, variant: str) -> dict:
     """``config`` with the ``agon`` changes of ablation variant ``variant`` merged in."""
     for v in (config.get("ablations") or {}).get("variants") or []:

@@ -37,6 +37,7 @@ from transformers import (
 )
 
 from agon.engines.hf import DTYPES, HFEngine, load_model
+from agon.plan.dims import ModelDims
 from agon.plan.hf_config import transformers_config
 from agon.plan.published import PUBLISHED
 from agon.training.policy import Policy, make_policy
@@ -264,16 +265,30 @@ def build_wide_model(
     """A random-weight model of the published checkpoint ``name`` (a key of
     :data:`agon.plan.published.PUBLISHED`) at its real width with ``layers`` decoder layers
     (:meth:`agon.plan.dims.ModelDims.with_layers`; None: the checkpoint's own depth and layout),
-    and its wide tokenizer; returns ``(model, tokenizer)``.
+    and its wide tokenizer; returns ``(model, tokenizer)`` (:func:`build_model_from_dims`)."""
+    if name not in PUBLISHED:
+        raise ValueError(f"unknown checkpoint {name!r}; expected one of {sorted(PUBLISHED)}")
+    dims = PUBLISHED[name] if layers is None else PUBLISHED[name].with_layers(layers)
+    return build_model_from_dims(dims, path, seed=seed, dtype=dtype, device=device)
+
+
+def build_model_from_dims(
+    dims: ModelDims,
+    path: str | Path,
+    *,
+    seed: int = 0,
+    dtype: str = "float32",
+    device: str = "cpu",
+) -> tuple[Any, Any]:
+    """A random-weight model of ``dims`` (a paper checkpoint's, or any shape of its
+    architecture) and a tokenizer as wide as its vocabulary (:func:`build_wide_tokenizer`);
+    returns ``(model, tokenizer)``.
 
     The tokenizer and ``config.json`` are written to ``path`` (so
     :func:`agon.plan.hf_config.load_dims` reads the same dimensions back); the weights are not:
     at real width they are gigabytes, and the caller holds the model. ``dtype`` is a
     :data:`agon.engines.hf.DTYPES` name; the model is built on ``device`` (a GPU skips the
     copy from the CPU)."""
-    if name not in PUBLISHED:
-        raise ValueError(f"unknown checkpoint {name!r}; expected one of {sorted(PUBLISHED)}")
-    dims = PUBLISHED[name] if layers is None else PUBLISHED[name].with_layers(layers)
     path = Path(path)
     family = "gemma" if dims.architecture == "gemma4" else "qwen"
     tok = build_wide_tokenizer(family, path, dims.vocab_size)

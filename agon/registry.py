@@ -154,6 +154,8 @@ SYSTEM_KINDS = Registry(
     {
         "single": "agon.systems:build_single",  # one model answers
         "cascade": "agon.systems:build_cascade",  # one drafts, the other reads and answers
+        # one model reads each problem's fixed wrong draft: its robustness (results/control.csv)
+        "robust_read": "agon.systems:build_robust_read",
         "moa": "baselines.moa:build_moa",  # Mixture-of-Agents: proposers, then an aggregator
     },
 )

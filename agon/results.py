@@ -115,6 +115,35 @@ class Layout:
         stem = f"{self.out_dir}/{name}"
         return TableFiles(f"{stem}.csv", f"{stem}.md", f"{stem}.provenance.json")
 
+    # results/control.csv: the positive control (the control section)
+    def control_dir(self) -> str:
+        return f"{self.out_dir}/control"
+
+    def control_models(self) -> str:
+        """`agon toy pretrain --out` of the control world: A/, B/, report.json."""
+        return f"{self.control_dir()}/models"
+
+    def control_snapshot(self, stage: str) -> str:
+        """The control's config: ``pretrain``, ``eval``, or a scheme's (its training)."""
+        return f"{self.control_dir()}/config/{stage}.yaml"
+
+    def control_train_dir(self, scheme: str, seed: int | str) -> str:
+        return f"{self.control_dir()}/train/{scheme}/seed{seed}"
+
+    def control_train_summary(self, scheme: str, seed: int | str) -> str:
+        return f"{self.control_train_dir(scheme, seed)}/summary.json"
+
+    def control_eval_dir(self, scheme: str, measure: str, seed: int | str) -> str:
+        """A control measure's evaluation: ``cascade`` or ``robust`` of a scheme's pair, or of
+        the base pair (scheme ``base``)."""
+        return f"{self.control_dir()}/eval/{scheme}/{measure}/seed{seed}"
+
+    def control_eval_summary(self, scheme: str, measure: str, seed: int | str) -> str:
+        return f"{self.control_eval_dir(scheme, measure, seed)}/summary.json"
+
+    def control_eval_samples(self, scheme: str, measure: str, seed: int | str) -> str:
+        return f"{self.control_eval_dir(scheme, measure, seed)}/samples.jsonl"
+
     def related_figures(self) -> list[str]:
         return [f"{self.figures_dir}/related_compute.{ext}" for ext in FIGURE_FORMATS]
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from agon.engines.base import Completion, Engine, Messages, SamplingParams
-from agon.tasks.base import Problem, Task, apply_draft_view
+from agon.tasks.base import WRONG_DRAFT_SEED, Problem, Task, apply_draft_view
 
 
 @dataclass
@@ -162,6 +162,39 @@ class Cascade:
             self.reader.close()
 
 
+@dataclass
+class WrongDraftRead:
+    """The reader alone against a fixed adversary: it reads each problem's fixed wrong draft
+    (:meth:`agon.tasks.base.Task.wrong_draft`, the task's default style: a hidden error in the
+    toy world's arith) and answers. Its pass@1 is the reader's robustness to wrong drafts,
+    the same drafts for every method and run."""
+
+    reader: Engine
+    name: str = "robust_read"
+
+    def run(
+        self, task: Task, problems: Sequence[Problem], n: int, sampling: SamplingParams
+    ) -> list[list[Sample]]:
+        """``n`` reads of each problem's fixed wrong draft."""
+        drafts = [task.wrong_draft(p, WRONG_DRAFT_SEED) for p in problems]
+        missing = [p.id for p, d in zip(problems, drafts) if d is None]
+        if missing:
+            raise ValueError(
+                f"task {task.name!r} writes no wrong draft for {missing[:3]}...: the robust_read "
+                "system needs a task that can (the toy world's arith and toycode)"
+            )
+        prompts = [task.reader_prompt(p, d) for p, d in zip(problems, drafts)]
+        outs = self.reader.generate(prompts, n=n, sampling=stage_sampling(sampling, 1))
+        return [
+            [_sample(prompt, c, drafts=[draft], shown=[draft]) for c in cs]
+            for prompt, draft, cs in zip(prompts, drafts, outs)
+        ]
+
+    def close(self) -> None:
+        """Close the engine."""
+        self.reader.close()
+
+
 def single(engine: Engine) -> Single:
     """The system ``single(model)``: one model alone."""
     return Single(engine)
@@ -201,6 +234,14 @@ def build_single(ctx: SystemContext) -> tuple[Single, dict]:
     row = ctx.rows["model"]
     identity = {"model": ctx.model_name(row, ctx.model), "row": row}
     return single(ctx.engine(row, ctx.model)), identity
+
+
+def build_robust_read(ctx: SystemContext) -> tuple[WrongDraftRead, dict]:
+    """``robust_read``: the model of row ``rows["model"]`` (or ``model``) reading each problem's
+    fixed wrong draft."""
+    row = ctx.rows["model"]
+    identity = {"reader": ctx.model_name(row, ctx.model), "row": row, "drafts": "wrong_draft"}
+    return WrongDraftRead(ctx.engine(row, ctx.model)), identity
 
 
 def build_cascade(ctx: SystemContext) -> tuple[Cascade, dict]:

@@ -1,6 +1,7 @@
 """`agon report --config C`: table 1 (CSV + Markdown, with provenance) and the figures;
 `agon report --config C --ablations`: the ablations table (CSV + Markdown, with provenance);
-`agon report --config C --related`: the related methods' table and its compute figure."""
+`agon report --config C --related`: the related methods' table and its compute figure;
+`agon report --config C --control`: the positive control's table."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import argparse
 
 from agon.config import load_config
 from agon.report.ablations import build_ablations_report
+from agon.report.control import build_control_report
 from agon.report.related import build_related_report
 from agon.report.table1 import build_report
 from agon.results import Layout
@@ -37,6 +39,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="write results/related.csv and .md (the config's related section) and its figure",
     )
+    p.add_argument(
+        "--control",
+        action="store_true",
+        help="write results/control.csv and .md (the positive control: the control section)",
+    )
     p.set_defaults(func=_cli)
 
 
@@ -44,9 +51,11 @@ def _cli(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     config.pop("resources", None)  # resources never change results (same as the workflow)
     layout = Layout(config["out_dir"], args.figures or config["figures_dir"])
-    if args.ablations and args.related:
-        raise SystemExit("agon report: --ablations and --related are two reports; pass one")
-    if args.ablations:
+    if args.ablations + args.related + args.control > 1:
+        raise SystemExit("agon report: --ablations, --related and --control are reports; pass one")
+    if args.control:
+        written = build_control_report(config, layout)
+    elif args.ablations:
         written = build_ablations_report(config, layout)
     elif args.related:
         written = build_related_report(config, layout)

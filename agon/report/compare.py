@@ -41,6 +41,7 @@ RNG = {
     "agon_minus_agon_independent": 5,
     "ablation": 6,
     "related": 7,
+    "control": 8,
 }
 
 # ----------------------------------------------------------------------------- per-seed rates

@@ -48,6 +48,7 @@ from agon.report.compare import (
 )
 from agon.report.compute import compute_used, train_compute
 from agon.report.figures import plot_duel_dynamics, plot_pass1, plot_training_curves
+from agon.report.mechanism import mechanism_columns
 from agon.report.render import table_markdown
 from agon.report.write import figure_meta, result_paths, write_table
 from agon.results import Layout
@@ -135,6 +136,7 @@ def build_table(
 
             row.update(compare(p, rates, n_boot))
             row.update(training_columns(layout, f, t, trained, seeds))
+            row.update(mechanism_columns(layout, f, t, trained, seeds))
             for s in systems:
                 for k, v in compute_used(layout, f, t, s, eval_seeds(s, seeds, seeded)).items():
                     row[f"{s}_{k}"] = v

@@ -139,6 +139,9 @@ def apply_draft_view(draft: str, view: str, tokenizer: Any = None) -> str:
 
 
 ERROR_STYLES = ("visible", "hidden", "other")  # Task.error_style's answers for a wrong completion
+# the seed of the fixed wrong drafts every robustness measure reads (Task.wrong_draft): one
+# probe set for every method, seed and run
+WRONG_DRAFT_SEED = 0
 
 
 class Task(ABC):

@@ -52,7 +52,7 @@ from typing import Any
 from agon.provenance import write_results
 from agon.toy.gates import check_gates, greedy, op_error_rates
 from agon.toy.sft import ROLES, train_with_guard
-from agon.toy.sft_data import KINDS, Mistake, make_example
+from agon.toy.sft_data import KINDS, Mistake, make_example, task_of
 from agon.toy.tasks import ArithTask
 from agon.toy.tokenizer import build_tokenizer
 from agon.toy.toycode import ToyCodeTask
@@ -65,10 +65,11 @@ def tokenizer_corpus(tasks: dict[str, Any], n: int, seed: int = 0) -> list[str]:
     """Text the BPE is trained on: prompts and solutions of every kind and level."""
     rng = random.Random(f"toy-tokenizer-{seed}")
     none = Mistake("+", (), 0.0, 0.0)
+    kinds = [k for k in KINDS if task_of(k) in tasks]  # every kind of the world's tasks
     out = []
     for i in range(n):
-        kind = KINDS[i % len(KINDS)]
-        task = tasks["arith" if kind.startswith("arith") else "toycode"]
+        kind = kinds[i % len(kinds)]
+        task = tasks[task_of(kind)]
         problem = task.sample(rng, rng.randint(1, task.levels))
         prompt, target = make_example(
             kind, problem, task, rng, none, none, {"draft_clean": 0.5, "draft_slip": 0.2}
@@ -78,11 +79,12 @@ def tokenizer_corpus(tasks: dict[str, Any], n: int, seed: int = 0) -> list[str]:
 
 
 def make_tasks(task_params: dict[str, dict]) -> dict[str, Any]:
-    """The two toy tasks with the params of the config's task rows (defaults where absent)."""
-    return {
-        "arith": ArithTask(**task_params.get("arith", {})),
-        "toycode": ToyCodeTask(**task_params.get("toycode", {})),
-    }
+    """The toy tasks the config's task rows name, with their params (both, with their default
+    params, when it names neither): a world of arith alone (the positive control) pretrains
+    and gates on arith alone."""
+    classes = {"arith": ArithTask, "toycode": ToyCodeTask}
+    wanted = {n: p for n, p in task_params.items() if n in classes} or {n: {} for n in classes}
+    return {name: classes[name](**params) for name, params in wanted.items()}
 
 
 def _worker_train(

@@ -228,6 +228,11 @@ def make_example(
     raise ValueError(f"unknown example kind {kind!r}; expected one of {KINDS}")
 
 
+def task_of(kind: str) -> str:
+    """The toy task an example kind is of (``arith_read`` -> ``arith``)."""
+    return "arith" if kind.startswith("arith") else "toycode"
+
+
 class SFTStream:
     """The seeded stream of SFT examples of one model: curriculum, task mix, both roles.
 
@@ -241,7 +246,8 @@ class SFTStream:
         self.rng = random.Random(f"toy-sft-{seed}")
         self.heldout = {name: t.heldout_questions() for name, t in tasks.items()}
         mix = cfg["train"]["mix"]
-        self.kinds = [k for k in KINDS if mix.get(k, 0) > 0]
+        # a kind of a task this world does not have (arith alone: no code kinds) is left out
+        self.kinds = [k for k in KINDS if mix.get(k, 0) > 0 and task_of(k) in tasks]
         self.weights = [mix[k] for k in self.kinds]
         if not self.kinds:
             raise ValueError(
@@ -264,7 +270,7 @@ class SFTStream:
     def example(self, progress: float) -> tuple[list[dict], str]:
         """One (prompt, target) pair at training progress ``progress`` in [0, 1]."""
         kind = self.rng.choices(self.kinds, self.weights)[0]
-        name = "arith" if kind.startswith("arith") else "toycode"
+        name = task_of(kind)
         task = self.tasks[name]
         top = min(self.max_level(task, progress), task.levels)
         while True:

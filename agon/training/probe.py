@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from agon.engines.base import Engine, SamplingParams
-from agon.tasks.base import Problem, Task
+from agon.tasks.base import WRONG_DRAFT_SEED, Problem, Task
 from agon.training.metrics import (
     EVAL_S,
     HARD_PASS1,
@@ -58,8 +58,6 @@ from agon.training.metrics import (
     TOKENS,
 )
 from agon.training.settings import EVAL_SPLITS, check_eval_settings
-
-PROBE_SEED = 0  # the wrong drafts' seed: one fixed probe set for every method, seed and run
 
 
 def is_eval_step(step: int, every: int) -> bool:
@@ -116,7 +114,7 @@ def eval_mode(models: Sequence[torch.nn.Module]) -> Iterator[None]:
 
 
 def wrong_drafts(
-    task: Task, problems: Sequence[Problem], seed: int = PROBE_SEED
+    task: Task, problems: Sequence[Problem], seed: int = WRONG_DRAFT_SEED
 ) -> list[tuple[Problem, str]]:
     """The robustness probe: each problem with the task's fixed wrong draft of it
     (:meth:`agon.tasks.base.Task.wrong_draft`, the same for every method and run); empty for a

@@ -11,7 +11,15 @@ import os
 import re
 from pathlib import Path
 
-from agon.config import ConfigError, ablation_config, kernel_env, seeded_bases, validate_config
+from agon.config import (
+    CONTROL_FAMILY,
+    ConfigError,
+    ablation_config,
+    control_config,
+    kernel_env,
+    seeded_bases,
+    validate_config,
+)
 from agon.methods import (
     BUDGET_MATCHED,
     BUDGET_REFERENCE,

@@ -1,0 +1,100 @@
+"""What table 1's runs show of the contest's mechanism, beside the outcomes.
+
+From each trained method's runs (``summary.json``: :func:`agon.training.metrics.
+mechanism_summary`; ``metrics.jsonl``: the rollout fingerprints), the mean over seeds of:
+
+- per model as a reader: its correctness after right drafts and after wrong ones over the run
+  (the gap is how often a wrong draft misleads), and its pass@1 reading a fixed wrong draft of
+  each validation probe problem before training and after (its robustness; the same drafts for
+  every method, GRPO's models included);
+- per model as a drafter: the hidden share of its wrong drafts in the first and the last
+  quarter of its steps (where the task can tell), and its dead groups (no gradient: every
+  distinct draft's advantages sum to 0);
+- per seed, the first step at which ``agon``'s rollouts differ from ``agon_independent``'s
+  (the same duel without the rival term, from the same base models and sampling seeds): before
+  it, the two runs took exactly the same samples and any difference in their tables came
+  from their updates alone; a pair that never differs says so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agon.results import Layout
+from agon.training.metrics import MODELS, ROLLOUT_SHA, STEP, read_rows
+
+# summary.json keys (per model) of the mechanism, and their column names
+SUMMARY_KEYS = {
+    "read_after_right": "read_after_right",
+    "read_after_wrong": "read_after_wrong",
+    "first_robust_pass@1": "robust_before",
+    "last_robust_pass@1": "robust_after",
+    "hidden_share_first": "hidden_first",
+    "hidden_share_last": "hidden_last",
+    "drafter_frac_dead": "dead_drafter_groups",
+}
+TWINS = ("agon", "agon_independent")  # the runs whose rollouts are compared step by step
+
+
+def mechanism_columns(
+    layout: Layout, family: str, task: str, trained: Sequence[str], seeds: Sequence[int]
+) -> dict[str, Any]:
+    """``{method}_{model}_{column}`` (mean over the seeds whose summaries have it) for every
+    trained method, and ``agon_diverges_at`` (per seed, ``;``-joined: the first step whose
+    rollouts differ from agon_independent's, or ``never``) with its note."""
+    out: dict[str, Any] = {}
+    for m in trained:
+        loaded = [_summary(layout.train_summary(family, task, m, s)) for s in seeds]
+        for model in MODELS:
+            for src, col in SUMMARY_KEYS.items():
+                vals = [float(x[f"{model}/{src}"]) for x in loaded if _finite(x, f"{model}/{src}")]
+                out[f"{m}_{model}_{col}"] = sum(vals) / len(vals) if vals else None
+    if all(t in trained for t in TWINS):
+        steps = [
+            divergence(
+                layout.train_metrics(family, task, TWINS[0], s),
+                layout.train_metrics(family, task, TWINS[1], s),
+            )
+            for s in seeds
+        ]
+        out |= divergence_columns(steps, seeds)
+    return out
+
+
+def divergence(metrics_a: str | Path, metrics_b: str | Path) -> int | None:
+    """The first training step at which two runs' rollout fingerprints differ; None when they
+    never do over the steps both logged (or neither logged one)."""
+    a = {r[STEP]: r[ROLLOUT_SHA] for r in read_rows(metrics_a) if ROLLOUT_SHA in r}
+    b = {r[STEP]: r[ROLLOUT_SHA] for r in read_rows(metrics_b) if ROLLOUT_SHA in r}
+    for step in sorted(set(a) & set(b)):
+        if a[step] != b[step]:
+            return int(step)
+    return None
+
+
+def divergence_columns(steps: Sequence[int | None], seeds: Sequence[int]) -> dict[str, Any]:
+    """``agon_diverges_at``: each seed's first differing step (``never``), and a note when a
+    seed's twins never differ: its agon - agon_independent is then no measure of the contest."""
+    cells = ["never" if s is None else str(s) for s in steps]
+    never = [seed for seed, s in zip(seeds, steps) if s is None]
+    note = ""
+    if never:
+        note = (
+            f"seed(s) {never}: agon's rollouts never differ from agon_independent's, so the "
+            "two runs sampled the same completions throughout and their difference measures "
+            "the updates alone, not the contest"
+        )
+    return {"agon_diverges_at": ";".join(cells), "agon_diverges_at_note": note}
+
+
+def _summary(path: str | Path) -> dict:
+    p = Path(path)
+    return json.loads(p.read_text()) if p.is_file() else {}
+
+
+def _finite(d: dict, key: str) -> bool:
+    v = d.get(key)
+    return isinstance(v, (int, float)) and v == v  # not NaN
