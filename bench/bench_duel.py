@@ -23,8 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from agon import duel
+from agon import duel, rl
 from agon.tasks.synthetic import ParityTask
+from agon.training.settings import RLSettings
 
 TARGETS = {"duel.step_over_two_solo": ("<=", 1.10), "solo.step_over_trl": ("<=", 1.0)}
 
@@ -158,8 +159,7 @@ def run() -> dict[str, float]:
             max_new_tokens=MAX_NEW,
             learning_rate=LR,
         )
-        solo_s = duel.DuelSettings(
-            mode="solo",
+        solo_s = RLSettings(
             problems_per_step=P,
             num_generations=G,
             max_new_tokens=MAX_NEW,
@@ -177,8 +177,8 @@ def run() -> dict[str, float]:
 
         def two_solo(i, second_task=shaped):
             # the duel's two generations and two updates, as two independent GRPO steps
-            a = duel.duel_step(task, solo_a, problems, solo_s, step=i + 1)["tokens_generated"]
-            b = duel.duel_step(second_task, {"B": solo_b["B"]}, problems, solo_s, step=i + 1)[
+            a = rl.grpo_step(task, solo_a, problems, solo_s, step=i + 1)["tokens_generated"]
+            b = rl.grpo_step(second_task, {"B": solo_b["B"]}, problems, solo_s, step=i + 1)[
                 "tokens_generated"
             ]
             return a + b
@@ -187,7 +187,7 @@ def run() -> dict[str, float]:
             return two_solo(i, second_task=task)
 
         def one_solo(i):
-            return duel.duel_step(task, solo_a, problems, solo_s, step=i + 100)["tokens_generated"]
+            return rl.grpo_step(task, solo_a, problems, solo_s, step=i + 100)["tokens_generated"]
 
         # interleave the measured blocks so machine noise hits both sides alike
         d1, s1, r1 = (

@@ -2,7 +2,7 @@
 
 - ``gar.step_over_grpo_step``: one GAR step (:func:`baselines.gar.step.gar_step`: rollout,
   grading, the extra hidden-state forward over the anchors and the samples, the cosines, the
-  update) over one solo GRPO step (:func:`agon.duel.duel_step`, ``mode: solo``) of the same
+  update) over one GRPO step (:func:`agon.rl.grpo_step`) of the same
   tiny model on the same P toy ``arith`` problems x G samples: the median, over repeats, of
   the ratio of two steps taken back to back (in alternating order). The learning rate is 0,
   so both sides keep the same weights and draw the very same samples at every repeat (the
@@ -20,8 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from agon import duel
+from agon import rl
 from agon.toy.tasks import ArithTask
+from agon.training.settings import RLSettings
 
 TARGETS = {"gar.step_over_grpo_step": ("<=", 1.09)}
 
@@ -47,7 +48,7 @@ def run() -> dict[str, float]:
     problems = task.problems("train")[:P]
     kw = dict(problems_per_step=P, num_generations=G, max_new_tokens=MAX_NEW, learning_rate=0.0)
     gar_s = GARSettings(**kw)
-    grpo_s = duel.DuelSettings(mode="solo", **kw)
+    grpo_s = RLSettings(**kw)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
@@ -63,7 +64,7 @@ def run() -> dict[str, float]:
                 return timed(lambda: gar_step(task, gar_pol, problems, gar_s, step=i))
 
             def grpo(i):
-                return timed(lambda: duel.duel_step(task, grpo_pol, problems, grpo_s, step=i))
+                return timed(lambda: rl.grpo_step(task, grpo_pol, problems, grpo_s, step=i))
 
             gar(0), grpo(0)  # warm-up: the grading pool, first-call costs
             ratios, t_gar, t_grpo, cos_s, rows = [], [], [], [], []

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import yaml
 
+from agon.config import family_for_seed
 from agon.engines import SamplingParams
 from agon.tasks import get_task
 
@@ -73,12 +74,13 @@ def _build(path: Path) -> Path:
 
 
 def _toy_model() -> str | None:
-    """The toy family's model A from the default config, if it has been built."""
+    """The toy family's model A from the default config (seed 0's pair), if it has been built."""
 
     config = Path(__file__).resolve().parents[1] / "config" / "config.yaml"
     try:
         rows = yaml.safe_load(config.read_text())["families"]
-        path = config.parents[1] / next(r for r in rows if r.get("toy"))["model_a"]["model"]
+        row = family_for_seed(next(r for r in rows if r.get("toy")), 0)
+        path = config.parents[1] / row["model_a"]["model"]
     except (OSError, KeyError, StopIteration, TypeError):
         return None
     return str(path) if (path / "config.json").is_file() else None

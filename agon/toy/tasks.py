@@ -142,16 +142,28 @@ def wrong_arith_steps(
 ) -> list[ArithStep]:
     """The gold chain with one step written wrong in ``style``, continued from its value:
     ``visible`` writes the misread operand (and computes with it), ``hidden`` writes the right
-    operand and the misread one's result. The final answer is then wrong too: ``+ -`` keep a
-    difference mod 7 and ``*`` by 1..6 cannot erase one (7 is prime)."""
-    i = rng.randrange(len(ops))
+    operand and the misread one's result. The step is one where the misread changes the result
+    (not ``0*k``); a chain with none (every step multiplies 0) gets a hidden error of one more.
+    The final answer is then wrong too: ``+ -`` keep a difference mod 7 and ``*`` by 1..6 cannot
+    erase one (7 is prime)."""
+    gold = gold_arith_steps(start, ops)
+    wrong = [
+        i
+        for i, (step, (op, k)) in enumerate(zip(gold, ops))
+        if apply_op(step.lhs, op, misread(k)) != step.result
+    ]
+    i = rng.choice(wrong) if wrong else rng.randrange(len(ops))
     out, value = [], start
     for j, (op, k) in enumerate(ops):
-        if j == i:
-            shown = misread(k) if style == "visible" else k
-            out.append(ArithStep(value, op, shown, apply_op(value, op, misread(k))))
+        right = apply_op(value, op, k)
+        if j != i:
+            out.append(ArithStep(value, op, k, right))
+        elif not wrong:
+            out.append(ArithStep(value, op, k, (right + 1) % MOD))
+        elif style == "visible":
+            out.append(ArithStep(value, op, misread(k), apply_op(value, op, misread(k))))
         else:
-            out.append(ArithStep(value, op, k, apply_op(value, op, k)))
+            out.append(ArithStep(value, op, k, apply_op(value, op, misread(k))))
         value = out[-1].result
     return out
 
