@@ -158,3 +158,34 @@ def test_moa_runs_on_a_tiny_model(tiny, tmp_path):
     finally:
         task.close()
     assert summary["n_samples"] == 4 and summary["mean_draft_tokens"] > 0
+
+
+def test_moa_proposals_are_cut_to_fit_the_readers_prompt_limit():
+    """Proposals that do not fit together keep equal tails (where their answers are); a prompt
+    that fits is left alone; one that cannot fit even empty is an error."""
+    from agon.engines.base import PromptTooLongError
+    from baselines.moa.moa import fit_proposals
+
+    class Limited:
+        max_prompt_tokens = 40
+
+        def encode(self, messages):
+            n = sum(len(m["content"]) for m in messages)
+            if n > self.max_prompt_tokens:
+                raise PromptTooLongError(f"{n} > {self.max_prompt_tokens}")
+            return list(range(n))
+
+    def build(props):
+        return [{"role": "user", "content": "Q:" + "|".join(props)}]
+
+    short = ["a \\boxed{1}", "b \\boxed{2}"]
+    assert fit_proposals(build, short, Limited()) == build(short)
+    long = ["x" * 50 + " \\boxed{1}", "y" * 60 + " \\boxed{2}"]
+    got = fit_proposals(build, long, Limited())[0]["content"]
+    assert len(got) <= 40 and got.count("\\boxed") == 2  # both tails kept, equal length
+    first, second = got[2:].split("|")
+    assert len(first) == len(second)
+    tiny = Limited()
+    tiny.max_prompt_tokens = 1
+    with pytest.raises(PromptTooLongError, match="empty proposals"):
+        fit_proposals(build, long, tiny)

@@ -4,9 +4,9 @@
 GAR and OPD-then-RL, which hold both policies at once) puts one policy per GPU when its
 ``resources.train.gpus`` is 2 or more: policy A, its optimizer and its rollout engine on the
 first GPU, B's on the second, helpers (a Cliff or OPD teacher) on the first. With one GPU
-both policies share it. (Today's single-process trainer places both policies on the default
-CUDA device; one per GPU is what the paper config's ``gpus: 2`` asks for, and what the plan
-assumes.) GRPO on TRL trains A, then B, one model on one GPU (the workflow launches one
+both policies share it (the in-house trainer places policy A on ``cuda:0`` and B on ``cuda:1``
+when its process sees two GPUs: :func:`agon.training.shell.policy_device`). GRPO on TRL trains
+A, then B, one model on one GPU (the workflow launches one
 process). An evaluation loads each distinct model of its system on one GPU. A job with
 ``gpus: 0`` runs on the CPU: everything is host memory.
 

@@ -56,10 +56,11 @@ def family_policies(
     options = RolloutOptions.from_config(config)
     weights, autocast = master_precision(settings, fam["dtype"])
     policies, tokenizers = {}, {}
-    for name in mk.MODELS:
+    for i, name in enumerate(mk.MODELS):
         row = fam[f"model_{name.lower()}"]
         tok = load_tokenizer(row["model"], revision=row.get("revision"))
-        model = load_model(row["model"], dtype=weights, revision=row.get("revision"))
+        device = policy_device(i, accelerator)
+        model = load_model(row["model"], dtype=weights, revision=row.get("revision"), device=device)
         engine = rollout_engine(options, fam, name, model, tok, autocast_dtype=autocast)
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         policy = make_policy(name, model, engine, settings, pad, autocast_dtype=autocast)
@@ -67,6 +68,15 @@ def family_policies(
         policies[name] = policy
         tokenizers[name] = tok
     return policies, tokenizers
+
+
+def policy_device(index: int, accelerator: Any) -> str | None:
+    """Where policy ``index`` (A: 0, B: 1) lives in one process: on a GPU of its own when the
+    process sees two or more (a train job's ``resources.train.gpus: 2``), else on the default
+    device (one GPU, or the CPU). Under accelerate each process holds its share of both."""
+    if accelerator is None and torch.cuda.device_count() >= 2:
+        return f"cuda:{index % torch.cuda.device_count()}"
+    return None
 
 
 def master_precision(settings: RLSettings, dtype: str) -> tuple[str, torch.dtype | None]:

@@ -21,10 +21,10 @@ whose base models are trained on that prompt with two proposals (``docs/method.m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agon.engines.base import Completion, Engine, Messages, SamplingParams
+from agon.engines.base import Completion, Engine, Messages, PromptTooLongError, SamplingParams
 from agon.systems import Sample, SystemContext, stage_sampling
 from agon.tasks.base import Problem, Task
 
@@ -80,21 +80,28 @@ class MixtureOfAgents:
         chains = [p for p in problems for _ in range(n)]
         solve = [task.solve_prompt(p) for p in chains]
 
-        def show(chain: int, proposals: list[str]) -> Messages:
+        def build(chain: int, proposals: list[str]) -> Messages:
             if self.prompt == "reader":
                 return task.proposals_prompt(chains[chain], proposals)
             return synthesis_prompt(solve[chain], proposals)
+
+        def show(chain: int, proposals: list[str], reader: Engine) -> Messages:
+            # several long proposals may not fit the reader's prompt limit together: each keeps
+            # an equal tail (where its answer is), as a reader prompt keeps a draft's
+            return fit_proposals(lambda props: build(chain, props), proposals, reader)
 
         previous: list[list[str]] | None = None  # per chain, the last layer's proposals
         history: list[list[list[str]]] = [[] for _ in solve]  # per chain, per layer, proposals
         draft_tokens = [0] * len(solve)
         stage = 0
         for _ in range(self.layers):
-            prompts = (
-                solve if previous is None else [show(c, prev) for c, prev in enumerate(previous)]
-            )
             layer: list[list[str]] = [[] for _ in solve]
             for i in range(self.proposers):
+                prompts = (
+                    solve
+                    if previous is None
+                    else [show(c, prev, self._proposer(i)) for c, prev in enumerate(previous)]
+                )
                 outs = self._proposer(i).generate(
                     prompts, n=1, sampling=stage_sampling(sampling, stage)
                 )
@@ -105,8 +112,8 @@ class MixtureOfAgents:
             for h, props in zip(history, layer):
                 h.append(props)
             previous = layer
-        final_prompts = [show(c, prev) for c, prev in enumerate(previous or [])]
         aggregator = self.model_a if self.aggregator == "a" else self.model_b
+        final_prompts = [show(c, prev, aggregator) for c, prev in enumerate(previous or [])]
         finals: list[list[Completion]] = aggregator.generate(
             final_prompts, n=1, sampling=stage_sampling(sampling, stage)
         )
@@ -130,6 +137,39 @@ class MixtureOfAgents:
         self.model_a.close()
         if self.model_b is not self.model_a:
             self.model_b.close()
+
+
+def fit_proposals(
+    build: Callable[[list[str]], Messages], proposals: list[str], engine: Engine
+) -> Messages:
+    """``build(proposals)``, or ``build`` of each proposal's tail, the same number of characters
+    for every proposal and as many as fit ``engine``'s prompt limit (an engine with no
+    ``encode`` or no limit is trusted to fit it). Raises PromptTooLongError when even empty
+    proposals do not fit."""
+    encode = getattr(engine, "encode", None)
+    if encode is None or getattr(engine, "max_prompt_tokens", None) is None:
+        return build(proposals)
+
+    def cut(n: int) -> list[str]:
+        return [p[len(p) - n :] if n else "" for p in proposals]
+
+    def fits(n: int) -> bool:
+        try:
+            encode(build(cut(n)))
+            return True
+        except PromptTooLongError:
+            return False
+
+    longest = max((len(p) for p in proposals), default=0)
+    if fits(longest):
+        return build(proposals)
+    if not fits(0):
+        raise PromptTooLongError("the proposals prompt is too long even with empty proposals")
+    lo, hi = 0, longest  # fits(lo), not fits(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return build(cut(lo))
 
 
 def moa(

@@ -303,7 +303,7 @@ def eval_command(wildcards, input):
     """The `agon eval` arguments of one evaluation (`--system` as `agon eval` names it)."""
     return ["eval", "--config", input.config, "--family", wildcards.family, "--task", wildcards.task,
             "--system", COLUMNS[wildcards.system].eval_system, "--seed", wildcards.seed,
-            *eval_model_flags(wildcards), "--no-progress",
+            *eval_model_flags(wildcards), "--backend", config["eval"]["backend"], "--no-progress",
             "--out", LAYOUT.eval_dir(wildcards.family, wildcards.task, wildcards.system, wildcards.seed)]
 
 
@@ -379,3 +379,59 @@ def pretrain_seed(wildcards):
 def figures_dir(wildcards, output):
     """Where `agon report` writes the figures: the folder of the first declared figure."""
     return os.path.dirname(output.figures[0])
+
+
+# ---------------------------------------------------------------- the positive control
+# results/control.csv (workflow/rules/control.smk): the config's `control` section
+
+CONTROL = config["control"]
+CONTROL_MEASURES = {"cascade": "agon", "robust": "robust_read"}  # measure -> `agon eval --system`
+
+
+def control_snapshot_params(wildcards):
+    """The control's config for one stage: ``base`` (its pretrain and its evaluations) or a
+    scheme (that scheme's training runs)."""
+    scheme = None if wildcards.cstage == "base" else wildcards.cstage
+    return _canonical(control_config(config, LAYOUT.control_models(), scheme))
+
+
+def control_models_of(scheme, seed):
+    """The model folders a control measure runs: the base pair, or a scheme's trained pair."""
+    if scheme == "base":
+        return f"{LAYOUT.control_models()}/A", f"{LAYOUT.control_models()}/B"
+    run = LAYOUT.control_train_dir(scheme, seed)
+    return f"{run}/A", f"{run}/B"
+
+
+def control_eval_inputs(wildcards):
+    """A control measure waits for its snapshot, the base pair and, for a scheme, its run."""
+    inputs = {"config": LAYOUT.control_snapshot("base"), "models": f"{LAYOUT.control_models()}/report.json"}
+    if wildcards.scheme != "base":
+        inputs["run"] = LAYOUT.control_train_summary(wildcards.scheme, wildcards.seed)
+    return inputs
+
+
+def control_eval_command(wildcards, input):
+    """`agon eval`: the pair's cascade (A drafts, B reads), or B reading the fixed wrong drafts."""
+    a, b = control_models_of(wildcards.scheme, wildcards.seed)
+    models = (["--drafter", a, "--reader", b, "--drafter-row", "a", "--reader-row", "b"]
+              if wildcards.measure == "cascade" else ["--model", b, "--model-row", "b"])
+    return ["eval", "--config", input.config, "--family", CONTROL_FAMILY, "--task", CONTROL["task"],
+            "--system", CONTROL_MEASURES[wildcards.measure], "--seed", wildcards.seed, *models,
+            "--no-progress", "--out", LAYOUT.control_eval_dir(wildcards.scheme, wildcards.measure, wildcards.seed)]
+
+
+def control_train_command(wildcards, input):
+    """`agon train --method agon` with the scheme's config."""
+    return ["train", "--config", input.config, "--family", CONTROL_FAMILY, "--task", CONTROL["task"],
+            "--method", "agon", "--seed", wildcards.seed,
+            "--out", LAYOUT.control_train_dir(wildcards.scheme, wildcards.seed)]
+
+
+def control_results():
+    """Every summary results/control.csv is built from."""
+    seeds = CONTROL["seeds"]
+    runs = [LAYOUT.control_train_summary(s, seed) for s in CONTROL["schemes"] for seed in seeds]
+    evals = [LAYOUT.control_eval_summary(s, m, seed) for s in ["base", *CONTROL["schemes"]]
+             for m in CONTROL_MEASURES for seed in seeds]
+    return runs + evals
