@@ -20,6 +20,10 @@ from agon.registry import SYSTEM_KINDS
 from agon.systems import System, SystemContext
 from agon.tasks import task_from_config
 
+# each vLLM engine of an evaluated system reserves this share of the GPU: a cascade or MoA runs
+# two engines (A's and B's) on one device, and vLLM's own default (0.9) would leave none for B
+EVAL_VLLM_SHARE = 0.45
+
 
 def minimal_config(
     task: str, model_a: str | None, model_b: str | None, family: str = "cli"
@@ -99,6 +103,8 @@ def build_system(
         **(rows or {}),
     }
     kw = {"batch_size": config["eval"]["batch_size"], **(engine_kwargs or {})}
+    if backend == "vllm":  # each of a system's engines (at most A and B) takes its share
+        kw.setdefault("gpu_memory_utilization", EVAL_VLLM_SHARE)
     cache: dict[tuple[str, str], Any] = {}
 
     def engine(row: str, path: str | None):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agon.evaluation.from_config import EVAL_VLLM_SHARE
 from agon.plan.dims import ModelDims, param_count
 from agon.plan.memory import (
     Breakdown,
@@ -186,10 +187,23 @@ def eval_memory(
     dtype: str,
     gpus: int,
     max_new: int,
+    device_bytes: float | None = None,
 ) -> Memory:
     """Memory of an evaluation: the ``distinct`` models of the system (an untrained pair of one
     checkpoint with two personas is loaded once) on one device, and the KV cache of the largest
-    generate call (its rows at the longest prompt + ``max_new``)."""
+    generate call (its rows at the longest prompt + ``max_new``); on vLLM, each model's engine
+    holds its share of the GPU (:data:`agon.evaluation.from_config.EVAL_VLLM_SHARE`), its
+    weights and paged KV cache inside it."""
+    if gpus and device_bytes and any(g.engine == "vllm" for g in w.generations):
+        dev = Device("gpu0")
+        for key in distinct:
+            dev.add(vllm_reserved(EVAL_VLLM_SHARE, device_bytes), f"{key}.")
+        peak = dev.peak()
+        host = HOST_PROCESS_BYTES + sum(
+            param_count(loaded[k]) * dtype_bytes(dtype, loaded[k].checkpoint_dtype)
+            for k in distinct
+        )
+        return Memory(peak, 1, host, "each model's vLLM engine on one device, its share reserved")
     dev = Device("gpu0" if gpus else "cpu")
     for key in distinct:
         d = loaded[key]

@@ -157,7 +157,9 @@ def _memory(
         same = not col.train and fam["model_a"]["model"] == fam["model_b"]["model"]
         used = sorted({g.model for g in w.generations})
         distinct = used[:1] if same else used
-        return eval_memory(models, distinct, w, fam["dtype"], gpus, fam["max_new_tokens"])
+        return eval_memory(
+            models, distinct, w, fam["dtype"], gpus, fam["max_new_tokens"], ctx.kind.memory_bytes
+        )
     helpers, extra = [], None
     if job.method == "cliff" and (ctx.config.get("cliff") or {}).get("teacher") == "model":
         # one transformers engine per model's teacher, even for one checkpoint (make_teachers)

@@ -315,11 +315,11 @@ def eval_workload(
     system: str,
 ) -> Workload:
     """An evaluation of column ``system`` (an ablation's: the ``agon`` cascade), on the engine
-    the workflow's ``agon eval`` uses (transformers: the rule passes no ``--backend``)."""
+    the workflow's ``agon eval`` uses (``eval.backend``)."""
     ev, col = config["eval"], COLUMNS[system]
     problems = split_size(task, fam["name"], ev["split"], lengths, ev.get("max_problems"))
     n = problems.value * ev["n_samples"]
-    engine, rows = "hf", ev["batch_size"]
+    engine, rows = ev.get("backend", "hf"), ev["batch_size"]
     name, task_name = fam["name"], task["name"]
     final = eval_length(lengths, e, name, task_name, system, "completion")
     before = eval_length(lengths, e, name, task_name, system, "draft")
@@ -375,8 +375,8 @@ def eval_workload(
         worst = proposers * e.max_new  # the proposals alone, at the cap
         if worst > e.max_prompt:
             w.notes.append(
-                f"risk: MoA prompts show {proposers} proposals of up to {e.max_new} tokens, "
-                f"{worst} tokens without the problem, but prompts over max_prompt_tokens="
-                f"{e.max_prompt} are rejected (PromptTooLongError) and MoA does not cut them"
+                f"MoA prompts show {proposers} proposals of up to {e.max_new} tokens, {worst} "
+                f"tokens without the problem: each keeps an equal tail to fit max_prompt_tokens="
+                f"{e.max_prompt} (the aggregator reads the proposals' endings)"
             )
     return w
