@@ -30,12 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import (
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    GenerationConfig,
-    LogitsProcessorList,
-)
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LogitsProcessorList
 
 from agon.engines.base import (
     Completion,
@@ -219,8 +214,7 @@ class HFEngine(TemplatedEngine):
             self.tokenizer = tokenizer
         self.set_template(self.tokenizer, system_prompt, chat_template_kwargs, max_prompt_tokens)
         self.batch_size = batch_size
-        # float32 master weights generate in the dtype they train in (train.master_dtype)
-        self.autocast_dtype = autocast_dtype
+        self.autocast_dtype = autocast_dtype  # train.master_dtype: generate as it trains
         self.eos_ids = self._eos_ids()
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else self.eos_ids[0]
@@ -315,11 +309,8 @@ class HFEngine(TemplatedEngine):
             use_cache=True,
         )
         device = self.device
-        autocast = (
-            torch.autocast(device_type=device.type, dtype=self.autocast_dtype)
-            if self.autocast_dtype is not None
-            else contextlib.nullcontext()
-        )
+        cast = self.autocast_dtype  # float32 masters generate in the dtype they train in
+        autocast = torch.autocast(device.type, cast) if cast else contextlib.nullcontext()
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), autocast:
             if seed is not None:
                 torch.manual_seed(seed)

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agon.report.render import head, table_row
 from agon.results import Layout
 from agon.training.metrics import MODELS, ROLLOUT_SHA, STEP, read_rows
 
@@ -98,3 +99,52 @@ def _summary(path: str | Path) -> dict:
 def _finite(d: dict, key: str) -> bool:
     v = d.get(key)
     return isinstance(v, (int, float)) and v == v  # not NaN
+
+
+MECHANISM_COLUMNS = (
+    ("read_after_right", "read right after a right draft"),
+    ("read_after_wrong", "read right after a wrong draft"),
+    ("robust_before", "reading fixed wrong drafts, before"),
+    ("robust_after", "... after"),
+    ("hidden_first", "hidden share of wrong drafts, first quarter"),
+    ("hidden_last", "... last quarter"),
+    ("dead_drafter_groups", "dead drafter groups"),
+)
+
+
+def mechanism_markdown(rows: list[dict], trained: Sequence[str]) -> list[str]:
+    """What the runs logged of the mechanism (agon.report.mechanism), per method and model,
+    and where agon's rollouts first differ from agon_independent's."""
+    keys = [k for k, _ in MECHANISM_COLUMNS]
+    shown = [
+        (r, m, model)
+        for r in rows
+        for m in trained
+        for model in MODELS
+        if any(r.get(f"{m}_{model}_{k}") is not None for k in keys)
+    ]
+    if not shown:
+        return []
+    lines = [
+        "",
+        "## The mechanism: what the runs logged (% ; mean over seeds; validation probe; "
+        "docs/method.md)",
+        "",
+        *head(["family", "task", "method", "model", *(title for _, title in MECHANISM_COLUMNS)]),
+    ]
+    for r, m, model in shown:
+        cells = [r.get(f"{m}_{model}_{k}") for k in keys]
+        cells = ["" if v is None else f"{100 * float(v):.1f}" for v in cells]
+        lines.append(table_row([r["family"], r["task"], m, model, *cells]))
+    twins = [r for r in rows if r.get("agon_diverges_at")]
+    if twins:
+        lines += [
+            "",
+            "agon's rollouts first differ from agon_independent's at step (per training seed): "
+            + "; ".join(f"{r['family']}/{r['task']} {r['agon_diverges_at']}" for r in twins)
+            + ".",
+        ]
+        lines += [
+            f"- {r['agon_diverges_at_note']}" for r in twins if r.get("agon_diverges_at_note")
+        ]
+    return lines

@@ -48,7 +48,7 @@ from agon.report.compare import (
 )
 from agon.report.compute import compute_used, train_compute
 from agon.report.figures import plot_duel_dynamics, plot_pass1, plot_training_curves
-from agon.report.mechanism import mechanism_columns
+from agon.report.mechanism import mechanism_columns, mechanism_markdown
 from agon.report.render import table_markdown
 from agon.report.write import figure_meta, result_paths, write_table
 from agon.results import Layout
@@ -238,7 +238,9 @@ def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, lis
     return write_table(
         layout.table_files("table1"),
         rows,
-        table_markdown(rows, systems, meta["config_hash"]),
+        table_markdown(rows, systems, meta["config_hash"])
+        + "\n".join(mechanism_markdown(rows, trained))
+        + "\n",
         config,
         inputs + runs,
         figures=figs,

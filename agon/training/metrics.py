@@ -1,3 +1,4 @@
+# long: every key of metrics.jsonl and summary.json in one place, with the code that fills them.
 """Every key of a training run's ``metrics.jsonl`` and ``summary.json``, in one place.
 
 Both trainers write one JSON row per optimizer step into ``metrics.jsonl`` with these keys
