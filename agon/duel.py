@@ -265,7 +265,8 @@ def duel_step(
         row.update({f"{d}->{r}/{k}": v for k, v in outcomes.items()})
         # the mechanism: how wrong drafts went wrong, and how often they mislead their reads
         row.update(mk.reader_metrics(r, c_draft_per_read.ravel(), c_read.ravel()))
-        row.update(mk.style_metrics(d, rl.wrong_styles(task, ro.problems, ro.drafts, c_draft)))
+        styles = rl.wrong_styles(task, ro.problems, ro.drafts, c_draft)
+        row.update(mk.style_metrics(d, styles, r_draft[c_draft == 0]))
         fingerprint.extend([*drafts, *reads])
     mk.pool_duel_outcomes(row)
     row[mk.ROLLOUT_SHA] = mk.rollout_sha(fingerprint)

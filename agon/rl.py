@@ -491,7 +491,9 @@ def solo_rollout(
     )
     ro.metrics = mk.role_metrics(name, "drafter", ro.rewards, ro.correct, ro.advantages, ro.flat)
     ro.metrics |= mk.style_metrics(
-        name, wrong_styles(task, ro.problems, ro.completions, ro.correct)
+        name,
+        wrong_styles(task, ro.problems, ro.completions, ro.correct),
+        ro.rewards[ro.correct == 0],
     )
     return ro
 

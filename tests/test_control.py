@@ -161,7 +161,13 @@ def _write_control(config: dict, layout: Layout, n_problems: int = 40) -> dict:
                     run = Path(layout.control_train_dir(scheme, seed))
                     run.mkdir(parents=True, exist_ok=True)
                     (run / "summary.json").write_text(
-                        json.dumps({"A/hidden_share_first": 0.5, "B/last_robust_pass@1": 0.4})
+                        json.dumps(
+                            {
+                                "A/hidden_share_first": 0.5,
+                                "A/hidden_minus_visible_reward": 0.1 * (scheme != "independent"),
+                                "B/last_robust_pass@1": 0.4,
+                            }
+                        )
                     )
             counted[scheme] = h / n
     finally:
@@ -188,6 +194,8 @@ def test_the_control_table_recounts_its_measures_and_states_the_outcome(config):
         "hidden_share_minus_independent" not in rows["independent"]
         or not rows["independent"]["hidden_share_minus_independent"]
     )
+    assert float(agon["train_style_pay"]) == pytest.approx(0.1)
+    assert float(rows["independent"]["train_style_pay"]) == 0.0
     md = Path(written["md"][0]).read_text()
     assert "The contest reaches the drafter" in md and "The mechanism follows" in md
     assert json.loads(Path(written["provenance"][0]).read_text())["family"] == "control"
@@ -205,6 +213,11 @@ def test_verdicts_name_a_falsified_implementation_and_a_failed_mechanism():
         }
 
     assert "falsified" in verdicts([row(-0.02, 0.1)])[0]
+    paid = row(-0.02, 0.1) | {"train_style_pay_seed0": 0.2, "train_style_pay_seed1": 0.1}
+    narrowed = verdicts([paid | {"train_style_pay": 0.15}, {"scheme": "independent"}])
+    assert "does reach the drafter's reward" in narrowed[1] and "+0.150" in narrowed[1]
+    unpaid = paid | {"train_style_pay_seed1": -0.1}
+    assert "does not reliably reach" in verdicts([unpaid])[1]
     lines = verdicts([row(0.1, -0.03)])
     assert "reaches the drafter" in lines[0] and "fails in this world" in lines[1]
 

@@ -66,6 +66,23 @@ def test_reader_and_style_metrics():
     s = mk.style_metrics("A", ["hidden", "visible", "hidden", "other", None])
     assert s == {"A/drafter/hidden_share": 2 / 3, "A/drafter/styled_wrong": 3.0}
     assert mk.style_metrics("A", [None, "other"]) == {}
+    paid = mk.style_metrics("A", ["hidden", "visible", "hidden", "other"], [0.0, -1.0, -0.5, 3.0])
+    assert paid["A/drafter/hidden_minus_visible_reward"] == pytest.approx(0.75)
+    assert paid["A/drafter/style_gap_pairs"] == 1.0
+    only_hidden = mk.style_metrics("A", ["hidden", "other"], [0.0, 1.0])
+    assert "A/drafter/hidden_minus_visible_reward" not in only_hidden
+
+
+@pytest.mark.parametrize("scheme, expect", [("agon", 1.0), ("independent", 0.0)])
+def test_style_reward_gap_is_the_rival_term(scheme, expect):
+    """Two wrong drafts, one hidden (both reads misled) and one visible (both reads right): the
+    rival term pays the hidden one lam more under agon, and nothing under independent."""
+    c_draft = np.array([[0.0, 0.0]])
+    c_read = np.array([[[0.0, 0.0], [1.0, 1.0]]])
+    s = DuelSettings(reward_scheme=scheme, reward_lam=1.0)
+    r_draft, _ = duel.role_rewards(c_draft, c_read, s)
+    gap = mk.style_metrics("A", ["hidden", "visible"], r_draft[c_draft == 0])
+    assert gap["A/drafter/hidden_minus_visible_reward"] == pytest.approx(expect)
     assert math.isnan(
         mk.reader_metrics("B", np.array([1.0]), np.array([1.0]))[
             "B/reader/correct_after_wrong_draft"

@@ -42,6 +42,9 @@ from agon.tasks.base import Problem, Task
 
 MEASURES = ("hidden_share", "robust", "cascade")  # the three measures, in the table's order
 CONTROL_REFERENCE = "independent"  # every scheme is compared with the duel without the contest
+# the drafter's mean reward for a hidden over a visible wrong draft during training: the rival
+# term's pull on the style (exactly 0 under independent), whether or not the style moved
+STYLE_PAY = "train_style_pay"
 TITLES = {
     "hidden_share": "drafter's hidden-error share (%)",
     "robust": "reader vs fixed hidden-error drafts, pass@1 (%)",
@@ -190,20 +193,25 @@ def build_control_table(config: dict, layout: Layout) -> list[dict]:
 
 def _logged(layout: Layout, scheme: str, seeds: Sequence[int]) -> dict[str, float]:
     """What the scheme's runs logged of the mechanism, mean over seeds: the drafter's hidden
-    share in the first and last quarter of its steps, the reader's validation probe on wrong
-    drafts before and after training (agon.training.metrics.mechanism_summary)."""
+    share in the first and last quarter of its steps, what it was paid for a hidden over a
+    visible wrong draft (also per seed: the rival term's pull on the style), the reader's
+    validation probe on wrong drafts before and after training
+    (agon.training.metrics.mechanism_summary)."""
     keys = {
         "A/hidden_share_first": "train_hidden_share_first",
         "A/hidden_share_last": "train_hidden_share_last",
+        "A/hidden_minus_visible_reward": STYLE_PAY,
         "B/first_robust_pass@1": "train_robust_first",
         "B/last_robust_pass@1": "train_robust_last",
     }
     out: dict[str, float] = {}
-    summaries = [read_summary(layout.control_train_summary(scheme, k)) for k in seeds]
+    summaries = {k: read_summary(layout.control_train_summary(scheme, k)) for k in seeds}
     for src, dst in keys.items():
-        vals = [float(s[src]) for s in summaries if s.get(src) is not None]
+        vals = {k: float(s[src]) for k, s in summaries.items() if s.get(src) is not None}
         if vals:
-            out[dst] = float(np.mean(vals))
+            out[dst] = float(np.mean(list(vals.values())))
+        if dst == STYLE_PAY:
+            out |= {f"{STYLE_PAY}_seed{k}": v for k, v in vals.items()}
     return out
 
 
@@ -233,10 +241,29 @@ def verdicts(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     _, cascade = shown("cascade_minus_independent")
     lines = []
     if not style_up:
+        pay = {k: v for k, v in agon.items() if k.startswith(f"{STYLE_PAY}_seed")}
+        reaches = bool(pay) and all(float(v) > 0 for v in pay.values())
+        ref = by.get(CONTROL_REFERENCE, {})
         lines.append(
-            f"**The implementation is falsified in this world**: agon's drafter hidden-error share "
-            f"does not exceed independent's ({style}); the rival term does not reach the drafter."
+            f"**Not shown: agon's drafter hidden-error share does not exceed independent's** "
+            f"({style}). By the rule stated before the run, this reads as the implementation "
+            f"falsified in this world."
         )
+        if pay:
+            seeds = ", ".join(f"{float(v):+.3f}" for v in pay.values())
+            lines.append(
+                f"What the runs logged narrows it: during training a hidden wrong draft was paid "
+                f"{_fmt(agon.get(STYLE_PAY))} over a visible one under agon (per seed {seeds}) "
+                f"and {_fmt(ref.get(STYLE_PAY))} under independent, so the rival term "
+                + (
+                    "**does reach the drafter's reward**; it did not move the style past what "
+                    "every scheme's training moved it (the first table's `base` row against "
+                    "each scheme's)."
+                    if reaches
+                    else "**does not reliably reach the drafter's reward** (not positive at "
+                    "every seed)."
+                )
+            )
     else:
         lines.append(
             f"**The contest reaches the drafter**: agon's hidden-error share exceeds independent's "
@@ -265,6 +292,10 @@ def verdicts(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             f"{100 * v:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}] points against independent."
         )
     return lines
+
+
+def _fmt(v: Any) -> str:
+    return "n/a" if v is None else f"{float(v):+.3f}"
 
 
 def control_markdown(rows: Sequence[Mapping[str, Any]], chash: str) -> str:
@@ -315,6 +346,7 @@ def control_markdown(rows: Sequence[Mapping[str, Any]], chash: str) -> str:
                 "scheme",
                 "hidden share, first quarter",
                 "hidden share, last quarter",
+                "A's pay, hidden over visible wrong draft",
                 "B's probe before",
                 "B's probe after",
             ]
@@ -326,6 +358,7 @@ def control_markdown(rows: Sequence[Mapping[str, Any]], chash: str) -> str:
         keys = (
             "train_hidden_share_first",
             "train_hidden_share_last",
+            STYLE_PAY,
             "train_robust_first",
             "train_robust_last",
         )

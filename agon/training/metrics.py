@@ -57,6 +57,11 @@ READ_AFTER_WRONG = "{model}/reader/correct_after_wrong_draft"
 READS_AFTER_WRONG = "{model}/reader/reads_after_wrong_draft"  # the weight of the rate above
 HIDDEN_SHARE = "{model}/drafter/hidden_share"  # hidden / (hidden + visible) wrong drafts
 STYLED = "{model}/drafter/styled_wrong"  # wrong drafts classified visible or hidden
+# what the drafter is paid for a hidden over a visible wrong draft (mean reward of the one
+# minus the other, steps holding both): its own correctness is 0 in both, so the gap is the
+# rival term's pull on the style (0 under `independent`), whether or not the style moves
+STYLE_REWARD_GAP = "{model}/drafter/hidden_minus_visible_reward"
+STYLE_GAP_WEIGHT = "{model}/drafter/style_gap_pairs"  # min(hidden, visible): the gap's weight
 # a fingerprint of every completion the step generated (drafts and reads, token ids): two runs
 # whose rows agree on it took the same rollouts (agon and its agon_independent twin diverge at
 # the first step they differ; on several processes, rank 0's share)
@@ -156,18 +161,30 @@ def reader_metrics(
     }
 
 
-def style_metrics(drafter: str, styles: Sequence[str | None]) -> dict[str, float]:
+def style_metrics(
+    drafter: str, styles: Sequence[str | None], rewards: Sequence[float] | None = None
+) -> dict[str, float]:
     """The share of hidden errors among the drafter's visible and hidden wrong drafts
     (``styles``: :meth:`agon.tasks.base.Task.error_style` of each wrong draft), and how many
-    were classified; nothing when the task classifies none."""
+    were classified; nothing when the task classifies none. With ``rewards`` (the drafter's
+    reward of each wrong draft, in the same order), also what a hidden wrong draft was paid
+    over a visible one, where the step holds both."""
     hidden = sum(x == "hidden" for x in styles)
-    styled = hidden + sum(x == "visible" for x in styles)
-    if not styled:
+    visible = sum(x == "visible" for x in styles)
+    if not hidden + visible:
         return {}
-    return {
-        key(HIDDEN_SHARE, model=drafter): hidden / styled,
-        key(STYLED, model=drafter): float(styled),
+    out = {
+        key(HIDDEN_SHARE, model=drafter): hidden / (hidden + visible),
+        key(STYLED, model=drafter): float(hidden + visible),
     }
+    if rewards is not None and hidden and visible:
+        r = np.asarray(rewards, dtype=float)
+        kind = np.asarray([str(x) for x in styles])
+        out[key(STYLE_REWARD_GAP, model=drafter)] = _nanmean(r[kind == "hidden"]) - _nanmean(
+            r[kind == "visible"]
+        )
+        out[key(STYLE_GAP_WEIGHT, model=drafter)] = float(min(hidden, visible))
+    return out
 
 
 def rollout_sha(completions: Iterable[Any]) -> str:
@@ -353,6 +370,11 @@ def mechanism_summary(rows: Sequence[Mapping[str, Any]], name: str) -> dict[str,
         share, weight = key(HIDDEN_SHARE, model=name), key(STYLED, model=name)
         out[f"{name}/hidden_share_first"] = _weighted(styled[:q], share, weight)
         out[f"{name}/hidden_share_last"] = _weighted(styled[-q:], share, weight)
+    gap = key(STYLE_REWARD_GAP, model=name)
+    if any(gap in r for r in rows):
+        out[f"{name}/hidden_minus_visible_reward"] = _weighted(
+            rows, gap, key(STYLE_GAP_WEIGHT, model=name)
+        )
     for role in ("drafter", "reader"):
         dead = key(ROLE_DEAD, model=name, role=role)
         if any(dead in r for r in rows):
