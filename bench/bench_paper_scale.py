@@ -637,9 +637,11 @@ def free_policies(run: Run) -> None:
 
 
 def phase_trl_grpo(run: Run) -> dict:
-    """One step of TRL's GRPOTrainer on a fresh model A, configured as the GRPO baseline."""
+    """One step of TRL's GRPOTrainer on a fresh model A, configured and built as the GRPO
+    baseline builds it (its micro-batches without signal skip their backward: the JSON's
+    ``zero_advantage`` says whether this step's did)."""
     # lazy: TRL (seconds to import) only in its phase, which runs last and may be cut
-    from trl import GRPOTrainer
+    from baselines.grpo.zero_advantage import SkipZeroAdvantageGRPOTrainer
 
     if run.dims is None:
         raise RuntimeError("no model was chosen")
@@ -661,7 +663,7 @@ def phase_trl_grpo(run: Run) -> dict:
     bf16 = scale.dtype == "bfloat16" and run.on_gpu
     args = s.grpo_config(run.work / "trl", bf16=bf16, chat_template_kwargs=NO_THINKING)
     task = ParityTask()
-    trainer = GRPOTrainer(
+    trainer = SkipZeroAdvantageGRPOTrainer(
         model=model,
         reward_funcs=[make_reward_fn(task, task.problems("train"))],
         args=args,
@@ -680,7 +682,12 @@ def phase_trl_grpo(run: Run) -> dict:
         "bf16": bf16,
         **{
             k: logged[k]
-            for k in ("completions/mean_length", "completions/clipped_ratio", "step_time")
+            for k in (
+                "completions/mean_length",
+                "completions/clipped_ratio",
+                "step_time",
+                "zero_advantage",
+            )
             if k in logged
         },
     }

@@ -142,3 +142,60 @@ def test_grpo_on_trl_keeps_fp32_masters_under_master_dtype(tmp_path):
     before = AutoModelForCausalLM.from_pretrained(Path(fam["model_a"]["model"]))
     assert next(after.parameters()).dtype == torch.float32
     assert any(not torch.equal(p, q) for p, q in zip(before.parameters(), after.parameters()))
+
+
+class HalfRight(ParityTask):
+    """A completion is right when its text has an even length: some groups have signal, some
+    (both lengths alike) none."""
+
+    def grade(self, problems, completions):
+        return [Verdict(len(c) % 2 == 0, "graded") for c in completions]
+
+
+@pytest.mark.parametrize("task_cls", [AllRight, HalfRight], ids=["no-signal", "mixed"])
+def test_trl_grpo_skips_micro_batches_without_signal_and_moves_as_trl(task_cls, tmp_path):
+    """The GRPO baseline's trainer runs no forward for a micro-batch (one group here) whose
+    advantages are all 0, logs the share it skipped, and ends on exactly the weights of TRL's
+    own GRPOTrainer, which runs them."""
+    from trl import GRPOTrainer
+
+    from agon.engines.hf import load_model, load_tokenizer
+    from agon.random_models import build_tiny_model
+    from baselines.grpo import GRPOSettings, make_reward_fn
+    from baselines.grpo.data import prompt_dataset
+    from baselines.grpo.zero_advantage import SkipZeroAdvantageGRPOTrainer
+
+    path = build_tiny_model("qwen3", tmp_path / "m")
+    task = task_cls()
+    s = GRPOSettings(
+        steps=2,
+        problems_per_step=2,
+        num_generations=2,
+        micro_batch_size=2,
+        max_new_tokens=6,
+        learning_rate=1e-2,
+        checkpoint_every=0,
+    )
+    ends, logs = {}, {}
+    for cls in (GRPOTrainer, SkipZeroAdvantageGRPOTrainer):
+        model = load_model(path, dtype="float32")
+        forwards = []
+        model.register_forward_hook(lambda *a, forwards=forwards: forwards.append(1))
+        trainer = cls(
+            model=model,
+            reward_funcs=[make_reward_fn(task, task.problems("train"))],
+            args=s.grpo_config(tmp_path / cls.__name__),
+            train_dataset=prompt_dataset(task),
+            processing_class=load_tokenizer(path),
+        )
+        trainer.train()
+        ends[cls] = (_weights(trainer.model), len(forwards))
+        logs[cls] = [h for h in trainer.state.log_history if "loss" in h]
+    (w_trl, n_trl), (w_skip, n_skip) = ends.values()
+    assert all(torch.equal(a, b) for a, b in zip(w_trl, w_skip))
+    skipped = [h["zero_advantage"] for h in logs[SkipZeroAdvantageGRPOTrainer]]
+    assert len(skipped) == 2 and all(0.0 <= x <= 1.0 for x in skipped)
+    # each skipped micro-batch saves TRL's one training forward (two micro-batches a step)
+    assert n_trl - n_skip == round(2 * sum(skipped))
+    if task_cls is AllRight:
+        assert skipped == [1.0, 1.0]

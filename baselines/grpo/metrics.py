@@ -17,6 +17,8 @@ from agon.training.budget import Budget, spent
 from agon.training.cost import StepCost
 from baselines.grpo.data import REWARD_NAME
 
+ZERO_ADVANTAGE_LOG = "zero_advantage"  # baselines.grpo.zero_advantage's TRL log key
+
 
 def _aliases(name: str, logs: dict, completions_per_step: int) -> dict:
     """TRL's logs of one step under the duel trainer's metric keys (one schema for the report:
@@ -37,6 +39,8 @@ def _aliases(name: str, logs: dict, completions_per_step: int) -> dict:
         f"{name}/grad_norm": get("grad_norm"),
         f"{name}/loss": get("loss"),
         f"{name}/lr": get("learning_rate"),
+        # the share of the step's micro-batches that had no signal and ran no backward
+        mk.key(mk.ZERO_ADVANTAGE, model=name): get(ZERO_ADVANTAGE_LOG),
     }
     if get("completions/mean_length") is not None:
         tokens = float(get("completions/mean_length")) * completions_per_step

@@ -177,10 +177,12 @@ def train_grpo(
     """
     # lazy: TRL (seconds to import) only where this runs
     import torch
-    from trl import GRPOTrainer
 
     # lazy: imports torch (seconds) only where this runs
     from agon.engines.hf import load_model, load_tokenizer
+
+    # lazy: TRL (seconds to import) only where this runs
+    from baselines.grpo.zero_advantage import SkipZeroAdvantageGRPOTrainer
 
     name = row.upper()
     mrow = fam[f"model_{row}"]
@@ -209,7 +211,7 @@ def train_grpo(
     evaluate = _hard_eval(config, fam, task, settings, row, tok) if settings.eval_every else None
     budget = from_settings(settings)
     callback = _metrics_callback(metrics, name, per_step, evaluate, settings.eval_every, budget)
-    trainer = GRPOTrainer(
+    trainer = SkipZeroAdvantageGRPOTrainer(
         model=model,
         reward_funcs=[make_reward_fn(task, task.problems(settings.split), shares)],
         args=args,
