@@ -125,10 +125,13 @@ def test_twins_diverge_where_their_fingerprints_first_differ(tmp_path):
     assert divergence_columns([1, 3], [0, 1])["agon_diverges_at_note"] == ""
 
 
-def _write_control(config: dict, layout: Layout, n_problems: int = 40) -> dict:
+def _write_control(
+    config: dict, layout: Layout, n_problems: int = 40, misled: tuple = (0.1, 0.9)
+) -> dict:
     """Synthetic evaluations of every scheme at every seed: cascade samples whose drafts are
-    right, hidden-wrong or visible-wrong at TRUTH's rates, and robust samples; returns the
-    counts the report should recount."""
+    right, hidden-wrong or visible-wrong at TRUTH's rates (a read right after a hidden and
+    after a visible wrong draft at the rates ``misled``), and robust samples; returns the
+    hidden shares and levers the report should recount."""
     task = get_task("arith", grading_workers=1)
     problems = task.problems("hard")[:n_problems]
     rng = random.Random(0)
@@ -137,6 +140,7 @@ def _write_control(config: dict, layout: Layout, n_problems: int = 40) -> dict:
         for scheme in ["base", *config["control"]["schemes"]]:
             hidden_rate, robust_rate, cascade_rate = TRUTH[scheme]
             h = n = 0
+            reads = {"hidden": [0, 0], "visible": [0, 0]}
             for seed in config["control"]["seeds"]:
                 for measure, rate in (("cascade", cascade_rate), ("robust", robust_rate)):
                     d = Path(layout.control_eval_dir(scheme, measure, seed))
@@ -153,6 +157,9 @@ def _write_control(config: dict, layout: Layout, n_problems: int = 40) -> dict:
                                     draft = task.wrong_draft(p, rng.randrange(99), style)
                                     h += style == "hidden"
                                     n += 1
+                                    right = rng.random() < misled[style == "visible"]
+                                    row["correct"] = right
+                                    reads[style] = [x + y for x, y in zip(reads[style], (1, right))]
                                 row["drafts"] = [draft]
                             lines.append(json.dumps(row))
                     (d / "samples.jsonl").write_text("\n".join(lines) + "\n")
@@ -170,6 +177,9 @@ def _write_control(config: dict, layout: Layout, n_problems: int = 40) -> dict:
                         )
                     )
             counted[scheme] = h / n
+            counted[f"{scheme}/lever"] = (
+                reads["visible"][1] / reads["visible"][0] - reads["hidden"][1] / reads["hidden"][0]
+            )
     finally:
         task.close()
     return counted
@@ -182,6 +192,9 @@ def test_the_control_table_recounts_its_measures_and_states_the_outcome(config):
     rows = {r["scheme"]: r for r in _read_csv(written["csv"][0])}
     assert list(rows) == ["base", *SCHEMES]
     for scheme, share in counted.items():
+        if scheme.endswith("/lever"):
+            assert float(rows[scheme.split("/")[0]]["lever"]) == pytest.approx(share)
+            continue
         r = rows[scheme]
         assert float(r["hidden_share"]) == pytest.approx(share)
         assert float(r["hidden_share_lo"]) <= share <= float(r["hidden_share_hi"])
@@ -199,6 +212,20 @@ def test_the_control_table_recounts_its_measures_and_states_the_outcome(config):
     md = Path(written["md"][0]).read_text()
     assert "The contest reaches the drafter" in md and "The mechanism follows" in md
     assert json.loads(Path(written["provenance"][0]).read_text())["family"] == "control"
+
+
+def test_a_world_without_a_lever_is_inconclusive(config):
+    """When reads after hidden wrong drafts are right as often as after visible ones, hiding
+    an error pays nothing: the control says it cannot test the implementation."""
+    layout = Layout(config["out_dir"])
+    counted = _write_control(config, layout, misled=(0.5, 0.5))
+    written = build_control_report(config, layout)
+    rows = {r["scheme"]: r for r in _read_csv(written["csv"][0])}
+    assert float(rows["base"]["lever"]) == pytest.approx(counted["base/lever"])
+    assert float(rows["base"]["lever_lo"]) < 0 < float(rows["base"]["lever_hi"])
+    md = Path(written["md"][0]).read_text()
+    assert "Inconclusive: this control world gives the drafter no lever" in md
+    assert "falsified" not in md.split("## What it shows")[1]
 
 
 def test_verdicts_name_a_falsified_implementation_and_a_failed_mechanism():

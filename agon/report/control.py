@@ -17,9 +17,16 @@ difference from ``independent`` (the same duel without the rival term) with its 
 interval and minimal detectable effect. What the algebra predicts (``docs/method.md``): under
 ``agon`` and ``zero_sum`` the drafter is paid for drafts that mislead its reader, so (1) rises
 above ``independent``'s; if the reader then learns to check, (2) rises too; ``cooperative``
-pays the drafter for its reader's success, so (1) falls. The Markdown states the outcome: the
-implementation is falsified if (1) does not separate ``agon`` from ``independent``; the
-mechanism fails in this world if (1) moves and (2) does not.
+pays the drafter for its reader's success, so (1) falls.
+
+All of this rests on a precondition the control measures too, on the untrained pair: the
+**lever**, how much more often a read is right after a visible wrong draft than after a hidden
+one. Under the rival term a hidden wrong draft is paid λ times the lever over a visible one (the
+runs log the pay itself); with no lever there is nothing to learn, and the hidden share cannot
+test the implementation. The Markdown states the outcome: *inconclusive* if the untrained
+pair's lever is not shown positive; otherwise the implementation is falsified if (1) does not
+separate ``agon`` from ``independent``, and the mechanism fails in this world if (1) moves and
+(2) does not.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ CONTROL_REFERENCE = "independent"  # every scheme is compared with the duel with
 # the drafter's mean reward for a hidden over a visible wrong draft during training: the rival
 # term's pull on the style (exactly 0 under independent), whether or not the style moved
 STYLE_PAY = "train_style_pay"
+LEVER_TITLE = "the lever: reads right after visible minus after hidden wrong drafts (points)"
 TITLES = {
     "hidden_share": "drafter's hidden-error share (%)",
     "robust": "reader vs fixed hidden-error drafts, pass@1 (%)",
@@ -55,34 +63,51 @@ TITLES = {
 # ----------------------------------------------------------------------------- the hidden share
 
 
+STYLE_COUNTS = ("hidden", "visible", "hidden_read_right", "visible_read_right")
+
+
 def style_counts(
     task: Task, problems: Mapping[str, Problem], samples: str | Path
-) -> dict[str, tuple[float, float]]:
-    """Per problem of one cascade evaluation: the hidden and the styled (hidden + visible)
-    wrong drafts among its samples' drafts."""
-    out: dict[str, tuple[float, float]] = {}
+) -> dict[str, np.ndarray]:
+    """Per problem of one cascade evaluation, the counts :data:`STYLE_COUNTS`: its samples'
+    hidden and visible wrong drafts, and how many of the reads after each were right."""
+    out: dict[str, np.ndarray] = {}
     for r in read_jsonl(samples):
         problem = problems.get(r.get("problem_id"))
         if problem is None or not r.get("drafts"):
             continue
         style = task.error_style(problem, r["drafts"][0])
-        hidden, styled = out.get(problem.id, (0.0, 0.0))
-        out[problem.id] = (hidden + (style == "hidden"), styled + (style in ("hidden", "visible")))
+        counts = out.setdefault(problem.id, np.zeros(len(STYLE_COUNTS)))
+        if style in ("hidden", "visible"):
+            right = bool(r.get("correct"))
+            counts[STYLE_COUNTS.index(style)] += 1
+            counts[STYLE_COUNTS.index(f"{style}_read_right")] += right
     return out
 
 
 def style_rates(
     task: Task, problems: Mapping[str, Problem], samples: Mapping[int, str | Path]
-) -> tuple[SeedRates, SeedRates]:
-    """The hidden and styled draft counts per (seed, problem), as two rate tables whose ratio
-    of means is the hidden share (a ratio of sums: problems with more wrong drafts weigh
-    more)."""
-    hidden, styled = {}, {}
+) -> dict[str, SeedRates]:
+    """The counts of :data:`STYLE_COUNTS` per (seed, problem), one rate table each: ratios of
+    their means are the hidden share and the reads' accuracy after each style (ratios of
+    sums: problems with more wrong drafts weigh more)."""
+    per = {name: {} for name in STYLE_COUNTS}
     for seed, path in samples.items():
         counts = style_counts(task, problems, path)
-        hidden[seed] = {pid: h for pid, (h, _) in counts.items()}
-        styled[seed] = {pid: n for pid, (_, n) in counts.items()}
-    return SeedRates(hidden), SeedRates(styled)
+        for j, name in enumerate(STYLE_COUNTS):
+            per[name][seed] = {pid: float(c[j]) for pid, c in counts.items()}
+    return {name: SeedRates(v) for name, v in per.items()}
+
+
+def _style_measures(m: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(hidden share, lever) from the :data:`STYLE_COUNTS` sums (last axis: problems summed):
+    the lever is how much more often a read is right after a visible wrong draft than after a
+    hidden one, the drafter's reason under the rival term to hide its errors."""
+    hidden, visible, hidden_right, visible_right = m
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = hidden / (hidden + visible)
+        lever = visible_right / visible - hidden_right / hidden
+    return share, lever
 
 
 # ----------------------------------------------------------------------------- the table
@@ -116,7 +141,7 @@ def build_control_table(config: dict, layout: Layout) -> list[dict]:
     task = task_from_config(control_config(config, layout.control_models()), ctl["task"])
     try:
         problems = {p.id: p for p in task.problems(config["eval"]["split"])}
-        cascade, robust, hidden, styled = {}, {}, {}, {}
+        cascade, robust, styles = {}, {}, {}
         stats: dict[str, dict[str, dict]] = {}
         for s in schemes:
             stats[s] = {}
@@ -127,13 +152,13 @@ def build_control_table(config: dict, layout: Layout) -> list[dict]:
                     f"control/{s}/{measure}", files, sums, n_boot
                 )
             files = {k: layout.control_eval_samples(s, "cascade", k) for k in seeds}
-            hidden[s], styled[s] = style_rates(task, problems, files)
+            styles[s] = style_rates(task, problems, files)
     finally:
         task.close()
     if any(r is None for r in (*cascade.values(), *robust.values())):
         raise ValueError("control: an evaluation's samples.jsonl lacks problem ids and verdicts")
     ids = sorted(set.intersection(*(r.ids() for r in cascade.values())))
-    style_ids = sorted(set.intersection(*(h.ids() for h in hidden.values())))
+    style_ids = sorted(set.intersection(*(st["hidden"].ids() for st in styles.values())))
     # one bootstrap per measure over every scheme, problems drawn alike and seeds paired
     reps = {
         "cascade": two_level_bootstrap(
@@ -143,21 +168,23 @@ def build_control_table(config: dict, layout: Layout) -> list[dict]:
             [robust[s].matrix(ids) for s in schemes], n_boot, RNG["control"], shared_seeds=True
         ),
     }
+    k = len(STYLE_COUNTS)
     counts = two_level_bootstrap(
-        [m for s in schemes for m in (hidden[s].matrix(style_ids), styled[s].matrix(style_ids))],
+        [styles[s][name].matrix(style_ids) for s in schemes for name in STYLE_COUNTS],
         n_boot,
         RNG["control"],
         shared_seeds=True,
     )
-    with np.errstate(divide="ignore", invalid="ignore"):
-        reps["hidden_share"] = counts[0::2] / counts[1::2]
+    reps["hidden_share"], reps["lever"] = _style_measures([counts[j::k] for j in range(k)])
+    totals = {
+        s: [styles[s][name].matrix(style_ids).sum() for name in STYLE_COUNTS] for s in schemes
+    }
+    observed = {s: _style_measures([np.float64(x) for x in totals[s]]) for s in schemes}
     value = {
         "cascade": [float(cascade[s].matrix(ids).mean()) for s in schemes],
         "robust": [float(robust[s].matrix(ids).mean()) for s in schemes],
-        "hidden_share": [
-            float(hidden[s].matrix(style_ids).sum() / max(styled[s].matrix(style_ids).sum(), 1))
-            for s in schemes
-        ],
+        "hidden_share": [float(observed[s][0]) for s in schemes],
+        "lever": [float(observed[s][1]) for s in schemes],
     }
     ref = schemes.index(CONTROL_REFERENCE) if CONTROL_REFERENCE in schemes else None
     rows = []
@@ -168,8 +195,9 @@ def build_control_table(config: dict, layout: Layout) -> list[dict]:
             "split": config["eval"]["split"],
             "seeds": len(seeds),
             "n_problems": len(ids),
-            "styled_drafts": float(np.sum([styled[s].matrix(style_ids)])),
+            "styled_drafts": float(totals[s][0] + totals[s][1]),
         }
+        row |= _interval_columns("lever", value["lever"][i], reps["lever"][i])
         for m in MEASURES:
             row |= _interval_columns(m, value[m][i], reps[m][i])
             if ref is not None and s not in ("base", CONTROL_REFERENCE):
@@ -240,7 +268,28 @@ def verdicts(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     robust_up, robust = shown("robust_minus_independent")
     _, cascade = shown("cascade_minus_independent")
     lines = []
-    if not style_up:
+    base = by.get("base", {})
+    if base.get("lever_lo") is not None and not base["lever_lo"] > 0:
+        lever = (
+            f"{100 * base['lever']:+.1f} [{100 * base['lever_lo']:+.1f}, "
+            f"{100 * base['lever_hi']:+.1f}] points"
+        )
+        lines.append(
+            f"**Inconclusive: this control world gives the drafter no lever.** In the untrained "
+            f"pair's cascade a read is right after a visible wrong draft {lever} more often than "
+            f"after a hidden one (the interval does not show it positive), so hiding an error "
+            f"does not mislead its reader more and the rival term pays nothing for it: the "
+            f"hidden share cannot test the implementation here (agon minus independent: "
+            f"{style})."
+        )
+        pay = {k: v for k, v in agon.items() if k.startswith(f"{STYLE_PAY}_seed")}
+        if pay:
+            seeds = ", ".join(f"{float(v):+.3f}" for v in pay.values())
+            lines.append(
+                f"The runs' logs agree: during training a hidden wrong draft was paid "
+                f"{_fmt(agon.get(STYLE_PAY))} over a visible one under agon (per seed {seeds})."
+            )
+    elif not style_up:
         pay = {k: v for k, v in agon.items() if k.startswith(f"{STYLE_PAY}_seed")}
         reaches = bool(pay) and all(float(v) > 0 for v in pay.values())
         ref = by.get(CONTROL_REFERENCE, {})
@@ -311,22 +360,24 @@ def control_markdown(rows: Sequence[Mapping[str, Any]], chash: str) -> str:
         if r.get(key) is None:
             return ""
         cell = f"{100 * r[key]:+.1f} [{100 * r[f'{key}_lo']:+.1f}, {100 * r[f'{key}_hi']:+.1f}]"
-        return cell + f" (MDE {100 * r[f'{key}_mde']:.1f})"
+        return cell + (f" (MDE {100 * r[f'{key}_mde']:.1f})" if f"{key}_mde" in r else "")
 
     lines = [
         "# The positive control: can the toy world register the contest?",
         "",
         "One pair of base models whose habitual arith error is written visible (the misread "
         "operand on the page) or hidden (the right operand, a wrong result) at equal rates; "
-        "readers that anchor on hidden errors; each reward scheme trained at every seed. 95% "
+        "readers meant to anchor on hidden errors (the lever column measures whether they do: "
+        "the drafter's reason to hide an error); each reward scheme trained at every seed. 95% "
         "intervals: a two-level bootstrap over training seeds and problems (seeds paired across "
         "schemes; one base pair, so the base draw is not in them). MDE: the minimal detectable "
         "effect at 80% power. `base`: the untrained pair.",
         "",
-        *head(["scheme", *(TITLES[m] for m in MEASURES)]),
+        *head(["scheme", *(TITLES[m] for m in MEASURES), LEVER_TITLE]),
     ]
     for r in rows:
-        lines.append(table_row([r["scheme"], *(pct(r, m) for m in MEASURES)]))
+        lever = "n/a" if r.get("lever") is None else diff(r, "lever")
+        lines.append(table_row([r["scheme"], *(pct(r, m) for m in MEASURES), lever]))
     lines += [
         "",
         f"## Each scheme minus {CONTROL_REFERENCE} (points)",
