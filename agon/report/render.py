@@ -261,7 +261,8 @@ def table_markdown(
         "",
         f"Split: {rows[0]['split'] if rows else ''}; problems per row: {n}; "
         f"training seeds: {rows[0]['seeds'] if rows else ''} (trained systems are evaluated at "
-        f"each, untrained ones at the first); config hash: {config_hash_}. "
+        f"each; untrained ones at each where every seed has its own base models, else at the "
+        f"first: the `seeds` column above); config hash: {config_hash_}. "
         "Each trained system's training compute is its run's "
         "(grpo_b and grpo_cascade share grpo's; agon_rev and agon_single(_b) share agon's).",
         "",

@@ -9,7 +9,8 @@ agon_independent`` (what the contest adds over the same duel without it), each w
 interval; and per trained method the compute it used (:mod:`agon.report.compute`: per model
 steps, completions, tokens generated and trained on, CPU and GPU seconds, and for a
 budget-matched method how close it came to its budget). Trained systems are evaluated at every
-training seed, untrained ones at the first only (:func:`agon.methods.eval_seeds`).
+training seed; untrained ones too where each seed has its own base models (the toy world),
+else at the first only (:func:`agon.methods.eval_seeds`).
 
 Where a number is not meaningful (a ratio not defined, an interval unbounded, an effect whose
 interval holds no effect, a budget missed by more than 5%), its ``{key}_note`` column says why
