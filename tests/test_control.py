@@ -141,6 +141,7 @@ def _write_control(
             hidden_rate, robust_rate, cascade_rate = TRUTH[scheme]
             h = n = 0
             reads = {"hidden": [0, 0], "visible": [0, 0]}
+            paid: dict[str, list] = {}
             for seed in config["control"]["seeds"]:
                 for measure, rate in (("cascade", cascade_rate), ("robust", robust_rate)):
                     d = Path(layout.control_eval_dir(scheme, measure, seed))
@@ -176,7 +177,23 @@ def _write_control(
                             }
                         )
                     )
+                    # per step: the pay drawn around 0.1 (agon, ...) or exactly 0 (independent)
+                    pays = [
+                        {
+                            "A/drafter/hidden_minus_visible_reward": (
+                                (0.1 + rng.gauss(0, 0.05)) * (scheme != "independent")
+                            ),
+                            "A/drafter/style_gap_pairs": float(1 + step % 3),
+                        }
+                        for step in range(10)
+                    ]
+                    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in pays))
+                    paid[scheme] = paid.get(scheme, []) + pays
             counted[scheme] = h / n
+            if scheme in paid:
+                w = [r["A/drafter/style_gap_pairs"] for r in paid[scheme]]
+                v = [r["A/drafter/hidden_minus_visible_reward"] for r in paid[scheme]]
+                counted[f"{scheme}/pay"] = float(np.dot(w, v) / np.sum(w))
             counted[f"{scheme}/lever"] = (
                 reads["visible"][1] / reads["visible"][0] - reads["hidden"][1] / reads["hidden"][0]
             )
@@ -192,8 +209,10 @@ def test_the_control_table_recounts_its_measures_and_states_the_outcome(config):
     rows = {r["scheme"]: r for r in _read_csv(written["csv"][0])}
     assert list(rows) == ["base", *SCHEMES]
     for scheme, share in counted.items():
-        if scheme.endswith("/lever"):
-            assert float(rows[scheme.split("/")[0]]["lever"]) == pytest.approx(share)
+        if "/" in scheme:  # the lever, the pay: recounted, the pay as its steps' weighted mean
+            name, what = scheme.split("/")
+            column = {"lever": "lever", "pay": "train_style_pay"}[what]
+            assert float(rows[name][column]) == pytest.approx(share)
             continue
         r = rows[scheme]
         assert float(r["hidden_share"]) == pytest.approx(share)
@@ -207,7 +226,7 @@ def test_the_control_table_recounts_its_measures_and_states_the_outcome(config):
         "hidden_share_minus_independent" not in rows["independent"]
         or not rows["independent"]["hidden_share_minus_independent"]
     )
-    assert float(agon["train_style_pay"]) == pytest.approx(0.1)
+    assert float(agon["train_style_pay_lo"]) > 0.05  # the steps' pay ~0.1: shown
     assert float(rows["independent"]["train_style_pay"]) == 0.0
     md = Path(written["md"][0]).read_text()
     assert "The contest reaches the drafter" in md and "The mechanism follows" in md
@@ -239,13 +258,21 @@ def test_verdicts_name_a_falsified_implementation_and_a_failed_mechanism():
             },
         }
 
-    assert "falsified" in verdicts([row(-0.02, 0.1)])[0]
-    paid = row(-0.02, 0.1) | {"train_style_pay_seed0": 0.2, "train_style_pay_seed1": 0.1}
-    narrowed = verdicts([paid | {"train_style_pay": 0.15}, {"scheme": "independent"}])
-    assert "does reach the drafter's reward" in narrowed[1] and "+0.150" in narrowed[1]
-    unpaid = paid | {"train_style_pay_seed1": -0.1}
-    assert "does not reliably reach" in verdicts([unpaid])[1]
-    lines = verdicts([row(0.1, -0.03)])
+    lever = {"scheme": "base", "lever": 0.2, "lever_lo": 0.1, "lever_hi": 0.3}
+    pay = {"train_style_pay_seed0": 0.2, "train_style_pay_seed1": -0.1, "train_style_pay": 0.05}
+    # a lever and a share that does not move: the rule as first stated, and what the pay says
+    unpaid = row(-0.02, 0.1) | pay | {"train_style_pay_lo": -0.01, "train_style_pay_hi": 0.1}
+    unpaid |= {"lever": 0.01}
+    lines = verdicts([lever, unpaid, {"scheme": "independent", "train_style_pay": 0.0}])
+    assert "Not shown" in lines[0] and "falsified" in lines[0]
+    assert "+0.050 [-0.010, +0.100]" in lines[1] and "+0.000 under independent" in lines[1]
+    assert "not shown during training" in lines[1] and "+1.0 to +1.0 points" in lines[1]
+    paid = unpaid | {"train_style_pay_lo": 0.02}
+    assert "the incentive was there" in verdicts([lever, paid])[1]
+    # no lever: inconclusive, whatever the share and the pay
+    flat = lever | {"lever": 0.0, "lever_lo": -0.1}
+    assert "Inconclusive" in verdicts([flat, unpaid])[0]
+    lines = verdicts([lever, row(0.1, -0.03)])
     assert "reaches the drafter" in lines[0] and "fails in this world" in lines[1]
 
 

@@ -24,9 +24,12 @@ All of this rests on a precondition the control measures too, on the untrained p
 one. Under the rival term a hidden wrong draft is paid λ times the lever over a visible one (the
 runs log the pay itself); with no lever there is nothing to learn, and the hidden share cannot
 test the implementation. The Markdown states the outcome: *inconclusive* if the untrained
-pair's lever is not shown positive; otherwise the implementation is falsified if (1) does not
-separate ``agon`` from ``independent``, and the mechanism fails in this world if (1) moves and
-(2) does not.
+pair's lever is not shown positive; otherwise, by the rule stated before the first run, the
+implementation is falsified if (1) does not separate ``agon`` from ``independent``, and the
+mechanism fails in this world if (1) moves and (2) does not. Where (1) does not separate, the
+pay the runs logged (with a two-level bootstrap interval over seeds and steps) says whether the
+drafter's incentive was there during training at all: readers that learn to check hidden errors
+take the lever away as they train.
 """
 
 from __future__ import annotations
@@ -46,12 +49,15 @@ from agon.results import Layout, read_jsonl
 from agon.stats import minimal_detectable_effect, percentile_interval, two_level_bootstrap
 from agon.tasks import task_from_config
 from agon.tasks.base import Problem, Task
+from agon.training import metrics as mk
 
 MEASURES = ("hidden_share", "robust", "cascade")  # the three measures, in the table's order
 CONTROL_REFERENCE = "independent"  # every scheme is compared with the duel without the contest
 # the drafter's mean reward for a hidden over a visible wrong draft during training: the rival
 # term's pull on the style (exactly 0 under independent), whether or not the style moved
 STYLE_PAY = "train_style_pay"
+PAY_KEY = mk.key(mk.STYLE_REWARD_GAP, model="A")  # the drafter A's per-step pay in metrics.jsonl
+PAY_WEIGHT = mk.key(mk.STYLE_GAP_WEIGHT, model="A")
 LEVER_TITLE = "the lever: reads right after visible minus after hidden wrong drafts (points)"
 TITLES = {
     "hidden_share": "drafter's hidden-error share (%)",
@@ -214,17 +220,20 @@ def build_control_table(config: dict, layout: Layout) -> list[dict]:
             if k.startswith("pass@1_seed")
         }
         if s != "base":
-            row |= _logged(layout, s, seeds)
+            row |= _logged(layout, s, seeds, n_boot)
         rows.append(row)
     return rows
 
 
-def _logged(layout: Layout, scheme: str, seeds: Sequence[int]) -> dict[str, float]:
+def _logged(
+    layout: Layout, scheme: str, seeds: Sequence[int], n_boot: int = 1000
+) -> dict[str, float]:
     """What the scheme's runs logged of the mechanism, mean over seeds: the drafter's hidden
     share in the first and last quarter of its steps, what it was paid for a hidden over a
     visible wrong draft (also per seed: the rival term's pull on the style), the reader's
     validation probe on wrong drafts before and after training
-    (agon.training.metrics.mechanism_summary)."""
+    (agon.training.metrics.mechanism_summary). The pay's value and interval come from the
+    runs' steps (:func:`pay_interval`)."""
     keys = {
         "A/hidden_share_first": "train_hidden_share_first",
         "A/hidden_share_last": "train_hidden_share_last",
@@ -240,7 +249,46 @@ def _logged(layout: Layout, scheme: str, seeds: Sequence[int]) -> dict[str, floa
             out[dst] = float(np.mean(list(vals.values())))
         if dst == STYLE_PAY:
             out |= {f"{STYLE_PAY}_seed{k}": v for k, v in vals.items()}
+    steps = {
+        k: _pay_steps(Path(layout.control_train_dir(scheme, k)) / "metrics.jsonl") for k in seeds
+    }
+    steps = {k: v for k, v in steps.items() if len(v)}
+    if steps:
+        value, lo, hi = pay_interval(list(steps.values()), n_boot)
+        out |= {STYLE_PAY: value, f"{STYLE_PAY}_lo": lo, f"{STYLE_PAY}_hi": hi}
     return out
+
+
+def _pay_steps(metrics: Path) -> np.ndarray:
+    """(steps, 2): the drafter A's logged pay for a hidden over a visible wrong draft at each
+    step that had both, and its weight (the pairs behind it)."""
+    if not metrics.is_file():
+        return np.zeros((0, 2))
+    rows = [
+        (float(r[PAY_KEY]), float(r.get(PAY_WEIGHT, 1.0)))
+        for r in read_jsonl(metrics)
+        if isinstance(r.get(PAY_KEY), (int, float)) and np.isfinite(r[PAY_KEY])
+    ]
+    return np.asarray(rows, dtype=float).reshape(-1, 2)
+
+
+def pay_interval(
+    per_seed: Sequence[np.ndarray], n_boot: int = 1000, seed: int = RNG["control"]
+) -> tuple[float, float, float]:
+    """The weighted mean pay over every seed's steps, with a 95% two-level bootstrap interval
+    (seeds, then steps within each drawn seed; steps of one run are treated as exchangeable)."""
+    rng = np.random.default_rng(seed)
+    allv = np.concatenate(per_seed)
+    value = float((allv[:, 0] * allv[:, 1]).sum() / allv[:, 1].sum())
+    reps = np.empty(n_boot)
+    for b in range(n_boot):
+        num = den = 0.0
+        for i in rng.integers(0, len(per_seed), len(per_seed)):
+            x = per_seed[i][rng.integers(0, len(per_seed[i]), len(per_seed[i]))]
+            num, den = num + float((x[:, 0] * x[:, 1]).sum()), den + float(x[:, 1].sum())
+        reps[b] = num / den if den else np.nan
+    lo, hi = percentile_interval(reps[np.isfinite(reps)])
+    return value, lo, hi
 
 
 def read_summary(path: str | Path) -> dict:
@@ -269,48 +317,38 @@ def verdicts(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     _, cascade = shown("cascade_minus_independent")
     lines = []
     base = by.get("base", {})
+    pay = _pay_text(by)
     if base.get("lever_lo") is not None and not base["lever_lo"] > 0:
-        lever = (
-            f"{100 * base['lever']:+.1f} [{100 * base['lever_lo']:+.1f}, "
-            f"{100 * base['lever_hi']:+.1f}] points"
-        )
         lines.append(
             f"**Inconclusive: this control world gives the drafter no lever.** In the untrained "
-            f"pair's cascade a read is right after a visible wrong draft {lever} more often than "
-            f"after a hidden one (the interval does not show it positive), so hiding an error "
-            f"does not mislead its reader more and the rival term pays nothing for it: the "
-            f"hidden share cannot test the implementation here (agon minus independent: "
-            f"{style})."
+            f"pair's cascade a read is right after a visible wrong draft {_pts(base, 'lever')} "
+            f"more often than after a hidden one (the interval does not show it positive), so "
+            f"hiding an error does not mislead its reader more and the rival term pays nothing "
+            f"for it: the hidden share cannot test the implementation here (agon minus "
+            f"independent: {style})."
         )
-        pay = {k: v for k, v in agon.items() if k.startswith(f"{STYLE_PAY}_seed")}
         if pay:
-            seeds = ", ".join(f"{float(v):+.3f}" for v in pay.values())
-            lines.append(
-                f"The runs' logs agree: during training a hidden wrong draft was paid "
-                f"{_fmt(agon.get(STYLE_PAY))} over a visible one under agon (per seed {seeds})."
-            )
+            lines.append(f"The runs' logs agree: {pay}.")
     elif not style_up:
-        pay = {k: v for k, v in agon.items() if k.startswith(f"{STYLE_PAY}_seed")}
-        reaches = bool(pay) and all(float(v) > 0 for v in pay.values())
-        ref = by.get(CONTROL_REFERENCE, {})
         lines.append(
             f"**Not shown: agon's drafter hidden-error share does not exceed independent's** "
-            f"({style}). By the rule stated before the run, this reads as the implementation "
-            f"falsified in this world."
+            f"({style}). By the rule stated before the first run, this reads as the "
+            f"implementation falsified in this world."
         )
         if pay:
-            seeds = ", ".join(f"{float(v):+.3f}" for v in pay.values())
+            paid = agon.get(f"{STYLE_PAY}_lo") is not None and agon[f"{STYLE_PAY}_lo"] > 0
+            trained = [r["lever"] for s, r in by.items() if s != "base" and "lever" in r]
             lines.append(
-                f"What the runs logged narrows it: during training a hidden wrong draft was paid "
-                f"{_fmt(agon.get(STYLE_PAY))} over a visible one under agon (per seed {seeds}) "
-                f"and {_fmt(ref.get(STYLE_PAY))} under independent, so the rival term "
+                f"What the runs logged: {pay}. A wrong draft's pay for hiding is λ times how "
+                f"much more often hidden errors misled their reads than visible ones in its step, "
                 + (
-                    "**does reach the drafter's reward**; it did not move the style past what "
-                    "every scheme's training moved it (the first table's `base` row against "
-                    "each scheme's)."
-                    if reaches
-                    else "**does not reliably reach the drafter's reward** (not positive at "
-                    "every seed)."
+                    "so the incentive was there and did not move the style within this budget."
+                    if paid
+                    else "so the incentive itself was not shown during training (the untrained "
+                    f"pair's lever on the evaluated problems: {_pts(base, 'lever')}; the trained "
+                    f"pairs': {100 * min(trained):+.1f} to {100 * max(trained):+.1f} points): "
+                    "readers that learn to check hidden errors take the lever away, and the run "
+                    "tested the drafter's side little."
                 )
             )
     else:
@@ -341,6 +379,31 @@ def verdicts(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             f"{100 * v:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}] points against independent."
         )
     return lines
+
+
+def _pts(r: Mapping[str, Any], key: str) -> str:
+    """A measure in points with its interval, e.g. ``+20.6 [+7.3, +32.0] points``."""
+    v, lo, hi = (100 * float(r[f"{key}{s}"]) for s in ("", "_lo", "_hi"))
+    return f"{v:+.1f} [{lo:+.1f}, {hi:+.1f}] points"
+
+
+def _pay_text(by: Mapping[str, Mapping[str, Any]]) -> str:
+    """What the drafter A was paid during training for a hidden over a visible wrong draft,
+    under agon with its interval and per seed, and under the other schemes ('' if not logged)."""
+    agon = by.get("agon", {})
+    if agon.get(STYLE_PAY) is None:
+        return ""
+    seeds = ", ".join(
+        f"{float(v):+.3f}" for k, v in agon.items() if k.startswith(f"{STYLE_PAY}_seed")
+    )
+    text = f"during training a hidden wrong draft was paid {_fmt(agon[STYLE_PAY])}"
+    if agon.get(f"{STYLE_PAY}_lo") is not None:
+        text += f" [{_fmt(agon[f'{STYLE_PAY}_lo'])}, {_fmt(agon[f'{STYLE_PAY}_hi'])}]"
+    text += " over a visible one under agon" + (f" (per seed {seeds})" if seeds else "")
+    others = [
+        f"{_fmt(r.get(STYLE_PAY))} under {s}" for s, r in by.items() if s not in ("base", "agon")
+    ]
+    return text + (f", {', '.join(others)}" if others else "")
 
 
 def _fmt(v: Any) -> str:
@@ -413,7 +476,12 @@ def control_markdown(rows: Sequence[Mapping[str, Any]], chash: str) -> str:
             "train_robust_first",
             "train_robust_last",
         )
-        lines.append(table_row([r["scheme"], *(short(r.get(k)) for k in keys)]))
+        cells = [short(r.get(k)) for k in keys]
+        if r.get(f"{STYLE_PAY}_lo") is not None:
+            cells[2] = (
+                f"{_fmt(r[STYLE_PAY])} [{_fmt(r[f'{STYLE_PAY}_lo'])}, {_fmt(r[f'{STYLE_PAY}_hi'])}]"
+            )
+        lines.append(table_row([r["scheme"], *cells]))
     lines += ["", "## What it shows", "", *(f"- {v}" for v in verdicts(rows)), ""]
     lines.append(f"Config hash: {chash}.")
     return "\n".join(lines) + "\n"
