@@ -75,7 +75,7 @@ def test_reduced_toy_dag_end_to_end(tmp_path):
         for ext in ("png", "pdf"):
             assert (wd / "figures" / f"{name}.{ext}").stat().st_size > 5000
     # every rule wrote its log
-    assert (out / "logs/pretrain.log").is_file() and (out / "logs/report.log").is_file()
+    assert (out / "logs/pretrain/seed0.log").is_file() and (out / "logs/report.log").is_file()
     # the workflow's own report: table 1, the figures with their captions, the provenance
     res = snakemake(wd, "--report", "results/report.html", timeout=300)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
