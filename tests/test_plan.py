@@ -14,6 +14,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
+import torch
 from test_workflow import REPO, dry_run_jobs, expected_counts, workdir_with
 
 from agon.cli import main
@@ -41,8 +42,9 @@ from agon.plan.hardware import (
 )
 from agon.plan.hf_config import dims_from_config, load_dims
 from agon.plan.memory import estimate_step_memory
-from agon.plan.planner import plan
+from agon.plan.planner import plan, precision_note
 from agon.plan.published import PARAMS_TOLERANCE, PUBLISHED, PUBLISHED_PARAMS
+from agon.plan.render import to_json, to_text
 
 PAPER = REPO / "config" / "paper.yaml"
 SMALL = REPO / "config" / "small-gpu.yaml"
@@ -498,3 +500,34 @@ def test_cli_text_shows_totals_and_flags(capsys):
 def test_cli_bad_input(args, message, capsys):
     assert main(["plan", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- precision
+
+
+def test_precision_note_bounds_match_bfloat16_rounding():
+    shape = SimpleNamespace(dtype="bfloat16", master_dtype=None)
+    lr = 1e-6
+    note = precision_note(shape, lr)
+    assert "larger than 0.00051" in note and "below 0.00026" in note  # 2^9 and 2^8 x 1e-6
+    # the bounds, checked against torch's own bfloat16 rounding on weights of every size
+    w = torch.logspace(-7, 0, 20001, dtype=torch.float64).to(torch.bfloat16).unique()
+    moved = (w.double() + lr).to(torch.bfloat16) != w
+    size = w.double()
+    assert bool(moved[size < 2**8 * lr].all())
+    assert not bool(moved[size >= 2**9 * lr].any())
+    assert bool(moved[(size >= 2**8 * lr) & (size < 2**9 * lr)].any())  # the binade decides
+    assert precision_note(SimpleNamespace(dtype="bfloat16", master_dtype="float32"), lr) is None
+    assert precision_note(SimpleNamespace(dtype="float32", master_dtype=None), lr) is None
+
+
+def test_plan_warns_of_pure_bf16_once_and_not_with_fp32_masters():
+    config = load_config(PAPER)
+    p = plan(config, "results/table1.csv", gpu="h200")
+    assert len(to_json(p)["warnings"]) == 1 and "pure bfloat16 weights at lr 1e-06" in to_text(p)
+    evals = [j for j in p.jobs if j.job.rule == "evaluate"]
+    assert evals and not any(n.startswith("precision: ") for j in evals for n in j.notes)
+    config["train"]["master_dtype"] = "float32"
+    p = plan(config, "results/table1.csv", gpu="h200")
+    assert to_json(p)["warnings"] == [] and "\nwarnings\n" not in to_text(p)
+    assert to_json(plan(load_config(REPO / "config" / "config.yaml"), gpu="h200"))["warnings"] == []

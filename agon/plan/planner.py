@@ -41,6 +41,29 @@ from agon.plan.workload import (
 )
 
 DUEL_METHODS = ("agon", "agon_independent")
+SIGNIFICANT_BITS = {"bfloat16": 8, "float16": 11}  # a 16-bit float's significand, implicit bit in
+PRECISION = "precision: "  # the prefix of a job note that to_text and to_json list as a warning
+
+
+def precision_note(shape: TrainShape, learning_rate: float) -> str | None:
+    """Where pure 16-bit weights lose AdamW's steps (``None`` with float32 masters or weights).
+
+    AdamW's first steps are about the learning rate per weight. A weight |w| in [2^e, 2^(e+1))
+    with a b-bit significand moves by a step only above half its unit in the last place,
+    2^(e-b): every weight below 2^b x lr in size moves, none at or above 2^(b+1) x lr, and in
+    between its binade decides. At lr 1e-6 in bfloat16 no weight above 5.1e-4 moves: about 98%
+    of weights drawn like a 0.02-std initialization stay where they are.
+    """
+    bits = SIGNIFICANT_BITS.get(shape.dtype)
+    if shape.master_dtype or bits is None:
+        return None
+    never, always = 2 ** (bits + 1) * learning_rate, 2**bits * learning_rate
+    return (
+        f"{PRECISION}pure {shape.dtype} weights at lr {learning_rate:g}: AdamW's early steps "
+        f"(about the learning rate) round away on every weight larger than {never:.2g} and move "
+        f"only those below {always:.2g} for sure ({bits}-bit significand); "
+        "train.master_dtype: float32 keeps every step"
+    )
 
 
 @dataclass
@@ -194,6 +217,8 @@ def _job_plan(ctx: PlanContext, job: Job) -> JobPlan:
     fam = ctx.families[job.family]
     shape = None if job.rule in ("evaluate", "ablation_eval") else _train_shape(ctx, job, fam, w)
     p.notes += w.notes
+    if shape is not None and (note := precision_note(shape, ctx.config["train"]["learning_rate"])):
+        p.notes.append(note)
     p.steps = dict(w.steps)
     p.memory = _memory(ctx, job, w, models, shape)
     price(ctx, job, w, models, p, shape)

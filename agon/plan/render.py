@@ -13,7 +13,7 @@ from agon.plan.hardware import (
     ASSUMED_DECODE_EFFICIENCY,
     GPU_KINDS,
 )
-from agon.plan.planner import JobPlan, Plan, breakdown_gb
+from agon.plan.planner import PRECISION, JobPlan, Plan, breakdown_gb
 
 SI_PREFIXES = (
     ("Y", 1e24),
@@ -137,6 +137,12 @@ def assumptions(p: Plan) -> list[str]:
     return out
 
 
+def warnings(p: Plan) -> list[str]:
+    """What the plan warns of once, not per job: pure 16-bit weights that lose AdamW's steps."""
+    found = (n.removeprefix(PRECISION) for j in p.jobs for n in j.notes if n.startswith(PRECISION))
+    return list(dict.fromkeys(found))
+
+
 def to_json(p: Plan) -> dict[str, Any]:
     """The whole plan as JSON-ready data."""
     return {
@@ -145,6 +151,7 @@ def to_json(p: Plan) -> dict[str, Any]:
         "jobs": [job_row(j) for j in p.jobs],
         "totals": {t: p.totals(t) for t in p.tables} | {"all": p.totals()},
         "flagged": [{"job": j.job.label, "flags": j.flags} for j in p.jobs if j.flags],
+        "warnings": warnings(p),
         "assumptions": assumptions(p),
     }
 
@@ -231,6 +238,8 @@ def to_text(p: Plan, width: int = 44) -> str:
     lines += ["", f"flagged jobs ({len(flagged)})"]
     for j in flagged:
         lines += [f"  {j.job.label}"] + [f"    - {f}" for f in j.flags]
+    if warned := warnings(p):
+        lines += ["", "warnings"] + [f"  - {w}" for w in warned]
     lines += ["", "assumptions"] + [f"  - {a}" for a in assumptions(p)]
     return "\n".join(lines) + "\n"
 
