@@ -34,6 +34,7 @@ class JobPlan:
     assumed: bool = False
     flags: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # said once for the plan (render.warnings)
     steps: dict[str, float] = field(default_factory=dict)
     phases: list[dict] = field(default_factory=list)
 

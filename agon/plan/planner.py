@@ -42,7 +42,6 @@ from agon.plan.workload import (
 
 DUEL_METHODS = ("agon", "agon_independent")
 SIGNIFICANT_BITS = {"bfloat16": 8, "float16": 11}  # a 16-bit float's significand, implicit bit in
-PRECISION = "precision: "  # the prefix of a job note that to_text and to_json list as a warning
 
 
 def precision_note(shape: TrainShape, learning_rate: float) -> str | None:
@@ -59,7 +58,7 @@ def precision_note(shape: TrainShape, learning_rate: float) -> str | None:
         return None
     never, always = 2 ** (bits + 1) * learning_rate, 2**bits * learning_rate
     return (
-        f"{PRECISION}pure {shape.dtype} weights at lr {learning_rate:g}: AdamW's early steps "
+        f"pure {shape.dtype} weights at lr {learning_rate:g}: AdamW's early steps "
         f"(about the learning rate) round away on every weight larger than {never:.2g} and move "
         f"only those below {always:.2g} for sure ({bits}-bit significand); "
         "train.master_dtype: float32 keeps every step"
@@ -218,7 +217,7 @@ def _job_plan(ctx: PlanContext, job: Job) -> JobPlan:
     shape = None if job.rule in ("evaluate", "ablation_eval") else _train_shape(ctx, job, fam, w)
     p.notes += w.notes
     if shape is not None and (note := precision_note(shape, ctx.config["train"]["learning_rate"])):
-        p.notes.append(note)
+        p.warnings.append(note)
     p.steps = dict(w.steps)
     p.memory = _memory(ctx, job, w, models, shape)
     price(ctx, job, w, models, p, shape)

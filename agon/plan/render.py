@@ -13,7 +13,7 @@ from agon.plan.hardware import (
     ASSUMED_DECODE_EFFICIENCY,
     GPU_KINDS,
 )
-from agon.plan.planner import PRECISION, JobPlan, Plan, breakdown_gb
+from agon.plan.planner import JobPlan, Plan, breakdown_gb
 
 SI_PREFIXES = (
     ("Y", 1e24),
@@ -112,6 +112,7 @@ def job_row(j: JobPlan) -> dict[str, Any]:
         "phases": j.phases,
         "flags": j.flags,
         "notes": j.notes,
+        "warnings": j.warnings,
     }
 
 
@@ -139,8 +140,7 @@ def assumptions(p: Plan) -> list[str]:
 
 def warnings(p: Plan) -> list[str]:
     """What the plan warns of once, not per job: pure 16-bit weights that lose AdamW's steps."""
-    found = (n.removeprefix(PRECISION) for j in p.jobs for n in j.notes if n.startswith(PRECISION))
-    return list(dict.fromkeys(found))
+    return list(dict.fromkeys(w for j in p.jobs for w in j.warnings))
 
 
 def to_json(p: Plan) -> dict[str, Any]:
