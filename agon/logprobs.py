@@ -5,6 +5,9 @@ entropies come without materializing the (B, T, V) logits and exactly as GRPOTra
 them. :func:`completion_logprobs` scores a batch of (prompt, completion) pairs either packed
 several per row (:mod:`agon.packing`; no padding) or in TRL's padded layout
 (:func:`collate`, :func:`token_logprobs`), which the parity tests compare with GRPOTrainer.
+:func:`frozen_logprobs` scores without a gradient, micro-batch by micro-batch (a reference
+model, the sampling policy before an update, a teacher); :func:`frozen_scorer` makes a model
+such a scorer (dropout off, evaluation mode, no gradients, the fused head).
 """
 
 from __future__ import annotations
@@ -46,6 +49,51 @@ def enable_token_logprobs(model: torch.nn.Module, temperature: float) -> None:
 
     add_fused_lm_head(model, temperature=temperature, outputs=("log_probs", "entropy"))
     model._agon_fused_temperature = temperature
+
+
+def dropout_off(model: torch.nn.Module) -> None:
+    """Every dropout of ``model`` at p = 0 (TRL's ``disable_dropout``): sampling and scoring see
+    one network."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+
+
+def frozen_scorer(model: torch.nn.Module, temperature: float) -> torch.nn.Module:
+    """``model`` as a frozen scorer of tokens at ``temperature``: dropout off, evaluation mode,
+    no gradients, the fused head (a KL reference, a teacher)."""
+    dropout_off(model)
+    model.eval().requires_grad_(False)
+    enable_token_logprobs(model, temperature)
+    return model
+
+
+def micro_batches(n: int, size: int) -> list[slice]:
+    """``0..n-1`` in slices of at most ``size``: the micro-batches of a forward."""
+    return [slice(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+def frozen_logprobs(
+    model: torch.nn.Module,
+    prompt_ids: Sequence[Sequence[int]],
+    completion_ids: Sequence[Sequence[int]],
+    width: int,
+    pad_token_id: int,
+    packing: bool,
+    parts: Sequence[slice],
+) -> list[torch.Tensor]:
+    """The per-token log-probs of each micro-batch ``parts`` of the completions (as
+    :func:`completion_logprobs`), with no gradient: one ``(len(part), width)`` tensor each.
+
+    ``parts`` may reach past this process's completions (:func:`micro_batches` of the whole
+    batch's count): every process then runs as many forwards, as sharded models need."""
+    with torch.no_grad():
+        return [
+            completion_logprobs(
+                model, prompt_ids[c], completion_ids[c], width, pad_token_id, packing
+            )[0]
+            for c in parts
+        ]
 
 
 def token_logprobs(

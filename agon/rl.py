@@ -38,7 +38,7 @@ import torch
 
 from agon.engines.base import Completion, Engine, Messages, SamplingParams
 from agon.grading.verdict import correctness
-from agon.logprobs import completion_logprobs, completion_mask
+from agon.logprobs import completion_logprobs, completion_mask, frozen_logprobs, micro_batches
 from agon.loss import policy_loss
 from agon.tasks.base import Problem, Task
 from agon.training import metrics as mk
@@ -288,22 +288,22 @@ def update(policy: Policy, batches: list[Samples], s: RLSettings) -> dict[str, f
         )
     n_seq, mine = int(n_seq), float(cmask.sum())  # mine: this rank's tokens
     world = policy.world_size
-    mb = s.micro_batch_size
-    chunks = [slice(i, min(i + mb, n_seq)) for i in range(0, n_seq, mb)]
+    chunks = micro_batches(n_seq, s.micro_batch_size)
+    width, pad = cmask.size(1), policy.pad_token_id
 
     def logprobs_of(net: torch.nn.Module, c: slice) -> tuple[torch.Tensor, torch.Tensor]:
-        return completion_logprobs(
-            net, prompts[c], comps[c], cmask.size(1), policy.pad_token_id, s.packing
-        )
+        return completion_logprobs(net, prompts[c], comps[c], width, pad, s.packing)
 
     if not policy.any_rank(has_signal(adv, s)):
         return _zero_advantage_step(policy, s, mine)
     ref_logps, old_logps = [None] * len(chunks), [None] * len(chunks)
-    with torch.no_grad(), policy.autocast():
+    with policy.autocast():
         if policy.ref_model is not None:
-            ref_logps = [logprobs_of(policy.ref_model, c)[0] for c in chunks]
+            ref_logps = frozen_logprobs(
+                policy.ref_model, prompts, comps, width, pad, s.packing, chunks
+            )
         if s.num_iterations > 1:
-            old_logps = [logprobs_of(model, c)[0] for c in chunks]
+            old_logps = frozen_logprobs(model, prompts, comps, width, pad, s.packing, chunks)
     model.train()
     for _ in range(s.num_iterations):
         policy.optimizer.zero_grad(set_to_none=True)
@@ -498,6 +498,105 @@ def solo_rollout(
     return ro
 
 
+class Stopwatch:
+    """Wall seconds a method's own work took inside a step (a teacher, a scoring pass):
+    ``with watch: ...`` adds the block's seconds to :attr:`seconds`."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._t0 = 0.0
+
+    def __enter__(self) -> Stopwatch:
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds += time.perf_counter() - self._t0
+
+
+Counts = dict[str, float]
+
+
+@dataclass(frozen=True)
+class SoloHooks:
+    """What a single-model method changes in GRPO's step, per model; none: GRPO itself.
+
+    - ``reward(name, policy, rollout, watch) -> (rewards (P, G), counts)``: the reward of the
+      graded samples (GAR's cosine term), before the group advantage is taken;
+    - ``train_on(name, policy, rollout, watch) -> (samples, counts)``: what the model is
+      updated on, from the rollout with its advantages (Cliff's and OPD's per-token
+      advantages); default: its samples with GRPO's advantages;
+    - ``metrics(name, counts) -> row``: the method's own metrics of model ``name``, from the
+      counts its hooks returned, summed over every process (so a rate is the whole batch's);
+    - ``seconds``: the row key of the hooks' wall seconds (the blocks they timed with
+      ``watch``; the slowest process's), which sit inside ``time/rollout_s``.
+
+    Counts are this process's share (numbers that add up over processes: counts and sums)."""
+
+    reward: Callable[[str, Policy, SoloRollout, Stopwatch], tuple[np.ndarray, Counts]] | None = None
+    train_on: Callable[[str, Policy, SoloRollout, Stopwatch], tuple[Samples, Counts]] | None = None
+    metrics: Callable[[str, Counts], dict[str, float]] | None = None
+    seconds: str | None = None
+
+
+GRPO = SoloHooks()
+
+
+def solo_step(
+    task: Task,
+    policies: Mapping[str, Policy],
+    problems: list[Problem],
+    s: RLSettings,
+    step: int,
+    keys: Sequence[int] | None = None,
+    hooks: SoloHooks = GRPO,
+) -> dict[str, float]:
+    """One step of every policy, each alone on the same ``problems``: rollout -> grade ->
+    reward (``hooks.reward``) -> group advantage -> what to train on (``hooks.train_on``) ->
+    update; the metrics row (GRPO's drafter keys per model, the method's own, the timings).
+
+    Under several processes each holds a share of the step's problems, ``keys`` their places
+    in the whole batch (a problem's samples are seeded from its key alone), and the method's
+    metrics are made from its counts summed over the processes
+    (:func:`agon.training.metrics.counts_over_ranks`)."""
+    t0 = time.perf_counter()
+    row: dict[str, float] = {mk.STEP: step}
+    own: dict[str, list[Samples]] = {}
+    counts: dict[str, Counts] = {}
+    watch = Stopwatch()
+    tokens = 0
+    for name, policy in policies.items():
+        part: Counts = {}
+        reward_fn = None
+        if hooks.reward is not None:
+
+            def reward_fn(
+                ro: SoloRollout, name: str = name, policy: Policy = policy, part: Counts = part
+            ) -> Any:
+                rewards, got = hooks.reward(name, policy, ro, watch)  # type: ignore[misc]
+                part.update(got)
+                return rewards
+
+        ro = solo_rollout(task, name, policy, problems, s, step, keys, reward_fn=reward_fn)
+        if hooks.train_on is None:
+            samples = samples_of("drafter", ro.flat, ro.advantages)
+        else:
+            samples, got = hooks.train_on(name, policy, ro, watch)
+            part.update(got)
+        own[name] = [samples]
+        row.update(ro.metrics)
+        counts[name] = part
+        tokens += sum(len(c.token_ids) for c in ro.flat)
+    if hooks.metrics is not None or hooks.seconds is not None:
+        acc = next(iter(policies.values())).accelerator if policies else None
+        counts, seconds = mk.counts_over_ranks(acc, counts, watch.seconds)
+        for name in policies:
+            row.update(hooks.metrics(name, counts[name]) if hooks.metrics else {})
+        if hooks.seconds is not None:
+            row[hooks.seconds] = seconds  # inside the rollout's seconds
+    return finish_step(row, policies, own, s, t0, tokens)
+
+
 def grpo_step(
     task: Task,
     policies: Mapping[str, Policy],
@@ -507,18 +606,7 @@ def grpo_step(
     keys: Sequence[int] | None = None,
     n_total: int | None = None,
 ) -> dict[str, float]:
-    """One GRPO step of every policy, each alone on the same ``problems``; the metrics row.
-
-    Under several processes each holds a share of the step's problems, ``keys`` their places
-    in the whole batch (a problem's samples are seeded from its key alone); ``n_total`` is not
-    needed, each model playing every problem."""
-    t0 = time.perf_counter()
-    row: dict[str, float] = {mk.STEP: step}
-    own: dict[str, list[Samples]] = {}
-    tokens = 0
-    for name, policy in policies.items():
-        ro = solo_rollout(task, name, policy, problems, s, step, keys)
-        own[name] = [samples_of("drafter", ro.flat, ro.advantages)]
-        row.update(ro.metrics)
-        tokens += sum(len(c.token_ids) for c in ro.flat)
-    return finish_step(row, policies, own, s, t0, tokens)
+    """One GRPO step of every policy, each alone on the same ``problems``: :func:`solo_step`
+    with no hooks; the metrics row. ``n_total`` (the whole batch's size) is not needed, each
+    model playing every problem."""
+    return solo_step(task, policies, problems, s, step, keys)

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from agon.engines.base import Engine
-from agon.logprobs import enable_token_logprobs
+from agon.logprobs import dropout_off, enable_token_logprobs, frozen_scorer
 from agon.training.settings import RLSettings
 
 
@@ -110,9 +110,7 @@ def make_policy(
     # lazy: transformers (seconds to import) only where this runs
     from transformers import get_scheduler
 
-    for module in model.modules():  # TRL's disable_dropout: sampling and scoring see one net
-        if isinstance(module, torch.nn.Dropout):
-            module.p = 0.0
+    dropout_off(model)  # TRL's disable_dropout: sampling and scoring see one net
     enable_token_logprobs(model, settings.temperature)
     if settings.gradient_checkpointing:
         # non-reentrant: works with the packed forward's custom attention mask and with DDP;
@@ -138,8 +136,7 @@ def make_policy(
     )
     ref = None
     if settings.beta != 0.0:
-        ref = copy.deepcopy(model).eval().requires_grad_(False)
-        enable_token_logprobs(ref, settings.temperature)
+        ref = frozen_scorer(copy.deepcopy(model), settings.temperature)
     return Policy(
         name=name,
         model=model,

@@ -16,7 +16,6 @@ per-token advantages (:mod:`baselines.cliff.advantages`), which ``update`` hands
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -107,6 +106,34 @@ def cliff_metrics(
     }
 
 
+def cliff_hooks(teachers: Mapping[str, Any], task: Task, s: Any) -> rl.SoloHooks:
+    """Cliff's change to GRPO's step: each model's wrong samples marked by its teacher, and
+    its advantages made per token around the marks."""
+
+    def train_on(
+        name: str, policy: Policy, ro: rl.SoloRollout, watch: rl.Stopwatch
+    ) -> tuple[rl.Samples, dict[str, float]]:
+        comps, correct = ro.flat, ro.correct.ravel()
+        flat_problems = [p for p in ro.problems for _ in range(s.num_generations)]
+        tokenizer = getattr(policy.engine, "tokenizer", None)
+        with watch:
+            mistakes, marks = first_mistakes(
+                teachers[name], task, flat_problems, comps, correct, tokenizer
+            )
+        lengths = [len(c.token_ids) for c in comps]
+        adv = ro.advantages
+        per_token = padded_token_advantages(
+            adv.values, lengths, correct, mistakes, s.weight, s.correct, s.unlocated
+        )
+        samples = rl.samples_of("drafter", comps, rl.Advantages(per_token, adv.zero_spread))
+        return samples, teacher_counts(mistakes, lengths, int((correct == 0.0).sum()), marks)
+
+    def metrics(name: str, counts: Mapping[str, float]) -> dict[str, float]:
+        return cliff_metrics(name, counts, getattr(teachers[name], "name", "") == "model")
+
+    return rl.SoloHooks(train_on=train_on, metrics=metrics, seconds=TEACHER_S)
+
+
 def cliff_step(
     task: Task,
     policies: Mapping[str, Policy],
@@ -123,41 +150,7 @@ def cliff_step(
     :class:`baselines.cliff.trainer.CliffSettings`, ``teachers`` each policy's teacher;
     returns the step's metrics row.
 
-    The arguments are :func:`agon.rl.grpo_step`'s (bind ``teachers`` for
-    :func:`agon.training.loop.train`'s ``step_fn``): under several processes each holds a share
-    of the step's problems, ``keys`` their places in the whole batch (default: ``problems`` is
-    the whole batch), and a problem's samples are seeded from its key alone, as GRPO's;
-    ``n_total`` (the whole batch's size) is not needed, each model playing every problem. Each
-    process asks its teacher about its own share's wrong samples; the Cliff metrics of the row
-    are the whole batch's (:func:`agon.training.metrics.counts_over_ranks`)."""
-    t0 = time.perf_counter()
-    row: dict[str, float] = {mk.STEP: step}
-    own: dict[str, list[rl.Samples]] = {}
-    counts: dict[str, dict[str, float]] = {}
-    tokens, teacher_s = 0, 0.0
-    flat_problems = [p for p in problems for _ in range(s.num_generations)]
-    for name, policy in policies.items():
-        ro = rl.solo_rollout(task, name, policy, problems, s, step, keys)
-        comps, correct = ro.flat, ro.correct.ravel()
-        t1 = time.perf_counter()
-        tokenizer = getattr(policy.engine, "tokenizer", None)
-        mistakes, marks = first_mistakes(
-            teachers[name], task, flat_problems, comps, correct, tokenizer
-        )
-        teacher_s += time.perf_counter() - t1
-        lengths = [len(c.token_ids) for c in comps]
-        adv = ro.advantages
-        per_token = padded_token_advantages(
-            adv.values, lengths, correct, mistakes, s.weight, s.correct, s.unlocated
-        )
-        own[name] = [rl.samples_of("drafter", comps, rl.Advantages(per_token, adv.zero_spread))]
-        row.update(ro.metrics)
-        counts[name] = teacher_counts(mistakes, lengths, int((correct == 0.0).sum()), marks)
-        tokens += sum(lengths)
-    acc = next(iter(policies.values())).accelerator if policies else None
-    counts, teacher_s = mk.counts_over_ranks(acc, counts, teacher_s)
-    for name in policies:
-        is_model = getattr(teachers[name], "name", "") == "model"
-        row.update(cliff_metrics(name, counts[name], is_model))
-    row[TEACHER_S] = teacher_s  # inside the rollout's seconds
-    return rl.finish_step(row, policies, own, s, t0, tokens)
+    :func:`agon.rl.solo_step` with :func:`cliff_hooks` (bind ``teachers`` for
+    :func:`agon.training.loop.train`'s ``step_fn``): each process asks its teacher about its
+    own share's wrong samples; the Cliff metrics of the row are the whole batch's."""
+    return rl.solo_step(task, policies, problems, s, step, keys, cliff_hooks(teachers, task, s))

@@ -16,12 +16,12 @@ as its step, on one process or several (DDP).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 
 from agon import rl
 from agon.tasks.base import Problem, Task
@@ -97,10 +97,7 @@ def score_rollouts(task: Task, policy: Policy, ro: rl.SoloRollout, s: Any) -> Sc
     return Scores(cosine, anchored, counts)
 
 
-def _ids(ids: Sequence[int]) -> Any:
-    # lazy: torch (seconds to import) only where this runs
-    import torch
-
+def _ids(ids: Sequence[int]) -> torch.Tensor:
     return torch.as_tensor(list(ids), dtype=torch.long)
 
 
@@ -134,6 +131,23 @@ def gar_metrics(name: str, counts: Mapping[str, float]) -> dict[str, float]:
     }
 
 
+def gar_hooks(task: Task, s: Any) -> rl.SoloHooks:
+    """GAR's change to GRPO's step: each sample's reward takes its cosine with its problem's
+    anchor, between grading and advantage."""
+
+    def reward(
+        name: str, policy: Policy, ro: rl.SoloRollout, watch: rl.Stopwatch
+    ) -> tuple[np.ndarray, dict[str, float]]:
+        with watch:
+            got = score_rollouts(task, policy, ro, s)
+            rewards = gar_rewards(
+                ro.correct, got.cosine, got.anchored, s.weight, s.cosine, s.apply_to, s.missing
+            )
+        return rewards, step_counts(got, ro.correct, s)
+
+    return rl.SoloHooks(reward=reward, metrics=gar_metrics, seconds=GAR_S)
+
+
 def gar_step(
     task: Task,
     policies: Mapping[str, Policy],
@@ -147,37 +161,6 @@ def gar_step(
     cosines with the anchors -> GAR reward -> GRPO advantage -> update. ``s`` is a
     :class:`baselines.gar.trainer.GARSettings`; returns the step's metrics row.
 
-    The arguments are :func:`agon.rl.grpo_step`'s: under several processes each holds a
-    share of the step's problems, ``keys`` their places in the whole batch, and a problem's
-    samples are seeded from its key alone; ``n_total`` is not needed, each model playing every
-    problem. The GAR metrics of the row are the whole batch's
-    (:func:`agon.training.metrics.counts_over_ranks`)."""
-    t0 = time.perf_counter()
-    row: dict[str, float] = {mk.STEP: step}
-    own: dict[str, list[rl.Samples]] = {}
-    counts: dict[str, dict[str, float]] = {}
-    tokens, gar_s = 0, 0.0
-    for name, policy in policies.items():
-        scored: dict[str, Scores] = {}
-
-        def reward(ro: rl.SoloRollout, policy: Policy = policy, scored: dict = scored):
-            # the cosines with the anchors, between grading and advantage (timed apart)
-            nonlocal gar_s
-            t1 = time.perf_counter()
-            got = scored["scores"] = score_rollouts(task, policy, ro, s)
-            gar_s += time.perf_counter() - t1
-            return gar_rewards(
-                ro.correct, got.cosine, got.anchored, s.weight, s.cosine, s.apply_to, s.missing
-            )
-
-        ro = rl.solo_rollout(task, name, policy, problems, s, step, keys, reward_fn=reward)
-        own[name] = [rl.samples_of("drafter", ro.flat, ro.advantages)]
-        row.update(ro.metrics)
-        counts[name] = step_counts(scored["scores"], ro.correct, s)
-        tokens += sum(len(c.token_ids) for c in ro.flat)
-    acc = next(iter(policies.values())).accelerator if policies else None
-    counts, gar_s = mk.counts_over_ranks(acc, counts, gar_s)
-    for name in policies:
-        row.update(gar_metrics(name, counts[name]))
-    row[GAR_S] = gar_s  # inside the rollout's seconds
-    return rl.finish_step(row, policies, own, s, t0, tokens)
+    :func:`agon.rl.solo_step` with :func:`gar_hooks`: the GAR metrics of the row are the whole
+    batch's."""
+    return rl.solo_step(task, policies, problems, s, step, keys, gar_hooks(task, s))

@@ -25,7 +25,6 @@ completion), so it must share the student's tokenizer; it generates nothing.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,7 +32,7 @@ import numpy as np
 import torch
 
 from agon import rl
-from agon.logprobs import completion_logprobs, completion_mask, enable_token_logprobs
+from agon.logprobs import completion_mask, frozen_logprobs, frozen_scorer, micro_batches
 from agon.tasks.base import Problem, Task
 from agon.training import metrics as mk
 from agon.training.policy import Policy
@@ -77,11 +76,7 @@ class Teacher:
         packing: bool = True,
         micro_batch_size: int = 64,
     ):
-        for module in model.modules():  # the students' rule (make_policy): dropout off
-            if isinstance(module, torch.nn.Dropout):
-                module.p = 0.0
-        self.model = model.eval().requires_grad_(False)
-        enable_token_logprobs(self.model, temperature)
+        self.model = frozen_scorer(model, temperature)  # the students' rule: dropout off
         self.pad_token_id, self.packing = pad_token_id, packing
         self.micro_batch_size = micro_batch_size
 
@@ -91,20 +86,11 @@ class Teacher:
         """``(n, width)`` log-probs of each completion's tokens under the teacher (0 past a
         completion's end; width as :func:`agon.logprobs.completion_mask`'s)."""
         width = completion_mask(completion_ids).size(1)
-        parts = []
-        with torch.no_grad():
-            for i in range(0, len(completion_ids), self.micro_batch_size):
-                c = slice(i, i + self.micro_batch_size)
-                logps, _ = completion_logprobs(
-                    self.model,
-                    prompt_ids[c],
-                    completion_ids[c],
-                    width,
-                    self.pad_token_id,
-                    self.packing,
-                )
-                parts.append(logps.float())
-        return torch.cat(parts) if parts else torch.zeros(0, width)
+        parts = micro_batches(len(completion_ids), self.micro_batch_size)
+        logps = frozen_logprobs(
+            self.model, prompt_ids, completion_ids, width, self.pad_token_id, self.packing, parts
+        )
+        return torch.cat([x.float() for x in logps]) if logps else torch.zeros(0, width)
 
     def close(self) -> None:
         """Drop the model (and free cached GPU memory)."""
@@ -125,16 +111,46 @@ def student_logprobs(
     subtracts. Chunked as :func:`agon.rl.update` chunks its forwards (the whole batch's count
     of sequences), so that sharded models run as many forwards on every process."""
     width = completion_mask(comp_ids).size(1)
-    n_seq, mb = int(policy.sum_over_ranks(len(comp_ids))), s.micro_batch_size
-    parts = []
-    with torch.no_grad():
-        for i in range(0, n_seq, mb):
-            c = slice(i, min(i + mb, n_seq))
-            logps, _ = completion_logprobs(
-                policy.model, prompt_ids[c], comp_ids[c], width, policy.pad_token_id, s.packing
-            )
-            parts.append(logps.float())
-    return torch.cat(parts) if parts else torch.zeros(0, width)
+    parts = micro_batches(int(policy.sum_over_ranks(len(comp_ids))), s.micro_batch_size)
+    logps = frozen_logprobs(
+        policy.model, prompt_ids, comp_ids, width, policy.pad_token_id, s.packing, parts
+    )
+    return torch.cat([x.float() for x in logps]) if logps else torch.zeros(0, width)
+
+
+def opd_hooks(teacher: Teacher, s: Any, gamma: float = 0.0) -> rl.SoloHooks:
+    """OPD's change to GRPO's step: the model is updated on per-token advantages, the
+    teacher's log-probs of its own tokens minus its own (the grade is only a metric)."""
+
+    def train_on(
+        name: str, policy: Policy, ro: rl.SoloRollout, watch: rl.Stopwatch
+    ) -> tuple[rl.Samples, dict[str, float]]:
+        prompt_ids = [c.prompt_token_ids for c in ro.flat]
+        comp_ids = [c.token_ids for c in ro.flat]
+        with watch:
+            t_logps = teacher.logprobs(prompt_ids, comp_ids)
+        s_logps = student_logprobs(policy, prompt_ids, comp_ids, s)
+        mask = completion_mask(comp_ids).to(s_logps.device)
+        t_logps = t_logps.to(s_logps.device)
+        adv = opd_advantages(t_logps, s_logps, mask, gamma)
+        samples = rl.Samples("drafter", prompt_ids, comp_ids, adv.cpu().numpy().astype(np.float64))
+        counts = {
+            "kl_sum": float(((s_logps - t_logps) * mask).sum()),
+            "tokens": float(mask.sum()),
+            "forward_tokens": float(forward_tokens(prompt_ids, comp_ids)),
+        }
+        return samples, counts
+
+    return rl.SoloHooks(train_on=train_on, metrics=opd_metrics, seconds=TEACHER_S)
+
+
+def opd_metrics(name: str, counts: Mapping[str, float]) -> dict[str, float]:
+    """One model's OPD metrics from its counts summed over every process."""
+    kl = counts["kl_sum"] / counts["tokens"] if counts["tokens"] else 0.0
+    return {
+        mk.key(REVERSE_KL, model=name): kl,
+        mk.key(TEACHER_TOKENS, model=name): counts["forward_tokens"],
+    }
 
 
 def opd_step(
@@ -152,41 +168,7 @@ def opd_step(
     """One OPD step of every policy, each alone on the same ``problems``: rollout -> teacher
     and student log-probs of the samples -> per-token advantages -> update; the metrics row.
 
-    The arguments are :func:`agon.rl.grpo_step`'s (bind ``teacher`` and ``gamma`` for
+    :func:`agon.rl.solo_step` with :func:`opd_hooks` (bind ``teacher`` and ``gamma`` for
     :func:`agon.training.loop.train`'s ``step_fn``); each process scores its own share of the
-    samples, and the OPD metrics of the row are the whole batch's
-    (:func:`agon.training.metrics.counts_over_ranks`)."""
-    t0 = time.perf_counter()
-    row: dict[str, float] = {mk.STEP: step}
-    own: dict[str, list[rl.Samples]] = {}
-    counts: dict[str, dict[str, float]] = {}
-    tokens, teacher_s = 0, 0.0
-    for name, policy in policies.items():
-        got = rl.solo_rollout(task, name, policy, problems, s, step, keys)
-        prompt_ids = [c.prompt_token_ids for c in got.flat]
-        comp_ids = [c.token_ids for c in got.flat]
-        t1 = time.perf_counter()
-        t_logps = teacher.logprobs(prompt_ids, comp_ids)
-        teacher_s += time.perf_counter() - t1
-        s_logps = student_logprobs(policy, prompt_ids, comp_ids, s)
-        mask = completion_mask(comp_ids).to(s_logps.device)
-        t_logps = t_logps.to(s_logps.device)
-        adv = opd_advantages(t_logps, s_logps, mask, gamma)
-        own[name] = [
-            rl.Samples("drafter", prompt_ids, comp_ids, adv.cpu().numpy().astype(np.float64))
-        ]
-        row.update(got.metrics)
-        gap = ((s_logps - t_logps) * mask).sum()
-        counts[name] = {
-            "kl_sum": float(gap),
-            "tokens": float(mask.sum()),
-            "forward_tokens": float(forward_tokens(prompt_ids, comp_ids)),
-        }
-        tokens += sum(len(c) for c in comp_ids)
-    acc = next(iter(policies.values())).accelerator if policies else None
-    counts, teacher_s = mk.counts_over_ranks(acc, counts, teacher_s)
-    for name, c in counts.items():
-        row[mk.key(REVERSE_KL, model=name)] = c["kl_sum"] / c["tokens"] if c["tokens"] else 0.0
-        row[mk.key(TEACHER_TOKENS, model=name)] = c["forward_tokens"]
-    row[TEACHER_S] = teacher_s  # inside the rollout's seconds
-    return rl.finish_step(row, policies, own, s, t0, tokens)
+    samples, and the OPD metrics of the row are the whole batch's."""
+    return rl.solo_step(task, policies, problems, s, step, keys, opd_hooks(teacher, s, gamma))
