@@ -41,7 +41,7 @@ from agon.training.budget import report as budget_report
 from agon.training.checkpoint import save_model
 from agon.training.loop import StepFn, train
 from agon.training.policy import Policy, distribute, distributed_info, make_accelerator, make_policy
-from agon.training.settings import RLSettings
+from agon.training.settings import RLSettings, TrainSettings
 
 # ----------------------------------------------------------------------------- the pieces
 
@@ -79,7 +79,7 @@ def policy_device(index: int, accelerator: Any) -> str | None:
     return None
 
 
-def master_precision(settings: RLSettings, dtype: str) -> tuple[str, torch.dtype | None]:
+def master_precision(settings: TrainSettings, dtype: str) -> tuple[str, torch.dtype | None]:
     """The dtype the weights load in, and the one the compute autocasts to (None: none):
     the family's ``dtype`` for both by default; float32 masters computing in ``dtype`` under
     ``train.master_dtype: float32`` (no autocast when ``dtype`` is float32 itself)."""
@@ -121,22 +121,28 @@ def close_policies(policies: dict[str, Policy], accelerator: Any) -> None:
         accelerator.free_memory()
 
 
+def run_summary(out: Path, settings: TrainSettings) -> dict:
+    """The totals of a finished run's ``OUT/metrics.jsonl`` (every trainer's, GRPO on TRL's
+    too); with a compute budget in ``settings``, what each model spent against it
+    (``budget``)."""
+    summary = mk.summarize_metrics(out / "metrics.jsonl")
+    budget = from_settings(settings)
+    if budget is not None:
+        caps = {name: settings.model_steps(name) for name in budget.targets}
+        summary["budget"] = budget_report(budget, mk.read_rows(out / "metrics.jsonl"), caps)
+    return summary
+
+
 def run_payload(
     out: Path, steps_this_run: int, t0: float, accelerator: Any, settings: RLSettings
 ) -> dict:
-    """The summary payload of a run: the totals of ``OUT/metrics.jsonl``, this run's wall
-    seconds and steps, and its processes; with a compute budget in ``settings``, what each
-    model spent against it (``budget``)."""
-    payload = mk.summarize_metrics(out / "metrics.jsonl") | {
+    """The summary payload of an in-house run: :func:`run_summary`, this run's wall seconds
+    and steps, and its processes."""
+    return run_summary(out, settings) | {
         "wall_s_this_run": time.time() - t0,
         "steps_this_run": steps_this_run,
         "distributed": distributed_info(accelerator),
     }
-    budget = from_settings(settings)
-    if budget is not None:
-        caps = {name: settings.model_steps(name) for name in budget.targets}
-        payload["budget"] = budget_report(budget, mk.read_rows(out / "metrics.jsonl"), caps)
-    return payload
 
 
 def progress_printer(label: str, keys: Sequence[str]) -> Callable[[dict], None]:
