@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator, validators
 
-from agon.methods import METHODS, TABLE1_METHODS
+from agon.methods import METHODS, RELATED_DEFAULT, TABLE1_METHODS
 from agon.tasks import available_tasks
 
 SCHEMA_PATH = Path(__file__).with_name("schemas") / "config.schema.yaml"
@@ -30,12 +30,15 @@ class ConfigError(ValueError):
 
 def _schema() -> dict:
     """The config's JSON schema, with the method names of ``methods`` and ``related.methods``
-    filled in from the registry (:mod:`agon.methods`), their one home."""
+    and the default of ``related.methods`` filled in from the registry (:mod:`agon.methods`),
+    their one home."""
     with open(SCHEMA_PATH) as f:
         schema = yaml.safe_load(f)
     props = schema["properties"]
     props["methods"]["items"]["enum"] = list(TABLE1_METHODS)
-    props["related"]["properties"]["methods"]["items"]["enum"] = list(METHODS)
+    related = props["related"]["properties"]["methods"]
+    related["items"]["enum"] = list(METHODS)
+    related["default"] = list(RELATED_DEFAULT)
     return schema
 
 

@@ -113,6 +113,18 @@ for _m in RELATED:
         ),
     }
 
+# results/related.csv's `methods` where the config does not list them (the schema's
+# related.methods default, filled in from here when it loads): the bases, GRPO and Agon that
+# each related method is read against, then every method the registry puts in that table
+RELATED_DEFAULT: tuple[str, ...] = (
+    "base",
+    "base_cascade",
+    "grpo",
+    "grpo_cascade",
+    "agon",
+    *RELATED,
+)
+
 # each model alone against that model's own base: (model, its base column, its trained columns)
 GAINS = (
     ("A", "base", ("grpo", "agon_single", *RELATED)),

@@ -20,6 +20,7 @@ from test_workflow import REPO, dry_run_jobs, expected_counts, workdir_with
 from agon.cli import main
 from agon.config import load_config
 from agon.methods import columns_for_methods, eval_seeds, trained_methods_for
+from agon.plan.context import PlanContext
 from agon.plan.dims import (
     FULL,
     LINEAR,
@@ -41,10 +42,13 @@ from agon.plan.hardware import (
     write_measurement,
 )
 from agon.plan.hf_config import dims_from_config, load_dims
+from agon.plan.jobs import Job
+from agon.plan.lengths import MeasuredLengths
 from agon.plan.memory import estimate_step_memory
-from agon.plan.planner import plan, precision_note
+from agon.plan.planner import _job_plan, plan, precision_note
 from agon.plan.published import PARAMS_TOLERANCE, PUBLISHED, PUBLISHED_PARAMS
 from agon.plan.render import to_json, to_text
+from agon.registry import TRAINERS, Helper, Method
 
 PAPER = REPO / "config" / "paper.yaml"
 SMALL = REPO / "config" / "small-gpu.yaml"
@@ -402,6 +406,127 @@ def test_lengths_from_an_out_dir(tmp_path):
     assert any("B samples: 200 tokens (measured" in s for s in grpo.lengths)
     base = job(p, "evaluate qwen3_small deepmath base seed0")
     assert base.tokens_generated == 37 * cfg["eval"]["n_samples"] * 1024
+
+
+# ----------------------------------------------------------------------------- registry rows
+
+
+def _plan_method(monkeypatch, config: dict, name: str, row: Method | None):
+    """The plan of one train job of method ``name`` (its row ``row``, registered for this test
+    only) on the paper config's qwen3 x deepmath."""
+    if row is not None:
+        monkeypatch.setitem(TRAINERS.rows, name, row)
+    ctx = PlanContext(config, "h200", MeasuredLengths(), None)
+    out = f"results/qwen3/deepmath/train/{name}/seed0/summary.json"
+    return _job_plan(ctx, Job("train", out, "qwen3", "deepmath", method=name, seed=0))
+
+
+def test_helper_work_is_read_from_the_row_not_the_name(monkeypatch):
+    """GAR's and Cliff's rows under another name are priced as GAR and Cliff: the same phases,
+    FLOPs and memory (GAR's logits transient is named after the method)."""
+    config = load_config(PAPER)  # cliff.teacher: model, so Cliff's marks are priced
+    for method in ("gar", "cliff"):
+        real = _plan_method(monkeypatch, config, method, None)
+        fake = _plan_method(monkeypatch, config, "fake", replace(TRAINERS.rows[method]))
+        assert fake.phases == real.phases and fake.notes == real.notes
+        assert fake.tokens_helpers == real.tokens_helpers and fake.seconds == real.seconds
+        renamed = {
+            k.replace(f"{method}_", "fake_"): v
+            for k, v in real.memory.per_device.components.items()
+        }
+        assert fake.memory.per_device.components == renamed
+        assert fake.memory.host == real.memory.host
+    assert (
+        "fake_logits"
+        in _plan_method(
+            monkeypatch, config, "fake", replace(TRAINERS.rows["gar"])
+        ).memory.per_device.components
+    )
+
+
+def test_a_new_rows_helpers_are_priced_from_their_config_keys(monkeypatch):
+    """A throwaway method whose teacher scores the samples of its first ``warm`` steps and whose
+    rival critiques its wrong samples: each declared line is priced, with the config's keys."""
+    row = Method(
+        "baselines.cliff:TRAINER",
+        teacher=True,
+        helpers=(
+            Helper(
+                "score",
+                "teacher scores {m}'s warm-up samples",
+                model="teacher",
+                first_steps="fake.warm",
+                memory="weights",
+            ),
+            Helper(
+                "generate",
+                "{helper} critiques {m}'s samples",
+                model="other",
+                over="wrong_samples",
+                prompt="read",
+                completion="fake.critique_tokens",
+                when=("fake.critic", True),
+                engine="hf",
+                memory="engine",
+            ),
+        ),
+    )
+    assert row.helpers[0].config_keys == ("fake.warm",)
+    assert set(row.helpers[1].config_keys) == {"fake.critique_tokens", "fake.critic"}
+    config = load_config(PAPER)
+    tr = config["train"]
+    pg = tr["problems_per_step"] * tr["num_generations"]
+    config["fake"] = {"warm": 5, "critique_tokens": 64, "critic": True}
+    p = _plan_method(monkeypatch, config, "fake", row)
+    phases = {ph["phase"]: ph for ph in p.phases}
+    assert {"teacher scores A's warm-up samples", "B critiques A's samples"} <= set(phases)
+    assert {"teacher scores B's warm-up samples", "A critiques B's samples"} <= set(phases)
+    assert not any("no helper work declared" in n for n in p.notes)
+    # the critiques: every sample of the run (an upper bound), 64 tokens each, as helper tokens
+    probes = _plan_method(monkeypatch, config, "plain", Method("baselines.cliff:TRAINER"))
+    critiques = sum(p.steps.values()) * pg * 64
+    assert p.tokens_helpers == pytest.approx(probes.tokens_helpers + critiques)
+    # the teacher's weights once, and one critic engine per model trained
+    comps = p.memory.per_device.components
+    assert comps["helper_weights"] > 0 and comps["helper_kv_cache"] > 0
+    # the scoring covers the first `warm` steps only: twice the steps, twice the FLOPs
+    config["fake"]["warm"] = 10
+    p10 = _plan_method(monkeypatch, config, "fake", row)
+    name = "teacher scores A's warm-up samples"
+    ten = next(ph for ph in p10.phases if ph["phase"] == name)
+    assert ten["flops"] == pytest.approx(2 * phases[name]["flops"])
+    # `when` off: no critiques, no critic engine
+    config["fake"]["critic"] = False
+    off = _plan_method(monkeypatch, config, "fake", row)
+    assert not any("critiques" in ph["phase"] for ph in off.phases)
+    assert off.tokens_helpers == pytest.approx(probes.tokens_helpers)
+
+
+def test_a_row_that_declares_nothing_is_priced_as_grpo_and_says_so(monkeypatch):
+    config = load_config(PAPER)
+    silent = _plan_method(monkeypatch, config, "silent", Method("baselines.cliff:TRAINER"))
+    none = _plan_method(monkeypatch, config, "none", Method("x:Y", helpers=()))
+    assert "no helper work declared for silent: priced as GRPO" in silent.notes
+    assert not any("no helper work declared" in n for n in none.notes)
+    assert silent.phases == none.phases and silent.seconds == none.seconds
+    assert not any(ph["phase"].endswith(("anchors", "again")) for ph in silent.phases)
+    # a trainer registered without a row at all (an entry point): the same, said the same way
+    TRAINERS.rows.pop("rowless", None)
+    rowless = _plan_method(monkeypatch, config, "rowless", None)
+    assert "no helper work declared for rowless: priced as GRPO" in rowless.notes
+    assert rowless.phases == silent.phases
+
+
+def test_how_a_method_runs_comes_from_its_row(monkeypatch):
+    """runs: trl (GRPO's TRL engine and one model at a time), duel (both together)."""
+    config = load_config(PAPER)
+    grpo = _plan_method(monkeypatch, config, "grpo", None)
+    trl = _plan_method(monkeypatch, config, "fake", replace(TRAINERS.rows["grpo"]))
+    assert trl.phases == grpo.phases and trl.memory.placement == grpo.memory.placement
+    assert "one model at a time" in trl.memory.placement
+    agon = _plan_method(monkeypatch, config, "agon", None)
+    duel = _plan_method(monkeypatch, config, "fake", replace(TRAINERS.rows["agon_independent"]))
+    assert duel.phases == agon.phases and duel.steps == agon.steps
 
 
 # ----------------------------------------------------------------------------- throughput

@@ -58,20 +58,26 @@ class PlanContext:
         self.references: dict[tuple[str, str], dict] = {}
 
     @cache  # noqa: B019 (one context per plan call; the cache dies with it)
-    def dims(self, family: str, key: str) -> ModelDims:
-        """Dims of a family's model ``key``: A, B, its teacher, or Cliff's teacher model."""
+    def dims(self, family: str, key: str, model: str | None = None) -> ModelDims:
+        """Dims of a family's model ``key``: A, B or its teacher row; or of ``model``, a helper's
+        model the config names (a method's section, agon.registry.Helper's ``model_key``)."""
         fam = self.families[family]
         row: dict = {}
-        if key in ("A", "B"):
+        if model:
+            pass
+        elif key in ("A", "B"):
             row = fam[f"model_{key.lower()}"]
             model = row["model"]
         elif key == "teacher":
             row = fam.get("teacher") or {}
-            model = (self.config.get("opd_then_rl") or {}).get("teacher") or row.get("model")
+            model = row.get("model")
             if not model:
-                raise PlanError(f"families (name {family!r}): OPD-then-RL needs a teacher row")
+                raise PlanError(
+                    f"families (name {family!r}): a method's helper runs the family's teacher "
+                    "(agon.registry.Helper), and the family has no teacher row"
+                )
         else:
-            model = self.config["cliff"]["teacher_model"]
+            raise PlanError(f"families (name {family!r}): no model {key!r} (A, B or teacher)")
         built = (Path(model) / "config.json").is_file()
         if fam["toy"] and not built:
             return self.toy_dims(model)

@@ -41,7 +41,7 @@ from agon.plan.workload import Workload
 # the toy world's jobs run within their 4000 MB)
 HOST_PROCESS_BYTES = 2**30
 PERSISTENT = ("weights", "optimizer_states", "reference_model", "vllm_reserved", "helper_weights")
-GAR_FP32_BYTES = 4
+FP32_BYTES = 4
 
 
 @dataclass
@@ -226,6 +226,7 @@ def eval_memory(
     return Memory(peak, 1, host, "every model of the system on one device (transformers generate)")
 
 
-def gar_transient(tokens: float, vocab_chunk: int) -> Breakdown:
-    """GAR's cosine computation: at most tokens x ``gar.vocab_chunk`` float32 logits at once."""
-    return Breakdown({"gar_logits": float(tokens * vocab_chunk * GAR_FP32_BYTES)})
+def logits_transient(name: str, tokens: float, vocab_chunk: int) -> Breakdown:
+    """A helper's chunked float32 logits (GAR's cosines, ``gar.vocab_chunk``): at most
+    ``tokens`` x ``vocab_chunk`` of them at once, as component ``name``."""
+    return Breakdown({name: float(tokens * vocab_chunk * FP32_BYTES)})

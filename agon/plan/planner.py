@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from agon.config import ablation_config, deep_merge
+from agon.config import ablation_config
 from agon.methods import BUDGET_REFERENCE, COLUMNS
 from agon.plan.context import JobPlan, PlanContext
 from agon.plan.dims import ModelDims
@@ -27,20 +27,21 @@ from agon.plan.placement import (
     Memory,
     TrainShape,
     eval_memory,
-    gar_transient,
     helper_memory,
+    logits_transient,
     train_memory,
 )
 from agon.plan.pricing import SECONDS_PER_HOUR, check, price
 from agon.plan.workload import (
+    TRL_SECTION,
     TRL_VLLM_SHARE,
     Workload,
     duel_workload,
     eval_workload,
+    method_row,
     solo_workload,
 )
 
-DUEL_METHODS = ("agon", "agon_independent")
 SIGNIFICANT_BITS = {"bfloat16": 8, "float16": 11}  # a 16-bit float's significand, implicit bit in
 
 
@@ -95,11 +96,11 @@ class Plan:
 
 
 def _duel_agon(config: dict, job: Job) -> dict:
-    """The ``agon`` section a duel job runs with (an ablation variant's changes applied)."""
+    """The ``agon`` section a duel job runs with (an ablation variant's changes applied). A
+    duel method's own settings (agon_independent's reward scheme) change no work: its drafts
+    and reads follow the section's ``num_reads`` and ``role_schedule``."""
     if job.rule == "ablation_train":
         return ablation_config(config, job.variant)["agon"]
-    if job.method == "agon_independent":
-        return deep_merge(config["agon"], {"reward": {"scheme": "independent"}})
     return config["agon"]
 
 
@@ -121,7 +122,7 @@ def _workload(ctx: PlanContext, job: Job) -> Workload:
     e = expect(fam, task["name"], ctx.lengths)
     if job.rule in ("evaluate", "ablation_eval"):
         return eval_workload(ctx.config, fam, task, e, ctx.lengths, job.system)
-    if job.rule == "ablation_train" or job.method in DUEL_METHODS:
+    if job.rule == "ablation_train" or method_row(job.method).runs == "duel":
         return duel_workload(
             ctx.config, _duel_agon(ctx.config, job), fam, task, e, ctx.lengths, job.method
         )
@@ -133,15 +134,15 @@ def _models(ctx: PlanContext, job: Job, w: Workload) -> dict[str, ModelDims]:
     """The dims of every model the job's work names (A, B, and its helpers)."""
     keys = {g.model for g in w.generations} | {t.model for t in w.trainings}
     keys |= {s.model for s in w.scorings} | {"A", "B"}
-    return {k: ctx.dims(job.family, k) for k in keys}
+    return {k: ctx.dims(job.family, k, w.models.get(k)) for k in keys}
 
 
 def _train_shape(ctx: PlanContext, job: Job, fam: dict, w: Workload) -> TrainShape:
     """What a training job's memory depends on: its micro-batch (TRL's for GRPO, which falls
     back to the whole step when micro_batch_size holds no whole group), its longest prompt,
     precision, checkpointing, reference model and rollout engine."""
-    tr, grpo = ctx.config["train"], ctx.config.get("grpo") or {}
-    trl = job.method == "grpo"
+    tr, grpo = ctx.config["train"], ctx.config.get(TRL_SECTION) or {}
+    trl = method_row(job.method).runs == "trl"
     mb = tr["micro_batch_size"]
     if trl:  # baselines.grpo's batch_shape: divides the step's completions, holds whole groups
         total, g = tr["problems_per_step"] * tr["num_generations"], tr["num_generations"]
@@ -170,8 +171,8 @@ def _train_shape(ctx: PlanContext, job: Job, fam: dict, w: Workload) -> TrainSha
 def _memory(
     ctx: PlanContext, job: Job, w: Workload, models: dict[str, ModelDims], shape: TrainShape | None
 ) -> Memory:
-    """The job's memory (agon.plan.placement), helpers included: Cliff's two teacher engines,
-    OPD's teacher, GAR's float32 logit chunks."""
+    """The job's memory (agon.plan.placement), the helpers' the workload holds included
+    (Cliff's two teacher engines, OPD's teacher, GAR's float32 logit chunks)."""
     fam = ctx.families[job.family]
     gpus = resources(ctx.config, job)["gpus"]
     if shape is None:  # an evaluation
@@ -182,22 +183,17 @@ def _memory(
         return eval_memory(
             models, distinct, w, fam["dtype"], gpus, fam["max_new_tokens"], ctx.kind.memory_bytes
         )
-    helpers, extra = [], None
-    if job.method == "cliff" and (ctx.config.get("cliff") or {}).get("teacher") == "model":
-        # one transformers engine per model's teacher, even for one checkpoint (make_teachers)
-        rows = ctx.config["train"]["rollout_batch_size"]
-        helpers = [
-            helper_memory(models[g.model], fam["dtype"], rows, int(g.prompt + g.completion), True)
-            for g in w.generations
-            if g.helper and "marks" in g.what
-        ]
-    elif job.method == "opd_then_rl":
-        helpers = [helper_memory(models["teacher"], fam["dtype"], 1, 1, False)]
-    elif job.method == "gar":
-        g = ctx.config["train"]["num_generations"]
-        extra = gar_transient((g + 1) * fam["max_new_tokens"], ctx.config["gar"]["vocab_chunk"])
+    helpers = [
+        helper_memory(models[r.model], fam["dtype"], r.rows, r.context, r.generates)
+        for r in w.residents
+    ]
+    extra = None
+    for t in w.logits:
+        b = logits_transient(t.name, t.tokens, t.vocab_chunk)
+        extra = b if extra is None else extra.plus(b)
     device_bytes = ctx.kind.memory_bytes if gpus else None
-    return train_memory(models, shape, gpus, device_bytes, job.method == "grpo", helpers, extra)
+    sequential = method_row(job.method).runs == "trl"  # TRL: one model at a time
+    return train_memory(models, shape, gpus, device_bytes, sequential, helpers, extra)
 
 
 def _job_plan(ctx: PlanContext, job: Job) -> JobPlan:

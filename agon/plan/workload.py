@@ -11,10 +11,12 @@ sequence counts and mean lengths, from the config (and measured lengths where gi
 - **Budget-matched methods** (GRPO on TRL; Cliff, GAR, OPD-then-RL: ``agon.methods.BUDGET_MATCHED``)
   train each model alone on ``P x G`` samples per step until it has generated what the same
   model generated in the ``agon`` run (``train.budget.match``: tokens, samples or steps),
-  at most ``max_steps_factor x steps`` steps. Their helpers are counted beside it: Cliff's
-  teacher marks every sample (an upper bound: it is asked about wrong ones only), GAR runs a
-  no-grad forward over each problem's anchor and over every sample, OPD's teacher scores every
-  sample of its first ``opd_steps`` steps.
+  at most ``max_steps_factor x steps`` steps. How each runs (TRL or the in-house shell) and its
+  helpers are read from its registry row (:class:`agon.registry.Method`: ``runs``,
+  ``helpers``), never from its name: Cliff's teacher marks every sample (an upper bound: it is
+  asked about wrong ones only), GAR runs a no-grad forward over each problem's anchor and over
+  every sample, OPD's teacher scores every sample of its first ``opd_steps`` steps. A method
+  whose row declares no helpers (or that has no row) is priced as GRPO, and its plan says so.
 - **Evaluations**: ``eval.n_samples`` per hard problem; a single model answers, a cascade
   drafts then reads, MoA runs ``moa.layers`` x ``moa.proposers`` proposals (A and B
   alternating) and an aggregator that reads the last layer's proposals.
@@ -24,14 +26,33 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from agon.methods import COLUMNS
 from agon.plan.expect import Count, Expect, eval_length, role_length, split_size
 from agon.plan.lengths import MeasuredLengths
+from agon.registry import TRAINERS, Helper, Method
 
 GREEDY_LENGTH_NOTE = "probes and teachers decode greedily to the cap"
 # TRL GRPOConfig's default share of the GPU for its colocated vLLM (vllm_gpu_memory_utilization)
 TRL_VLLM_SHARE = 0.3
+TRL_SECTION = "grpo"  # the config section of the runs on TRL's GRPOTrainer (Method.runs "trl")
+UNDECLARED = Method("", table=None)  # a trainer registered without a row: solo, nothing declared
+
+
+def method_row(method: str) -> Method:
+    """``method``'s registry row (:data:`UNDECLARED` for a trainer registered without one)."""
+    return TRAINERS.rows.get(method, UNDECLARED)
+
+
+def config_value(config: dict, key: str) -> Any:
+    """The value of dotted ``key`` (``"cliff.teacher"``) in ``config``; None where absent."""
+    value: Any = config
+    for part in key.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
 
 
 @dataclass(frozen=True)
@@ -72,9 +93,31 @@ class Scoring:
     completion: float
 
 
+@dataclass(frozen=True)
+class Resident:
+    """A helper model held beside the policies for the whole run: its frozen weights and, when
+    it ``generates``, an engine's KV cache for ``rows`` sequences of ``context`` tokens."""
+
+    model: str
+    rows: int
+    context: int
+    generates: bool
+
+
+@dataclass(frozen=True)
+class Logits:
+    """A transient of ``tokens`` x ``vocab_chunk`` float32 logits (``name``: its component)."""
+
+    name: str
+    tokens: float
+    vocab_chunk: int
+
+
 @dataclass
 class Workload:
-    """One job's work, and per model what it spent (steps, completions, tokens generated)."""
+    """One job's work, and per model what it spent (steps, completions, tokens generated);
+    ``models``: the helper models the config names (their plan name -> model path),
+    ``residents`` and ``logits``: the helpers' memory beside the policies."""
 
     generations: list[Generation] = field(default_factory=list)
     trainings: list[Training] = field(default_factory=list)
@@ -82,6 +125,9 @@ class Workload:
     steps: dict[str, float] = field(default_factory=dict)
     spend: dict[str, dict[str, float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    models: dict[str, str] = field(default_factory=dict)
+    residents: list[Resident] = field(default_factory=list)
+    logits: list[Logits] = field(default_factory=list)
 
 
 def _probes(
@@ -193,15 +239,6 @@ def budget_steps(config: dict, reference: dict[str, float] | None, per_step: dic
     return need, f"budget: {match} of the agon run, {need} steps"
 
 
-def _teacher_model(config: dict, fam: dict, method: str, m: str) -> str:
-    """Which model a helper of ``method`` is for model ``m`` (its dims key in the plan)."""
-    if method == "cliff":
-        if (config.get("cliff") or {}).get("teacher_model"):
-            return "cliff_teacher"
-        return "B" if m == "A" else "A"  # the family's other base model marks the samples
-    return "teacher"
-
-
 def solo_workload(
     config: dict,
     fam: dict,
@@ -212,12 +249,12 @@ def solo_workload(
     reference: dict[str, dict[str, float]] | None,
 ) -> Workload:
     """A budget-matched method's run: each model alone (GRPO on TRL, or the in-house solo mode
-    of Cliff, GAR and OPD-then-RL), with its helpers' work."""
+    of Cliff, GAR and OPD-then-RL), with the helpers' work its registry row declares."""
     tr = config["train"]
     p, g = tr["problems_per_step"], tr["num_generations"]
-    if method == "grpo":
-        grpo = config.get("grpo") or {}
-        engine = "vllm" if grpo.get("use_vllm") else "hf"
+    row = method_row(method)
+    if row.runs == "trl":
+        engine = "vllm" if (config.get(TRL_SECTION) or {}).get("use_vllm") else "hf"
         rows = p * g  # TRL generates a step's P x G completions at once
     else:
         engine, rows = tr["backend"], tr["rollout_batch_size"]
@@ -245,7 +282,10 @@ def solo_workload(
             Training(f"{m} on its samples", m, n, e.solve_prompt.value, sample.value)
         )
         w.spend[m] = {"steps": steps, "completions": n, "tokens": n * sample.value}
-        _helpers(config, fam, e, method, m, w, steps, sample)
+        for h in row.helpers or ():
+            _helper(config, fam, e, method, h, m, w, steps, sample)
+    if row.helpers is None:
+        w.notes.append(f"no helper work declared for {method}: priced as GRPO")
     # every trainer probes (GRPO through a callback, on the duel's rollout engine)
     probe_steps = max(w.steps.values())
     w.generations += _probes(
@@ -254,56 +294,65 @@ def solo_workload(
     return w
 
 
-def _helpers(
+def _helper_model(config: dict, h: Helper, m: str) -> tuple[str, str | None]:
+    """The plan's name of helper ``h``'s model for model ``m``, and the model's path where the
+    config names it (``h.model_key``; None: the family's row gives it)."""
+    named = config_value(config, h.model_key) if h.model_key else None
+    if named:
+        return f"{h.model_key.split('.')[0]}_teacher", str(named)
+    if h.model == "self":
+        return m, None
+    if h.model == "other":  # the family's other base model, with its persona
+        return ("B" if m == "A" else "A"), None
+    return "teacher", None
+
+
+def _helper(
     config: dict,
     fam: dict,
     e: Expect,
     method: str,
+    h: Helper,
     m: str,
     w: Workload,
     steps: float,
     sample: Count,
 ) -> None:
-    """The helper work of a related method for model ``m`` (see the module docstring)."""
+    """Helper ``h``'s work for model ``m`` over its ``steps`` steps, and what it holds in
+    memory (:class:`agon.registry.Helper`)."""
+    if h.when is not None and config_value(config, h.when[0]) != h.when[1]:
+        return
     tr = config["train"]
-    p, g = tr["problems_per_step"], tr["num_generations"]
-    helper = _teacher_model(config, fam, method, m)
-    if method == "cliff" and (config.get("cliff") or {}).get("teacher", "oracle") == "model":
-        limit = (config.get("cliff") or {}).get("teacher_max_new_tokens") or e.max_new
-        prompt = e.reader_prompt(sample.value)
-        # the teachers generate through transformers (baselines/cliff: make_teachers)
+    p, g, rows = tr["problems_per_step"], tr["num_generations"], tr["rollout_batch_size"]
+    if h.first_steps is not None and (first := config_value(config, h.first_steps)) is not None:
+        steps = min(int(first), steps)
+    count = steps * p if h.over == "anchors" else steps * p * g  # wrong_samples: all of them
+    model, named = _helper_model(config, h, m)
+    if named is not None:
+        w.models[model] = named
+    prompt = e.reader_prompt(sample.value) if h.prompt == "read" else e.solve_prompt.value
+    if h.completion is None:
+        completion, source = sample.value, sample.source
+    else:
+        completion = config_value(config, h.completion) or e.max_new
+        source = f"cap ({GREEDY_LENGTH_NOTE})"
+    what = h.what.format(m=m, helper=model)
+    if h.kind == "generate":
+        engine = h.engine or tr["backend"]
         w.generations.append(
-            Generation(
-                f"{helper} marks {m}'s samples (upper bound: all)",
-                helper,
-                steps * p * g,
-                prompt,
-                limit,
-                "hf",
-                tr["rollout_batch_size"],
-                f"cap ({GREEDY_LENGTH_NOTE})",
-                helper=True,
-            )
+            Generation(what, model, count, prompt, completion, engine, rows, source, helper=True)
         )
-    elif method == "gar":
-        gar = config.get("gar") or {}
-        anchor = gar.get("anchor_max_tokens") or e.max_new
-        w.scorings.append(Scoring(f"{m}'s anchors", m, steps * p, e.solve_prompt.value, anchor))
-        w.scorings.append(
-            Scoring(f"{m}'s samples again", m, steps * p * g, e.solve_prompt.value, sample.value)
-        )
-    elif method == "opd_then_rl":
-        opd = config.get("opd_then_rl") or {}
-        opd_steps = min(int(opd.get("opd_steps", 10)), steps)
-        w.scorings.append(
-            Scoring(
-                f"teacher scores {m}'s OPD samples",
-                helper,
-                opd_steps * p * g,
-                e.solve_prompt.value,
-                sample.value,
-            )
-        )
+    else:
+        w.scorings.append(Scoring(what, model, count, prompt, completion))
+    if h.memory == "engine":  # one engine per model trained, even for one checkpoint
+        w.residents.append(Resident(model, rows, int(prompt + completion), True))
+    elif h.memory == "weights" and (r := Resident(model, 1, 1, False)) not in w.residents:
+        w.residents.append(r)
+    if h.logits_chunk is not None:
+        chunk = int(config_value(config, h.logits_chunk))
+        t = Logits(f"{method}_logits", (g + 1) * fam["max_new_tokens"], chunk)
+        if t not in w.logits:
+            w.logits.append(t)
 
 
 def eval_workload(
