@@ -41,6 +41,7 @@ from agon.grading.verdict import correctness
 from agon.logprobs import completion_logprobs, completion_mask, frozen_logprobs, micro_batches
 from agon.loss import policy_loss
 from agon.tasks.base import Problem, Task
+from agon.training import logbook
 from agon.training import metrics as mk
 from agon.training.policy import Policy
 from agon.training.settings import BASELINES, SCALES, RLSettings
@@ -489,8 +490,10 @@ def solo_rollout(
     ro.advantages = group_advantages(
         ro.rewards.ravel(), problem_groups(P, G), s.scale_rewards, completions=token_keys(ro.flat)
     )
-    ro.metrics = mk.role_metrics(name, "drafter", ro.rewards, ro.correct, ro.advantages, ro.flat)
-    ro.metrics |= mk.style_metrics(
+    ro.metrics = logbook.role_metrics(
+        name, "drafter", ro.rewards, ro.correct, ro.advantages, ro.flat
+    )
+    ro.metrics |= logbook.style_metrics(
         name,
         wrong_styles(task, ro.problems, ro.completions, ro.correct),
         ro.rewards[ro.correct == 0],
@@ -589,7 +592,7 @@ def solo_step(
         tokens += sum(len(c.token_ids) for c in ro.flat)
     if hooks.metrics is not None or hooks.seconds is not None:
         acc = next(iter(policies.values())).accelerator if policies else None
-        counts, seconds = mk.counts_over_ranks(acc, counts, watch.seconds)
+        counts, seconds = logbook.counts_over_ranks(acc, counts, watch.seconds)
         for name in policies:
             row.update(hooks.metrics(name, counts[name]) if hooks.metrics else {})
         if hooks.seconds is not None:

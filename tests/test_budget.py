@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from agon.config import ConfigError, load_config
-from agon.training import metrics as mk
+from agon.training import logbook
 from agon.training import run as train_run
 from agon.training.budget import Budget, spent
 from agon.training.cost import cpu_seconds, gpus_in_use, measured
@@ -39,7 +39,7 @@ def test_spent_counts_each_models_own_completions_in_both_roles():
 def test_summary_and_budget_reference_agree(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in _rows()))
-    summary = mk.summarize_metrics(path)
+    summary = logbook.summarize_metrics(path)
     for name in ("A", "B"):
         for match, key in (("tokens", "tokens_generated"), ("samples", "completions")):
             assert summary[f"{name}/{key}"] == spent(_rows(), name, match)
@@ -90,7 +90,7 @@ def test_grpo_trains_each_model_to_the_agon_runs_spend(tmp_path, match):
         out,
         match_run=tmp_path / "agon" / "summary.json",
     )
-    rows = mk.read_rows(out / "metrics.jsonl")
+    rows = logbook.read_rows(out / "metrics.jsonl")
     per_step = 2 * 4  # problems_per_step x num_generations completions per GRPO step
     for name in ("A", "B"):
         target = ref[f"{name}/completions" if match == "samples" else f"{name}/tokens_generated"]

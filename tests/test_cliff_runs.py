@@ -177,14 +177,15 @@ class LocatesNothing:
 
 def test_cliff_metrics_are_the_whole_batch_over_processes(monkeypatch):
     """Each process counts its share; every rank writes the sums' metrics, which the loop's
-    combine_ranks (it averages keys it does not know) keeps."""
+    combine_ranks keeps (Cliff declares them whole-batch values, ``same``)."""
     from types import SimpleNamespace
 
     import accelerate.utils
 
-    from agon.training.metrics import combine_ranks
-    from agon.training.metrics import counts_over_ranks as over_ranks
-    from baselines.cliff.step import cliff_metrics, teacher_counts
+    from agon.training.logbook import combine_ranks
+    from agon.training.logbook import counts_over_ranks as over_ranks
+    from agon.training.metrics import Declared
+    from baselines.cliff.step import KEYS, cliff_metrics, teacher_counts
     from baselines.cliff.teacher import Marks
 
     mine = {
@@ -212,13 +213,15 @@ def test_cliff_metrics_are_the_whole_batch_over_processes(monkeypatch):
             "A/cliff/teacher_tokens": 12.0,
         }
     )
-    assert combine_ranks([m, m]) == pytest.approx(m)
+    assert combine_ranks([m, m], Declared(KEYS)) == pytest.approx(m)
     assert over_ranks(None, mine, 0.5) == (mine, 0.5)  # one process: as counted
     assert math.isnan(cliff_metrics("A", teacher_counts([], [], 0, Marks([])))["A/cliff/located"])
 
 
 def test_teacher_totals_for_the_summary(tmp_path):
-    from baselines.cliff.trainer import teacher_totals
+    """The teacher's tokens and seconds add up in summary.json: totals its keys declare."""
+    from agon.training.logbook import declared_totals
+    from baselines.cliff.trainer import TRAINER
 
     rows = [
         {
@@ -235,7 +238,7 @@ def test_teacher_totals_for_the_summary(tmp_path):
         },
         {"step": 2, "eval/hard_pass@1/A": 0.0},
     ]
-    assert teacher_totals(tmp_path, rows) == {
+    assert declared_totals(rows, TRAINER.declared) == {
         "A/teacher_tokens": 16.0,
         "B/teacher_tokens": 4.0,
         "teacher_time_s": 2.0,

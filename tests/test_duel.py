@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from agon import duel, rl
-from agon.training.metrics import duel_outcomes
+from agon.training.logbook import duel_outcomes
 from agon.training.settings import RLSettings
 from tests.duel_helpers import ParityTask, tiny_policies
 

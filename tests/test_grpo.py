@@ -87,7 +87,7 @@ def test_grpo_step_every_architecture(arch, tmp_path):
     from transformers import AutoModelForCausalLM
 
     from agon.tasks import task_from_config
-    from agon.training.metrics import summarize_metrics
+    from agon.training.logbook import summarize_metrics
     from baselines.grpo import train_grpo
 
     cfg = load_config(tiny_config(tmp_path, arch, train={"steps": 1, "checkpoint_every": 0}))

@@ -24,7 +24,7 @@ from agon.engines.base import Completion, Engine, SamplingParams
 from agon.grading.verdict import Verdict
 from agon.tasks.base import Problem
 from agon.training import loop, probe
-from agon.training.metrics import is_eval_only
+from agon.training.logbook import is_eval_only
 from tests.duel_helpers import ParityTask, tiny_config, tiny_policies
 
 

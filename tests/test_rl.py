@@ -123,7 +123,7 @@ def test_empty_batch_is_a_no_op(tmp_path):
 
 
 def test_combine_ranks_sums_counts_and_weights_rates():
-    from agon.training.metrics import combine_ranks
+    from agon.training.logbook import combine_ranks
 
     r0 = {
         "step": 4,
@@ -136,6 +136,10 @@ def test_combine_ranks_sums_counts_and_weights_rates():
         "time/rollout_s": 1.0,
         "time/cpu_s": 3.0,
         "A->B/duel/ties": 0.5,
+        "duel/ties": 0.5,
+        "B/reader/completions": 8.0,
+        "B/reader/correct_after_right_draft": 1.0,
+        "B/reader/reads_after_right_draft": 2.0,
     }
     r1 = {
         **r0,
@@ -146,6 +150,10 @@ def test_combine_ranks_sums_counts_and_weights_rates():
         "A/loss": -0.5,
         "time/rollout_s": 2.0,
         "A->B/duel/ties": 0.25,
+        "duel/ties": 0.25,
+        "B/reader/completions": 24.0,
+        "B/reader/correct_after_right_draft": 0.5,
+        "B/reader/reads_after_right_draft": 6.0,
     }
     m = combine_ranks([r0, r1])
     assert m["step"] == 4 and m["tokens_generated"] == 40 and m["A/drafter/tokens"] == 40
@@ -153,5 +161,33 @@ def test_combine_ranks_sums_counts_and_weights_rates():
     assert m["A/drafter/correct"] == pytest.approx((0.5 * 4 + 0.25 * 12) / 16)
     assert m["A/loss"] == pytest.approx(-0.25)  # each rank's loss is its share of the batch's
     assert m["A/grad_norm"] == 2.0 and m["time/rollout_s"] == 2.0
-    assert m["A->B/duel/ties"] == pytest.approx(0.375)
+    # a direction's outcome is a share of its reads; the pooled one is made again from them
+    assert m["A->B/duel/ties"] == pytest.approx((0.5 * 8 + 0.25 * 24) / 32)
+    assert m["duel/ties"] == pytest.approx(m["A->B/duel/ties"])
+    # a rate is weighted by its own denominator, not by the role's completions
+    assert m["B/reader/correct_after_right_draft"] == pytest.approx((1.0 * 2 + 0.5 * 6) / 8)
     assert combine_ranks([r0]) == r0
+
+
+def test_combine_ranks_refuses_a_key_nobody_declared():
+    """Combining a key whose kind is unknown would be a guess: it is refused, naming it."""
+    from agon.training.logbook import combine_ranks
+    from agon.training.metrics import Declared, Key
+
+    rows = [{"step": 0, "A/mine/rate": 0.5}, {"step": 0, "A/mine/rate": 0.25}]
+    with pytest.raises(KeyError, match="A/mine/rate"):
+        combine_ranks(rows)
+    declared = Declared([Key("{model}/mine/rate", "same")])
+    assert combine_ranks(rows, declared)["A/mine/rate"] == pytest.approx(0.375)
+
+
+def test_every_declared_rate_names_a_counted_denominator():
+    """Each rate's ``per`` is itself a declared count (``sum``), so combine_ranks can weigh it."""
+    from agon.training.metrics import KEYS, Declared
+
+    declared = Declared()
+    for k in KEYS:
+        if k.combine == "rate":
+            example = k.per.format(model="A", role="reader", drafter="A", reader="B")
+            found = declared.find(example)
+            assert found is not None and found[0].combine == "sum", (k.template, k.per)

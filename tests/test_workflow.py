@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from agon.config import seeded_bases
+from agon.config import load_config, seeded_bases
 from agon.methods import COLUMNS, columns_for_methods, eval_seeds
 
 REPO = Path(__file__).resolve().parents[1]
@@ -244,7 +244,7 @@ def test_related_methods_are_one_target_away(tmp_path):
 
     wd = workdir_with(tmp_path)
     cfg = load(wd / "config" / "config.yaml")
-    methods = cfg["related"]["methods"]
+    methods = load_config(wd / "config" / "config.yaml")["related"]["methods"]  # registry default
     assert set(RELATED) <= set(methods)
     jobs = dry_run_jobs(wd, "results/related.csv")
     counts = Counter(j["rule"] for j in jobs)

@@ -23,7 +23,8 @@ from agon.results import (
     read_jsonl,
     summary_number,
 )
-from agon.training.metrics import MODELS, cumulative_tokens
+from agon.training.logbook import cumulative_tokens
+from agon.training.metrics import MODELS
 
 # a budget-matched run whose spend is further than this from its target is flagged
 BUDGET_TOLERANCE = 0.05

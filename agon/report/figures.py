@@ -25,7 +25,7 @@ from agon.methods import COLUMNS
 from agon.registry import TRAINERS
 from agon.results import FIGURE_FORMATS, Layout, read_jsonl
 from agon.training import metrics as mk
-from agon.training.metrics import cumulative_tokens
+from agon.training.logbook import cumulative_tokens
 
 # ----------------------------------------------------------------------------- figures
 

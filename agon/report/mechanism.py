@@ -25,7 +25,8 @@ from typing import Any
 
 from agon.report.render import head, table_row
 from agon.results import Layout
-from agon.training.metrics import MODELS, ROLLOUT_SHA, STEP, read_rows
+from agon.training.logbook import read_rows
+from agon.training.metrics import MODELS, ROLLOUT_SHA, STEP
 
 # summary.json keys (per model) of the mechanism, and their column names
 SUMMARY_KEYS = {

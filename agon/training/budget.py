@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agon.training import logbook
 from agon.training import metrics as mk
 from agon.training.settings import BUDGET_MATCHES as MATCHES
 
@@ -84,7 +85,7 @@ class Budget:
 
 def spent(rows: Iterable[Mapping[str, Any]], model: str, match: str) -> float:
     """What ``model`` has spent in metrics ``rows`` (steps: the optimizer steps it took)."""
-    rows = [r for r in rows if not mk.is_eval_only(r)]
+    rows = [r for r in rows if not logbook.is_eval_only(r)]
     if match == "steps":
         return float(
             sum(

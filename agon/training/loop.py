@@ -28,7 +28,8 @@ from agon.training import probe
 from agon.training.budget import active_models
 from agon.training.budget import from_settings as budget_of
 from agon.training.cost import measured
-from agon.training.metrics import CPU_S, GPU_S, STEP, combine_ranks, read_rows
+from agon.training.logbook import combine_ranks, read_rows
+from agon.training.metrics import CPU_S, GPU_S, STEP, Declared
 from agon.training.policy import Policy
 from agon.training.settings import RLSettings
 
@@ -84,6 +85,7 @@ def train(
     out_dir: str | Path,
     step_fn: StepFn,
     on_step: Callable[[dict], None] | None = None,
+    declared: Declared | None = None,
 ) -> list[dict]:
     """Train ``policies`` for ``s.steps`` steps on ``task``'s train split, resuming if possible.
 
@@ -98,7 +100,8 @@ def train(
 
     ``step_fn`` is one training step (:data:`StepFn`): a method that changes only the step (a
     baseline's advantages, say) keeps this loop's resume, checkpoints, probes, process shares
-    and metrics.
+    and metrics. ``declared``: the metrics keys it may write (:data:`agon.training.metrics.KEYS`
+    and the trainer's own); a row with a key none declares is refused before it is written.
 
     Matched compute (``s.budget_targets``, set by ``agon train --match-run`` for a trainer
     in :data:`agon.methods.BUDGET_MATCHED`): the loop runs each model until it has spent its
@@ -132,6 +135,7 @@ def train(
     ckpt.truncate_jsonl(shares_path, keep=lambda row: row.get(STEP, -1) < start)
     eval_set = probe.hard_problems(task, s.eval_problems, s.eval_split) if s.eval_every else []
     wrong = probe.wrong_drafts(task, eval_set)  # the readers' robustness probe (if the task can)
+    keys_known = declared or Declared()
 
     def evaluate(updates: int) -> dict[str, float]:
         # every rank probes the whole set: sharded (FSDP) models need every rank in each forward
@@ -147,8 +151,14 @@ def train(
         return m
 
     def write(row: dict) -> dict:
+        missing = keys_known.undeclared(row)
+        if missing:
+            raise KeyError(
+                f"metrics keys {missing} are not declared: declare each with how processes "
+                "combine it (agon.training.metrics.Key), in KEYS or in the trainer's `keys`"
+            )
         if world > 1:  # the step's row over every rank's share of the batch
-            row = combine_ranks(gather_object([row]))
+            row = combine_ranks(gather_object([row]), keys_known)
         if rank == 0:
             with open(metrics_path, "a") as f:
                 f.write(json.dumps(row, allow_nan=True) + "\n")

@@ -1,27 +1,29 @@
-# long: every key of metrics.jsonl and summary.json in one place, with the code that fills them.
-"""Every key of a training run's ``metrics.jsonl`` and ``summary.json``, in one place.
+# long: every key of metrics.jsonl and summary.json, each with how processes combine it.
+"""Every key of a training run's ``metrics.jsonl``, in one place, each declared once.
 
-Both trainers write one JSON row per optimizer step into ``metrics.jsonl`` with these keys
-(the GRPO baseline translates TRL's logs into them, :mod:`baselines.grpo`), and both
-summarize a finished run with :func:`summarize_metrics`, so the report and the figures read
-one schema. ``{model}`` is a policy's name ("A" or "B"), ``{role}`` is ``drafter`` or
+Every trainer writes one JSON row per optimizer step into ``metrics.jsonl`` with these keys
+(the GRPO baseline translates TRL's logs into them, :mod:`baselines.grpo`), and summarizes a
+finished run with :func:`agon.training.logbook.summarize_metrics`, so the report and the figures
+read one schema. ``{model}`` is a policy's name ("A" or "B"), ``{role}`` is ``drafter`` or
 ``reader`` (a GRPO sample counts as a draft), ``{drafter}->{reader}`` one duel direction.
 
 Per step: ``{model}/{role}/...`` from the rollout, ``{model}/...`` from the update, the duel
 outcomes per direction and pooled, and on the probe's steps ``eval/...``.
+
+:data:`KEYS` declares each key with how one step's rows of several processes combine into the
+one-process row (:func:`agon.training.logbook.combine_ranks`): counts add up, wall seconds are the
+slowest process's, a rate is weighted by the count it is a rate of (its denominator, a key of
+the same row), and what every process computes alike is taken as it is. A method's own keys
+are declared in its own module (a tuple of :class:`Key`, its trainer's ``keys``), and the
+shell of the in-house trainers collects them; a key no declaration matches is an error there.
+The code that computes, reads and summarizes rows is :mod:`agon.training.logbook`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import Any
-
-import numpy as np
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 STEP = "step"
 TOKENS = "tokens_generated"  # completion tokens generated this step, both models together
@@ -54,7 +56,8 @@ DRAFTS_CUT = "{model}/reader/drafts_cut"  # drafts shortened to fit the reader p
 # how often wrong drafts mislead), and how the drafter's wrong drafts went wrong
 READ_AFTER_RIGHT = "{model}/reader/correct_after_right_draft"
 READ_AFTER_WRONG = "{model}/reader/correct_after_wrong_draft"
-READS_AFTER_WRONG = "{model}/reader/reads_after_wrong_draft"  # the weight of the rate above
+READS_AFTER_RIGHT = "{model}/reader/reads_after_right_draft"  # the denominators of the rates
+READS_AFTER_WRONG = "{model}/reader/reads_after_wrong_draft"
 HIDDEN_SHARE = "{model}/drafter/hidden_share"  # hidden / (hidden + visible) wrong drafts
 STYLED = "{model}/drafter/styled_wrong"  # wrong drafts classified visible or hidden
 # what the drafter is paid for a hidden over a visible wrong draft (mean reward of the one
@@ -75,8 +78,13 @@ DIRECTION_PATTERN = (
     r"^(?P<drafter>[^/]+)->(?P<reader>[^/]+)/duel/(?P<outcome>drafter_wins|reader_wins|ties)$"
 )
 
-# update, per model
-# {model}/loss, /grad_norm (before clipping), /entropy, /kl, /clip_ratio, /lr, /trained_tokens
+# update, per model (agon.rl.update)
+LOSS = "{model}/loss"  # each process's is its share of the whole batch's loss
+GRAD_NORM = "{model}/grad_norm"  # before clipping
+ENTROPY = "{model}/entropy"  # mean over the trained tokens
+KL = "{model}/kl"  # mean over the trained tokens (NaN without a KL term)
+CLIP_RATIO = "{model}/clip_ratio"  # share of trained tokens whose ratio was clipped
+SKIP_EMPTY = "{model}/skip_reason_empty"  # 1 when no process generated a token
 SKIPPED = "{model}/skipped"  # 1 when the update was dropped (non-finite loss or gradient)
 # 1 when every advantage of the model's step was 0 (no KL term): no forward or backward ran,
 # AdamW stepped on zero gradients (agon.rl.update)
@@ -96,6 +104,7 @@ EVAL_S = "time/eval_s"
 EVAL_ROW_KEYS = (STEP, TOKENS, EVAL_S)  # an evaluation-only row's keys besides eval/*
 
 MODELS = ("A", "B")
+COMBINES = ("sum", "max", "rate", "same", "first")
 
 
 def key(template: str, **names: str) -> str:
@@ -103,334 +112,127 @@ def key(template: str, **names: str) -> str:
     return template.format(**names)
 
 
-# ----------------------------------------------------------------------------- one step
+@dataclass(frozen=True)
+class Key:
+    """One metrics key: its template and how the rows of several processes combine it.
+
+    ``combine``: ``sum`` (a count, or each process's share of a sum: tokens, the loss),
+    ``max`` (wall seconds: the slowest process's), ``rate`` (a mean over what ``per`` counts:
+    the processes' values weighted by ``per``, a key template of the same row that is a
+    ``sum``), ``same`` (what every process computes alike, or a whole-batch value already
+    summed over the processes: averaged, NaN left out), ``first`` (rank 0's: a step, a
+    fingerprint). ``total``: the ``summary.json`` key (a template) that adds it up over the
+    run's rows, if any."""
+
+    template: str
+    combine: str
+    per: str | None = None
+    total: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.combine not in COMBINES:
+            raise ValueError(f"Key {self.template}: combine must be one of {COMBINES}")
+        if (self.combine == "rate") != (self.per is not None):
+            raise ValueError(f"Key {self.template}: a rate, and only a rate, names its `per`")
 
 
-def _nanmean(x: Any) -> float:
-    x = np.asarray(x, dtype=np.float64)
-    x = x[~np.isnan(x)]
-    return float(x.mean()) if x.size else float("nan")
+# what a placeholder of a template may stand for in a key
+_PLACEHOLDERS = {
+    "model": r"[^/>-]+",
+    "role": r"drafter|reader",
+    "drafter": r"[^/>-]+",
+    "reader": r"[^/>-]+",
+    "outcome": "|".join(OUTCOMES),
+}
 
 
-def role_metrics(
-    model: str,
-    role: str,
-    rewards: np.ndarray,
-    correct: np.ndarray,
-    advantages: Any,
-    completions: Sequence[Any],
-) -> dict[str, float]:
-    """The rollout metrics of ``model``'s completions in ``role`` (objects with ``token_ids``
-    and ``finish_reason``; ``advantages`` an :class:`agon.rl.Advantages`), keyed
-    ``{model}/{role}/...``."""
-    lengths = [len(c.token_ids) for c in completions]
-    zero_spread, dead = advantages.zero_spread, advantages.dead
-
-    def k(template: str) -> str:
-        return key(template, model=model, role=role)
-
-    return {
-        k(ROLE_REWARD): _nanmean(rewards),
-        k(ROLE_CORRECT): _nanmean(correct),
-        k(ROLE_UNGRADED): float(np.isnan(correct).mean()) if correct.size else 0.0,
-        k(ROLE_ZERO_SPREAD): float(zero_spread.mean()) if zero_spread.size else float("nan"),
-        k(ROLE_DEAD): float(dead.mean()) if dead is not None and dead.size else float("nan"),
-        k(ROLE_LENGTH): float(np.mean(lengths)) if lengths else 0.0,
-        k(ROLE_TRUNCATED): (
-            float(np.mean([c.finish_reason == "length" for c in completions]))
-            if completions
-            else 0.0
-        ),
-        k(ROLE_TOKENS): float(sum(lengths)),
-        k(ROLE_COMPLETIONS): float(len(completions)),
-    }
-
-
-def reader_metrics(
-    reader: str, c_draft_per_read: np.ndarray, c_read: np.ndarray
-) -> dict[str, float]:
-    """The reader's correctness after right and after wrong drafts (graded pairs only; NaN
-    where there was none), and how many reads followed a wrong draft."""
-    ok = ~(np.isnan(c_draft_per_read) | np.isnan(c_read))
-    d, r = c_draft_per_read[ok], c_read[ok]
-    after_wrong = r[d == 0]
-    return {
-        key(READ_AFTER_RIGHT, model=reader): _nanmean(r[d == 1]),
-        key(READ_AFTER_WRONG, model=reader): _nanmean(after_wrong),
-        key(READS_AFTER_WRONG, model=reader): float(after_wrong.size),
-    }
-
-
-def style_metrics(
-    drafter: str, styles: Sequence[str | None], rewards: Sequence[float] | None = None
-) -> dict[str, float]:
-    """The share of hidden errors among the drafter's visible and hidden wrong drafts
-    (``styles``: :meth:`agon.tasks.base.Task.error_style` of each wrong draft), and how many
-    were classified; nothing when the task classifies none. With ``rewards`` (the drafter's
-    reward of each wrong draft, in the same order), also what a hidden wrong draft was paid
-    over a visible one, where the step holds both."""
-    hidden = sum(x == "hidden" for x in styles)
-    visible = sum(x == "visible" for x in styles)
-    if not hidden + visible:
-        return {}
-    out = {
-        key(HIDDEN_SHARE, model=drafter): hidden / (hidden + visible),
-        key(STYLED, model=drafter): float(hidden + visible),
-    }
-    if rewards is not None and hidden and visible:
-        r = np.asarray(rewards, dtype=float)
-        kind = np.asarray([str(x) for x in styles])
-        out[key(STYLE_REWARD_GAP, model=drafter)] = _nanmean(r[kind == "hidden"]) - _nanmean(
-            r[kind == "visible"]
-        )
-        out[key(STYLE_GAP_WEIGHT, model=drafter)] = float(min(hidden, visible))
-    return out
-
-
-def rollout_sha(completions: Iterable[Any]) -> str:
-    """A short fingerprint of completions' token ids, in order."""
-    digest = hashlib.sha256()
-    for c in completions:
-        digest.update(np.asarray(c.token_ids, dtype=np.int64).tobytes() + b"|")
-    return digest.hexdigest()[:16]
-
-
-def duel_outcomes(c_draft_per_read: np.ndarray, c_read: np.ndarray) -> dict[str, float]:
-    """Fractions of (draft, read) pairs the drafter wins, the reader wins, or tie (graded
-    pairs only), keyed ``duel/{outcome}``."""
-    ok = ~(np.isnan(c_draft_per_read) | np.isnan(c_read))
-    n = int(ok.sum())
-    if n == 0:
-        return {POOLED_OUTCOME.format(outcome=o): float("nan") for o in OUTCOMES}
-    d, r = c_draft_per_read[ok], c_read[ok]
-    fractions = {
-        "drafter_wins": (d > r).mean(),
-        "reader_wins": (r > d).mean(),
-        "ties": (d == r).mean(),
-    }
-    return {POOLED_OUTCOME.format(outcome=o): float(fractions[o]) for o in OUTCOMES}
-
-
-def pool_duel_outcomes(metrics: dict[str, float]) -> None:
-    """Pool the per-direction outcomes of a step into ``duel/{outcome}`` (in place)."""
-    for outcome in OUTCOMES:
-        suffix = "/" + POOLED_OUTCOME.format(outcome=outcome)
-        vals = [v for k, v in metrics.items() if k.endswith(suffix) and not math.isnan(v)]
-        if vals:
-            metrics[POOLED_OUTCOME.format(outcome=outcome)] = float(np.mean(vals))
-
-
-def counts_over_ranks(
-    accelerator: Any, counts: dict[str, dict[str, float]], seconds: float
-) -> tuple[dict[str, dict[str, float]], float]:
-    """A step's per-model counts (``{model: {name: count}}``) summed over the processes, and
-    the slowest process's seconds, as they are on one process: a baseline's own metrics (a
-    teacher's, an anchor's) made from them are then the whole batch's on every rank, and
-    :func:`combine_ranks`, which averages keys it does not know, keeps them."""
-    if accelerator is None or accelerator.num_processes <= 1:
-        return counts, seconds
-    # lazy: accelerate (imports torch) only where this runs
-    from accelerate.utils import gather_object
-
-    shares = gather_object([(counts, seconds)])
-    total = {
-        name: {c: sum(share[name][c] for share, _ in shares) for c in per_model}
-        for name, per_model in counts.items()
-    }
-    return total, max(t for _, t in shares)
-
-
-def combine_ranks(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """One step's row from the rows of every process that shared it (each on its own problems).
-
-    Counts add up (tokens, completions, trained tokens, drafts cut, CPU/GPU seconds, and the
-    loss: each rank's loss is its share of the whole batch's); the phases' wall seconds are the
-    slowest rank's; a role's rates are weighted by that role's completions on each rank; what
-    every rank computes alike (step, grad norm, lr, probe scores) and the duel outcomes are
-    averaged (outcomes: exact when the ranks hold equal shares)."""
-    if len(rows) == 1:
-        return dict(rows[0])
-    role_key = re.compile(r"^(?P<model>[^/]+)/(?P<role>drafter|reader)/(?P<name>[^/]+)$")
-    summed = {CPU_S, GPU_S, TOKENS}
-    out: dict[str, Any] = {}
-    for k in dict.fromkeys(k for r in rows for k in r):
-        vals = [r[k] for r in rows if k in r]
-        if not all(isinstance(v, (int, float)) for v in vals):
-            out[k] = vals[0]
-            continue
-        m = role_key.match(k)
-        if (
-            k in summed
-            or k.endswith(("/loss", "/trained_tokens", "/drafts_cut", "/cpu_s"))
-            or (m and m["name"] in ("tokens", "completions"))
-        ):
-            out[k] = float(sum(vals))
-        elif k in (ROLLOUT_S, UPDATE_S, EVAL_S):
-            out[k] = float(max(vals))
-        elif m:
-            n = key(ROLE_COMPLETIONS, model=m["model"], role=m["role"])
-            w = np.array([r.get(n, 1.0) for r in rows if k in r], dtype=np.float64)
-            x = np.array(vals, dtype=np.float64)
-            ok = ~np.isnan(x) & (w > 0)
-            out[k] = float((x[ok] * w[ok]).sum() / w[ok].sum()) if ok.any() else float("nan")
-        else:
-            out[k] = _nanmean(vals) if k != STEP else vals[0]
-    return out
-
-
-# ----------------------------------------------------------------------------- a run
-
-
-def read_rows(path: str | Path) -> list[dict]:
-    """The rows of a ``metrics.jsonl`` (none if it does not exist)."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def is_eval_only(row: Mapping[str, Any]) -> bool:
-    """True for a row with no training step in it (the probe after the last update)."""
-    return any(k.startswith("eval/") for k in row) and all(
-        k in EVAL_ROW_KEYS or k.startswith("eval/") for k in row
+def _pattern(template: str) -> re.Pattern:
+    parts = re.split(r"\{(\w+)\}", template)
+    regex = "".join(
+        re.escape(p) if i % 2 == 0 else f"(?P<{p}>{_PLACEHOLDERS[p]})" for i, p in enumerate(parts)
     )
+    return re.compile(f"^{regex}$")
 
 
-def summarize_metrics(path: str | Path, models: Iterable[str] = MODELS) -> dict[str, Any]:
-    """Totals and last values of a run: steps, and per model the optimizer steps, completions
-    and tokens generated, tokens trained on, skipped updates, the last probe; training CPU and
-    GPU seconds, and probing seconds. These are what ``train.budget`` matches and what table
-    1's compute columns show."""
-    rows = read_rows(path)
-    out: dict[str, Any] = {"steps": sum(not is_eval_only(r) for r in rows)}
-    for name in models:
-
-        def total(
-            template: str, roles: Sequence[str] = ("drafter", "reader"), name: str = name
-        ) -> float:
-            keys = [key(template, model=name, role=r) for r in roles]
-            return float(sum(r.get(k, 0) or 0 for r in rows for k in keys))
-
-        out[f"{name}/steps"] = sum(
-            key(LR, model=name) in r or key(SKIPPED, model=name) in r for r in rows
-        )
-        out[f"{name}/completions"] = total(ROLE_COMPLETIONS)
-        out[f"{name}/tokens_generated"] = total(ROLE_TOKENS)
-        out[f"{name}/tokens_trained"] = total(TRAINED_TOKENS, roles=("",))
-        out[f"{name}/skipped_updates"] = total(SKIPPED, roles=("",))
-        out[f"{name}/zero_advantage_steps"] = total(ZERO_ADVANTAGE, roles=("",))
-        if any(key(MODEL_CPU_S, model=name) in r for r in rows):
-            out[f"{name}/cpu_s"] = total(MODEL_CPU_S, roles=("",))
-        probes = [r[key(HARD_PASS1, model=name)] for r in rows if key(HARD_PASS1, model=name) in r]
-        if probes:
-            out[f"{name}/last_hard_pass@1"] = probes[-1]
-        rk = key(ROBUST_PASS1, model=name)
-        robust = [r[rk] for r in rows if rk in r]
-        if robust:  # the reader before training and after it
-            out[f"{name}/first_robust_pass@1"] = robust[0]
-            out[f"{name}/last_robust_pass@1"] = robust[-1]
-        out |= mechanism_summary([r for r in rows if not is_eval_only(r)], name)
-    out[TOKENS] = sum(r.get(TOKENS, 0) for r in rows)
-    if any(ROLLOUT_S in r for r in rows):  # a trainer that times its own phases (the duel)
-        out["train_time_s"] = sum(r.get(ROLLOUT_S, 0) + r.get(UPDATE_S, 0) for r in rows)
-    if any(CPU_S in r for r in rows):
-        out["cpu_s"] = float(sum(r.get(CPU_S, 0) for r in rows))
-        out["gpu_s"] = float(sum(r.get(GPU_S, 0) for r in rows))
-    out["eval_time_s"] = sum(r.get(EVAL_S, 0) for r in rows)
-    return out
+def _rate(template: str, per: str) -> Key:
+    return Key(template, "rate", per)
 
 
-def _weighted(rows: Sequence[Mapping[str, Any]], value: str, weight: str | None) -> float:
-    """The mean of ``value`` over ``rows``, weighted by ``weight`` (None: every row alike;
-    NaN: nothing to average)."""
-    pairs = [(r[value], r.get(weight, 0.0) if weight else 1.0) for r in rows if value in r]
-    pairs = [(v, w) for v, w in pairs if isinstance(v, (int, float)) and math.isfinite(v) and w]
-    total = sum(w for _, w in pairs)
-    return sum(v * w for v, w in pairs) / total if total else float("nan")
+def _role(name: str) -> str:
+    return f"{{model}}/{{role}}/{name}"
 
 
-def mechanism_summary(rows: Sequence[Mapping[str, Any]], name: str) -> dict[str, float]:
-    """What a run shows of the mechanism, for model ``name``: as a reader, its correctness after
-    right and after wrong drafts over the run; as a drafter, its hidden-error share in the first
-    and the last quarter of its steps; its dead groups over the run (absent keys: the trainer
-    measured none)."""
-    out: dict[str, float] = {}
-    reads = [r for r in rows if key(READ_AFTER_WRONG, model=name) in r]
-    if reads:
-        completions = key(ROLE_COMPLETIONS, model=name, role="reader")
-        out[f"{name}/read_after_right"] = _weighted(
-            reads, key(READ_AFTER_RIGHT, model=name), completions
-        )
-        out[f"{name}/read_after_wrong"] = _weighted(
-            reads, key(READ_AFTER_WRONG, model=name), key(READS_AFTER_WRONG, model=name)
-        )
-    styled = [r for r in rows if key(HIDDEN_SHARE, model=name) in r]
-    if styled:
-        q = max(1, len(styled) // 4)
-        share, weight = key(HIDDEN_SHARE, model=name), key(STYLED, model=name)
-        out[f"{name}/hidden_share_first"] = _weighted(styled[:q], share, weight)
-        out[f"{name}/hidden_share_last"] = _weighted(styled[-q:], share, weight)
-    gap = key(STYLE_REWARD_GAP, model=name)
-    if any(gap in r for r in rows):
-        out[f"{name}/hidden_minus_visible_reward"] = _weighted(
-            rows, gap, key(STYLE_GAP_WEIGHT, model=name)
-        )
-    for role in ("drafter", "reader"):
-        dead = key(ROLE_DEAD, model=name, role=role)
-        if any(dead in r for r in rows):
-            out[f"{name}/{role}_frac_dead"] = _weighted(rows, dead, None)
-    return out
+KEYS: tuple[Key, ...] = (
+    Key(STEP, "first"),
+    Key(TOKENS, "sum"),
+    Key(ROLLOUT_S, "max"),
+    Key(UPDATE_S, "max"),
+    Key(CPU_S, "sum"),
+    Key(GPU_S, "sum"),
+    Key(MODEL_CPU_S, "sum"),
+    # the rollout, per model and role: rates of the role's completions
+    Key(ROLE_COMPLETIONS, "sum"),
+    Key(ROLE_TOKENS, "sum"),
+    *(
+        _rate(t, ROLE_COMPLETIONS)
+        for t in (ROLE_REWARD, ROLE_CORRECT, ROLE_UNGRADED, ROLE_LENGTH, ROLE_TRUNCATED)
+    ),
+    # groups: every group of a role has as many completions, so completions weigh them
+    _rate(ROLE_ZERO_SPREAD, ROLE_COMPLETIONS),
+    _rate(ROLE_DEAD, ROLE_COMPLETIONS),
+    Key(DRAFTS_CUT, "sum"),
+    # the mechanism
+    Key(READS_AFTER_RIGHT, "sum"),
+    Key(READS_AFTER_WRONG, "sum"),
+    _rate(READ_AFTER_RIGHT, READS_AFTER_RIGHT),
+    _rate(READ_AFTER_WRONG, READS_AFTER_WRONG),
+    Key(STYLED, "sum"),
+    _rate(HIDDEN_SHARE, STYLED),
+    Key(STYLE_GAP_WEIGHT, "sum"),
+    # a difference of two means: weighted by the pairs, the whole batch's to first order
+    _rate(STYLE_REWARD_GAP, STYLE_GAP_WEIGHT),
+    Key(ROLLOUT_SHA, "first"),
+    # a direction's outcomes are shares of its reads (its reader's reads); the pooled ones are
+    # made again from the combined directions (agon.training.logbook.combine_ranks)
+    _rate("{drafter}->{reader}/" + POOLED_OUTCOME, "{reader}/reader/completions"),
+    Key(POOLED_OUTCOME, "same"),
+    # the update
+    Key(LOSS, "sum"),
+    Key(TRAINED_TOKENS, "sum"),
+    *(_rate(t, TRAINED_TOKENS) for t in (ENTROPY, KL, CLIP_RATIO)),
+    *(Key(t, "same") for t in (GRAD_NORM, LR, SKIPPED, SKIP_EMPTY, ZERO_ADVANTAGE)),
+    # the probe: every process scores the same problems
+    *(Key(t, "same") for t in (HARD_PASS1, HARD_TOKENS, HARD_PROBLEMS)),
+    *(Key(t, "same") for t in (ROBUST_PASS1, ROBUST_PROBLEMS)),
+    Key(EVAL_S, "max"),
+)
 
 
-def totals(
-    rows: Sequence[Mapping[str, Any]],
-    per_model: Mapping[str, str],
-    run: Mapping[str, str] | None = None,
-    models: Iterable[str] = MODELS,
-) -> dict[str, float]:
-    """A trainer's own costs summed over a run's rows, for ``summary.json``: ``per_model`` maps
-    a summary key template to a row key template (both with ``{model}``), ``run`` a summary key
-    to a row key with no model in it (seconds). Missing or null values count 0."""
+class Declared:
+    """Metrics keys to their declarations: :data:`KEYS` and a trainer's own."""
 
-    def total(k: str) -> float:
-        return float(sum(r.get(k, 0) or 0 for r in rows))
+    def __init__(self, keys: Iterable[Key] = ()) -> None:
+        self.keys = (*KEYS, *keys)
+        self._exact = {k.template: k for k in self.keys if "{" not in k.template}
+        self._patterns = [(_pattern(k.template), k) for k in self.keys if "{" in k.template]
+        if len({k.template for k in self.keys}) < len(self.keys):
+            raise ValueError("a metrics key is declared twice")
 
-    models = tuple(models)
-    out = {
-        key(name, model=m): total(key(row_key, model=m))
-        for name, row_key in per_model.items()
-        for m in models
-    }
-    return out | {name: total(row_key) for name, row_key in (run or {}).items()}
+    def find(self, name: str) -> tuple[Key, dict[str, str]] | None:
+        """The declaration of the key ``name`` and what its placeholders stand for there
+        (None: not declared)."""
+        if name in self._exact:
+            return self._exact[name], {}
+        for pattern, k in self._patterns:
+            m = pattern.match(name)
+            if m:
+                return k, m.groupdict()
+        return None
 
+    def undeclared(self, names: Iterable[str]) -> list[str]:
+        """The keys among ``names`` that no declaration matches."""
+        return [n for n in names if self.find(n) is None]
 
-def merge_metrics(paths: Sequence[str | Path]) -> list[dict]:
-    """Per-model metrics files (one model each) as one row per step, side by side.
-
-    The evaluation after the last update is a step too; evaluation, CPU and GPU seconds add
-    up, and each
-    row's ``tokens_generated`` is the sum of the models' finite ``drafter/tokens``.
-    """
-    by_step: dict[int, dict] = {}
-    for p in paths:
-        for r in read_rows(p):
-            row = by_step.setdefault(r[STEP], {STEP: r[STEP]})
-            sums = {k: row.get(k, 0.0) + r.get(k, 0.0) for k in (EVAL_S, *SUMMED)}
-            row.update(r)
-            row.update({k: v for k, v in sums.items() if v})
-    for r in by_step.values():
-        r[TOKENS] = sum(
-            v
-            for k, v in r.items()
-            if k.endswith("/drafter/tokens") and isinstance(v, (int, float)) and math.isfinite(v)
-        )
-    return [by_step[s] for s in sorted(by_step)]
-
-
-def cumulative_tokens(rows: list[dict]) -> list[float]:
-    """Tokens generated up to and including each row."""
-    total, out = 0.0, []
-    for r in rows:
-        total += float(r.get(TOKENS, 0) or 0)
-        out.append(total)
-    return out
+    def totals(self) -> Sequence[Key]:
+        """The declarations that add up into ``summary.json``."""
+        return [k for k in self.keys if k.total is not None]

@@ -35,6 +35,7 @@ from agon.engines.rollouts import RolloutOptions, rollout_engine
 from agon.provenance import atomic_write_text
 from agon.tasks import task_from_config
 from agon.tasks.base import Task
+from agon.training import logbook
 from agon.training import metrics as mk
 from agon.training.budget import from_settings
 from agon.training.budget import report as budget_report
@@ -125,11 +126,11 @@ def run_summary(out: Path, settings: TrainSettings) -> dict:
     """The totals of a finished run's ``OUT/metrics.jsonl`` (every trainer's, GRPO on TRL's
     too); with a compute budget in ``settings``, what each model spent against it
     (``budget``)."""
-    summary = mk.summarize_metrics(out / "metrics.jsonl")
+    summary = logbook.summarize_metrics(out / "metrics.jsonl")
     budget = from_settings(settings)
     if budget is not None:
         caps = {name: settings.model_steps(name) for name in budget.targets}
-        summary["budget"] = budget_report(budget, mk.read_rows(out / "metrics.jsonl"), caps)
+        summary["budget"] = budget_report(budget, logbook.read_rows(out / "metrics.jsonl"), caps)
     return summary
 
 
@@ -208,8 +209,11 @@ class InHouseTrainer:
       loads (raise ValueError naming the setting);
     - ``bind(run, step)``: a context manager that yields the step with its helpers bound (a
       teacher, say) and releases them when the loop ends;
-    - ``extras(out, rows)``: summary keys of the trainer's own (its helpers' costs), from the
-      run's metrics rows;
+    - ``keys``: the metrics keys of its own (:class:`agon.training.metrics.Key`: how
+      processes combine each, and the ``summary.json`` total it adds up to, if any), besides
+      :data:`agon.training.metrics.KEYS`; a row with a key neither declares is refused;
+    - ``extras(out, rows)``: summary keys of the trainer's own that are not a declared key's
+      total (its switch point, say), from the run's metrics rows;
     - ``progress``: the metrics keys of its progress line;
     - ``phases``: several loops one after the other (``step`` and ``bind`` unused).
     """
@@ -220,9 +224,15 @@ class InHouseTrainer:
     settings_overrides: tuple[tuple[str, Any], ...] = ()
     check: Callable[[dict, dict, Task, Any, Any], None] | None = None
     bind: Callable[[Run, StepFn], contextlib.AbstractContextManager[StepFn]] = plain_step
+    keys: tuple[mk.Key, ...] = ()
     extras: Callable[[Path, list[dict]], dict] | None = None
     progress: tuple[str, ...] = ()
     phases: tuple[Phase, ...] = ()
+
+    @property
+    def declared(self) -> mk.Declared:
+        """Every metrics key this trainer's rows may hold."""
+        return mk.Declared(self.keys)
 
     def settings_from_config(self, config: dict, family: dict, seed: int) -> RLSettings:
         """This trainer's settings for one family of a validated config."""
@@ -245,9 +255,10 @@ class InHouseTrainer:
         save_policies(run.policies, run.tokenizers, run.out, accelerator)
         if self.phases:
             _merge_phases(run.out, self.phases, s, accelerator)
-        rows = mk.read_rows(run.out / "metrics.jsonl")
+        rows = logbook.read_rows(run.out / "metrics.jsonl")
         extras = self.extras(run.out, rows) if self.extras is not None else {}
-        return run_payload(run.out, steps, t0, accelerator, s) | extras
+        totals = logbook.declared_totals(rows, self.declared)
+        return run_payload(run.out, steps, t0, accelerator, s) | totals | extras
 
     def _loops(self, run: Run) -> int:
         """Run the trainer's loop, or each phase's; the steps this run took."""
@@ -277,6 +288,7 @@ class InHouseTrainer:
                     out,
                     step_fn,
                     on_step=progress_printer(label, self.progress),
+                    declared=self.declared,
                 )
             steps += len(rows)
         return steps
@@ -287,7 +299,7 @@ def _merge_phases(out: Path, phases: Sequence[Phase], s: RLSettings, accelerator
     by the steps those took."""
     merged, offset = [], 0
     for phase in phases:
-        rows = mk.read_rows(out / phase.name / "metrics.jsonl")
+        rows = logbook.read_rows(out / phase.name / "metrics.jsonl")
         merged += [r | {mk.STEP: r[mk.STEP] + offset} for r in rows]
         offset += phase.settings(s, out).steps
     if accelerator is None or accelerator.is_main_process:

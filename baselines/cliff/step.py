@@ -40,6 +40,16 @@ TOO_LONG = "{model}/cliff/teacher_too_long"  # samples whose teacher prompt did 
 TEACHER_TOKENS = "{model}/cliff/teacher_tokens"  # tokens a model teacher generated
 TEACHER_S = "time/teacher_s"  # the teacher's wall seconds (the slowest process's)
 
+# every key above is the whole batch's on every process (counts summed over processes before
+# the rates are taken: agon.rl.solo_step); the teacher's tokens and seconds add up in
+# summary.json as {model}/teacher_tokens (0 for the oracle, which generates nothing) and
+# teacher_time_s
+KEYS = (
+    *(mk.Key(t, "same") for t in (WRONG, LOCATED, MISTAKE_AT, UNPARSABLE, SAID_NONE, TOO_LONG)),
+    mk.Key(TEACHER_TOKENS, "same", total="{model}/teacher_tokens"),
+    mk.Key(TEACHER_S, "same", total="teacher_time_s"),
+)
+
 
 def first_mistakes(
     teacher: Any,

@@ -39,6 +39,16 @@ ANCHOR_TOKENS = "{model}/gar/anchor_tokens"  # prompt + anchor tokens forwarded 
 ROLLOUT_TOKENS = "{model}/gar/rollout_tokens"  # prompt + sample tokens forwarded again
 GAR_S = "time/gar_s"  # wall seconds of the cosines, both models (inside time/rollout_s)
 
+# every key above is the whole batch's on every process (counts summed over processes before
+# the means are taken: agon.rl.solo_step); the cosines' cost adds up in summary.json
+KEYS = (
+    *(mk.Key(t, "same") for t in (SCORED, COSINE, BONUS)),
+    mk.Key(NO_ANCHOR, "same", total="{model}/gar_no_anchor"),
+    mk.Key(ANCHOR_TOKENS, "same", total="{model}/gar_anchor_tokens"),
+    mk.Key(ROLLOUT_TOKENS, "same", total="{model}/gar_rollout_tokens"),
+    mk.Key(GAR_S, "same", total="gar_time_s"),
+)
+
 
 @dataclass
 class Scores:

@@ -37,6 +37,11 @@ VALIDATION = "{model}/opd/validation_pass@1"  # the weights after the row's upda
 BASE_VALIDATION = "{model}/opd/base_validation_pass@1"  # the base model, in row 0
 VALIDATION_TOKENS = "{model}/opd/validation_tokens"  # tokens the validation generated
 VALIDATION_S = "time/validation_s"  # its wall seconds (apart from rollout_s and update_s)
+# every process validates on every problem (sharded models need each in every forward)
+KEYS = (
+    *(mk.Key(t, "same") for t in (VALIDATION, BASE_VALIDATION, VALIDATION_TOKENS)),
+    mk.Key(VALIDATION_S, "max"),
+)
 
 
 def validated_updates(opd_steps: int, every: int) -> list[int]:
