@@ -80,6 +80,7 @@ from typing import Any
 import torch
 
 from agon import duel, rl
+from agon.duel import DuelSettings
 from agon.engines import SamplingParams
 from agon.engines.hf import HFEngine
 from agon.plan import (
@@ -99,7 +100,7 @@ from agon.random_models import build_model_from_dims
 from agon.tasks.synthetic import ParityTask
 from agon.training import metrics as mk
 from agon.training.policy import Policy, make_policy
-from agon.training.settings import DuelSettings, RLSettings
+from agon.training.settings import RLSettings
 from agon.training.shell import master_precision
 from baselines.grpo import GRPOSettings, make_reward_fn, prompt_dataset
 

@@ -29,10 +29,10 @@ import torch
 
 from agon import duel
 from agon.config import load_config
+from agon.duel import DuelSettings
 from agon.engines.hf import load_model
 from agon.tasks import task_from_config
 from agon.training import loop
-from agon.training.settings import DuelSettings
 from agon.training.shell import family_policies
 from baselines.grpo import GRPOSettings, train_grpo
 

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from agon import duel, rl
+from agon.duel import DuelSettings
 from agon.toy.sft_data import Mistake, written_arith_steps
 from agon.toy.tasks import ArithTask, arith_solution, first_error_style, gold_arith_steps
 from agon.toy.toycode import ToyCodeTask, parse_code_lines
 from agon.training import metrics as mk
-from agon.training.settings import DuelSettings
 
 
 def test_identical_completions_make_a_dead_group_that_zero_spread_misses():

@@ -13,11 +13,12 @@ import torch
 
 from agon import duel, rl
 from agon.config import load_config
+from agon.duel import DuelSettings
 from agon.grading.verdict import Verdict
 from agon.random_models import tiny_policies
 from agon.tasks.synthetic import ParityTask
 from agon.training import loop
-from agon.training.settings import DuelSettings, RLSettings
+from agon.training.settings import RLSettings
 from agon.training.shell import family_policies, master_precision
 from tests.duel_helpers import tiny_config
 

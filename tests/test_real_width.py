@@ -41,6 +41,7 @@ import pytest
 import torch
 
 from agon import duel, rl
+from agon.duel import DuelSettings
 from agon.engines import SamplingParams
 from agon.engines.hf import HFEngine
 from agon.evaluation import evaluate
@@ -52,7 +53,7 @@ from agon.systems import cascade, single
 from agon.tasks.base import apply_draft_view
 from agon.tasks.synthetic import ParityTask
 from agon.training.policy import Policy, make_policy
-from agon.training.settings import DuelSettings, RLSettings
+from agon.training.settings import RLSettings
 from baselines.grpo import make_reward_fn, prompt_dataset
 from baselines.moa import moa
 

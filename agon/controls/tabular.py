@@ -11,7 +11,7 @@ drafter's learnable choice is P(subtle), the reader's P(verify).
 Every step runs the duel's own pipeline on sampled actions: P problems x G drafts x K reads,
 the correctness arrays ``c_draft (P, G)`` and ``c_read (P, G, K)``, then
 :func:`agon.duel.role_rewards`, :func:`agon.duel.role_advantages` and
-:func:`agon.loss.policy_loss` with the :class:`~agon.training.settings.DuelSettings` knobs
+:func:`agon.loss.policy_loss` with the :class:`~agon.duel.DuelSettings` knobs
 that shape them, and an AdamW step of each policy on its own completions.
 
 What the algebra predicts (``docs/method.md``, "What the rival term does, per role"): the
@@ -53,9 +53,8 @@ import numpy as np
 import torch
 
 # the code under control, imported in one place: if it moves, change these lines only
-from agon.duel import role_advantages, role_rewards
+from agon.duel import REWARD_SCHEMES, DuelSettings, role_advantages, role_rewards
 from agon.loss import policy_loss
-from agon.training.settings import REWARD_SCHEMES, DuelSettings
 
 SUBTLE, OBVIOUS = 1, 0  # the drafter's actions (index into its logits)
 VERIFY, COPY = 1, 0  # the reader's actions

@@ -4,38 +4,176 @@
 field names *are* its keys), the family's generation limit and the run's seed; the GRPO
 baseline's settings extend it with the ``grpo`` section (:mod:`baselines.grpo`, on TRL).
 :class:`RLSettings` adds what the in-house policy-gradient core reads (:mod:`agon.rl`); every
-in-house trainer's settings extend it: the duel's (:class:`DuelSettings`, with the ``agon``
-section, nested keys flattened with ``_``: ``agon.reward.scheme`` is ``reward_scheme``) and
-those of Cliff, GAR and OPD-then-RL (each with its own section).
+in-house trainer's settings extend it: the duel's (:class:`agon.duel.DuelSettings`, with the
+``agon`` section, nested keys flattened with ``_``: ``agon.reward.scheme`` is
+``reward_scheme``) and those of Cliff, GAR and OPD-then-RL (each with its own section).
 :meth:`TrainSettings.from_config` fills any subclass the same way, so a knob added to the
 schema and to a settings class needs no mapping code.
+
+The config schema is each knob's one home: a field declared ``setting("train.steps")`` takes
+its default, its choices and its range from the schema's ``train.steps``, and one check
+(:meth:`TrainSettings.__post_init__`) refuses a value outside them, naming the config key. A
+field the config sections do not hold says where it comes from instead: the family row
+(:func:`family_setting`, its range from the schema's family row) or elsewhere
+(:func:`not_config`: the command line, a reference run, the code). What the schema cannot say
+(one setting against another) stays code, in each class's ``__post_init__``.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import math
+import numbers
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-REWARD_SCHEMES = ("agon", "zero_sum", "independent", "cooperative")
-LOSS_TYPES = ("dapo", "dr_grpo", "grpo")
-SCALES = ("group", "batch", "none")
-READER_GROUPS = ("draft", "problem")
-BASELINES = ("group", "batch", "none")  # agon.baseline: what an advantage subtracts
-ROLE_SCHEDULES = ("alternate", "both")
-TRAIN_SPLITS = ("train", "train_hard")
-EVAL_SPLITS = ("validation_hard", "validation")  # what the training-time probe may read
-BUDGET_MATCHES = ("tokens", "samples", "steps")
-MASTER_DTYPES = (None, "float32")  # train.master_dtype: the family's dtype, or fp32 masters
+import yaml
+
+from agon.config import SCHEMA_PATH
+
+# what a field's metadata says of it: the config key it is (or the family row's key), or why
+# it is neither; and the schema's rules for its values
+CONFIG_KEY = "config_key"  # "train.steps", "agon.reward.scheme"
+FAMILY_KEY = "family_key"  # "max_new_tokens": a family row's key of that name
+NOT_CONFIG = "not_config"  # why the field is no config key (where its value comes from)
+OWN_DEFAULT = "own_default"  # a family_setting whose default is not the schema's: why
+NULLABLE = "nullable"  # the schema allows null (None)
+RULES = ("enum", "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "pattern")
+
+
+@functools.cache
+def config_schema() -> dict:
+    """The config's JSON schema (:data:`agon.config.SCHEMA_PATH`), parsed once per process
+    (with libyaml where it is there: a few milliseconds)."""
+    with open(SCHEMA_PATH) as f:
+        return yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def schema_node(key: str) -> dict:
+    """The schema of config key ``key``: ``"train.steps"``, ``"agon.reward.scheme"``;
+    ``"families.max_new_tokens"`` is a family row's (an array's items are walked through)."""
+    node = config_schema()
+    for part in key.split("."):
+        if "properties" not in node and "items" in node:
+            node = node["items"]
+        try:
+            node = node["properties"][part]
+        except KeyError:
+            raise KeyError(f"the config schema has no key {key!r}") from None
+    return node
+
+
+def rules_of(node: dict) -> dict[str, Any]:
+    """What the schema allows of a value (:data:`RULES`, :data:`NULLABLE`, an array's
+    ``items``), as a field's metadata holds it."""
+    out: dict[str, Any] = {k: copy.deepcopy(node[k]) for k in RULES if k in node}
+    types = node.get("type")
+    out[NULLABLE] = (isinstance(types, list) and "null" in types) or None in node.get("enum", ())
+    if isinstance(node.get("items"), dict):
+        items = {k: copy.deepcopy(node["items"][k]) for k in RULES if k in node["items"]}
+        if items:
+            out["items"] = items
+    return out
+
+
+def choices(key: str) -> tuple:
+    """The values config key ``key`` may take (its schema's ``enum``), in the schema's order."""
+    return tuple(schema_node(key)["enum"])
+
+
+def _field(default: Any, metadata: dict[str, Any]) -> Any:
+    """A dataclass field with ``default`` (a fresh copy for each instance where it is a list,
+    dict or set, which a dataclass may not share)."""
+    if isinstance(default, (list, dict, set)):
+        return dataclasses.field(
+            default_factory=functools.partial(copy.deepcopy, default), metadata=metadata
+        )
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def setting(key: str) -> Any:
+    """A field that is config key ``key`` (``"train.steps"``): its default, choices and range
+    are the schema's. The field's name is the key below its section, ``.`` as ``_``."""
+    node = schema_node(key)
+    if "default" not in node:
+        raise KeyError(f"config key {key!r} has no default in the schema")
+    return _field(node["default"], {CONFIG_KEY: key, **rules_of(node)})
+
+
+def family_setting(name: str, default: Any = dataclasses.MISSING, why: str = "") -> Any:
+    """A field read from the family row's key ``name`` (:attr:`TrainSettings.FAMILY_KEYS`),
+    with that key's range; its default is the schema's, or ``default`` (``why``: the reason),
+    used only where settings are made without a family row."""
+    node = schema_node(f"families.{name}")
+    meta: dict[str, Any] = {FAMILY_KEY: name, **rules_of(node)}
+    if default is dataclasses.MISSING:
+        default = node["default"]
+    else:
+        meta[OWN_DEFAULT] = why or "its own default"
+    return _field(default, meta)
+
+
+def not_config(default: Any = None, *, why: str) -> Any:
+    """A field that is no config key: ``why`` says where its value comes from."""
+    return _field(default, {NOT_CONFIG: why})
+
+
+def label(key: str, name: str | None = None) -> str:
+    """How an error names a setting: its config key, and the field's name where that is not
+    the key below its section (a nested key: ``agon.reward.scheme (reward_scheme)``)."""
+    return key if name is None or key.partition(".")[2] == name else f"{key} ({name})"
+
+
+def check_value(where: str, value: Any, rules: Any) -> None:
+    """Refuse ``value`` where the schema's ``rules`` (a field's metadata) do not allow it; the
+    message names ``where`` (the config key)."""
+    if value is None:
+        if not rules.get(NULLABLE, False):
+            raise ValueError(f"{where} must not be null")
+        return
+    if "enum" in rules and value not in rules["enum"]:
+        raise ValueError(f"{where} must be one of {list(rules['enum'])}, got {value!r}")
+    bounds = (
+        ("minimum", ">=", lambda v, b: v >= b),
+        ("exclusiveMinimum", ">", lambda v, b: v > b),
+        ("maximum", "<=", lambda v, b: v <= b),
+        ("exclusiveMaximum", "<", lambda v, b: v < b),
+    )
+    for rule, sign, holds in bounds:
+        if rule not in rules:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ValueError(f"{where} must be a number, got {value!r}")
+        if not holds(value, rules[rule]):
+            raise ValueError(f"{where} must be {sign} {rules[rule]}, got {value}")
+    if "pattern" in rules and not re.search(rules["pattern"], str(value)):
+        raise ValueError(f"{where} must match {rules['pattern']!r}, got {value!r}")
+    for i, item in enumerate(value if "items" in rules else ()):
+        check_value(f"{where}[{i}]", item, {NULLABLE: False, **rules["items"]})
+
+
+def check_key(key: str, value: Any) -> None:
+    """Refuse ``value`` for config key ``key`` where its schema does not allow it."""
+    check_value(key, value, rules_of(schema_node(key)))
+
+
+# the choices of settings other modules check values against (the schema's, in its order)
+LOSS_TYPES = choices("train.loss_type")
+SCALES = choices("train.scale_rewards")
+BASELINES = choices("agon.baseline")  # agon.baseline: what an advantage subtracts
+TRAIN_SPLITS = choices("train.split")
+EVAL_SPLITS = choices("train.eval_split")  # what the training-time probe may read
+BUDGET_MATCHES = choices("train.budget.match")
+MASTER_DTYPES = choices("train.master_dtype")  # the family's dtype (None), or fp32 masters
 
 
 def check_eval_settings(every: int, limit: int | None = None) -> None:
     """Refuse a bad ``train.eval_every`` / ``train.eval_problems``."""
-    if every < 0:
-        raise ValueError(f"train.eval_every must be >= 0 (0 = no evaluations), got {every}")
-    if limit is not None and limit < 1:
-        raise ValueError(f"train.eval_problems must be >= 1 or null (all), got {limit}")
+    check_key("train.eval_every", every)
+    check_key("train.eval_problems", limit)
 
 
 def _flatten(section: dict, prefix: str = "") -> dict[str, Any]:
@@ -53,76 +191,65 @@ def _flatten(section: dict, prefix: str = "") -> dict[str, Any]:
 class TrainSettings:
     """What both trainers share: the config's ``train`` section, by its own key names."""
 
-    steps: int = 50  # optimizer steps per model
-    problems_per_step: int = 8  # P problems per step
-    split: str = "train"  # train | train_hard: where training problems come from
-    num_generations: int = 8  # G: samples (duel: drafts) per problem
-    learning_rate: float = 1e-5
-    weight_decay: float = 0.0
-    lr_scheduler: str = "constant_with_warmup"  # any transformers.get_scheduler name
-    warmup_steps: int = 0
-    max_grad_norm: float = 1.0  # clip; the pre-clip norm is logged
-    loss_type: str = "dapo"  # dapo | dr_grpo | grpo (TRL's names)
-    beta: float = 0.0  # KL weight to a frozen reference (0: no reference model is kept)
-    kl_ratio_correction: bool = True  # KL term times the ratio (TRL's use_bias_correction_kl)
-    epsilon: float = 0.2  # lower clip of the ratio
-    epsilon_high: float | None = None  # upper clip (None: = epsilon)
-    num_iterations: int = 1  # gradient steps per rollout (mu); >1 makes the clipping bite
-    scale_rewards: str = "group"  # group | batch | none: what the advantage is divided by
-    temperature: float = 1.0  # rollout sampling temperature
-    top_p: float = 1.0
-    micro_batch_size: int = 64  # rows per forward/backward (gradient accumulation in a step)
-    gradient_checkpointing: bool = False  # recompute activations in the backward: memory for time
+    steps: int = setting("train.steps")  # optimizer steps per model
+    problems_per_step: int = setting("train.problems_per_step")  # P problems per step
+    split: str = setting("train.split")  # where training problems come from
+    num_generations: int = setting("train.num_generations")  # G: samples (drafts) per problem
+    learning_rate: float = setting("train.learning_rate")
+    weight_decay: float = setting("train.weight_decay")
+    lr_scheduler: str = setting("train.lr_scheduler")  # any transformers.get_scheduler name
+    warmup_steps: int = setting("train.warmup_steps")
+    max_grad_norm: float = setting("train.max_grad_norm")  # clip; the pre-clip norm is logged
+    loss_type: str = setting("train.loss_type")  # dapo | dr_grpo | grpo (TRL's names)
+    beta: float = setting("train.beta")  # KL weight to a frozen reference (0: none is kept)
+    kl_ratio_correction: bool = setting("train.kl_ratio_correction")  # use_bias_correction_kl
+    epsilon: float = setting("train.epsilon")  # lower clip of the ratio
+    epsilon_high: float | None = setting("train.epsilon_high")  # upper clip (None: = epsilon)
+    num_iterations: int = setting("train.num_iterations")  # mu; >1 makes the clipping bite
+    scale_rewards: str = setting("train.scale_rewards")  # what the advantage is divided by
+    temperature: float = setting("train.temperature")  # rollout sampling temperature
+    top_p: float = setting("train.top_p")
+    micro_batch_size: int = setting("train.micro_batch_size")  # rows per forward/backward
+    gradient_checkpointing: bool = setting("train.gradient_checkpointing")
     # None: weights, gradients and AdamW's moments in the family's dtype (pure bf16 on a GPU);
     # float32: fp32 master weights and moments, forward and backward autocast to the family's dtype
-    master_dtype: str | None = None
-    checkpoint_every: int = 10  # steps between checkpoints (0: only at the end)
-    keep_checkpoints: int = 2  # complete checkpoints kept on disk
-    eval_every: int = 0  # steps between greedy probes (agon.training.probe); 0: none
-    eval_problems: int | None = None  # the first N problems of eval_split in them (None: all)
-    eval_split: str = "validation_hard"  # validation_hard | validation: what the probe reads
-    max_new_tokens: int = 256  # the family row's generation limit
-    seed: int = 0  # the run's seed (from the command line, not the config)
+    master_dtype: str | None = setting("train.master_dtype")
+    checkpoint_every: int = setting("train.checkpoint_every")  # 0: only at the end
+    keep_checkpoints: int = setting("train.keep_checkpoints")  # complete checkpoints kept
+    eval_every: int = setting("train.eval_every")  # steps between greedy probes; 0: none
+    eval_problems: int | None = setting("train.eval_problems")  # first N of eval_split (None: all)
+    eval_split: str = setting("train.eval_split")  # what the probe (agon.training.probe) reads
+    # the family row's generation limit; a row always has one, this default is for settings
+    # made without a row (tests, benchmarks)
+    max_new_tokens: int = family_setting(
+        "max_new_tokens", 256, why="settings made without a family row: tests, benchmarks"
+    )
+    seed: int = not_config(0, why="the run's seed: the command line's --seed")
     # matched compute (agon.training.budget): read by trainers that match a reference run's
     # spend (the GRPO baseline); the duel is the reference and runs `steps` steps
-    budget_match: str = "tokens"  # tokens | samples | steps
-    budget_max_steps_factor: float = 3.0  # step cap (and scheduler horizon) / steps
-    budget_targets: dict | None = None  # per model, from `agon train --match-run`
-    budget_reference: str = ""  # the reference run's summary.json
+    budget_match: str = setting("train.budget.match")  # tokens | samples | steps
+    budget_max_steps_factor: float = setting("train.budget.max_steps_factor")  # cap / steps
+    budget_targets: dict | None = not_config(
+        None, why="per model, from the reference run (agon train --match-run)"
+    )
+    budget_reference: str = not_config("", why="the reference run's summary.json (--match-run)")
 
     # config sections read besides `train`, in order (later sections override earlier ones)
     SECTIONS: ClassVar[tuple[str, ...]] = ()
     # family-row keys read into settings of the same name
     FAMILY_KEYS: ClassVar[tuple[str, ...]] = ("max_new_tokens",)
-    POSITIVE: ClassVar[tuple[str, ...]] = (
-        "steps",
-        "problems_per_step",
-        "num_generations",
-        "num_iterations",
-        "micro_batch_size",
-        "max_new_tokens",
-    )
 
     def __post_init__(self) -> None:
-        for name, allowed in self._choices().items():
-            value = getattr(self, name)
-            if value not in allowed:
-                raise ValueError(f"train setting {name}={value!r}: expected one of {allowed}")
-        for name in self.POSITIVE:
-            if getattr(self, name) < 1:
-                raise ValueError(f"train setting {name} must be >= 1, got {getattr(self, name)}")
-        check_eval_settings(self.eval_every, self.eval_problems)
-
-    def _choices(self) -> dict[str, tuple]:
-        """Settings that must be one of a fixed set (subclasses add theirs)."""
-        return {
-            "split": TRAIN_SPLITS,
-            "eval_split": EVAL_SPLITS,
-            "scale_rewards": SCALES,
-            "loss_type": LOSS_TYPES,
-            "budget_match": BUDGET_MATCHES,
-            "master_dtype": MASTER_DTYPES,
-        }
+        """Every field the schema has rules for is checked against them (one setting against
+        another: in a subclass's ``__post_init__``, after this one)."""
+        for f in dataclasses.fields(self):
+            if CONFIG_KEY in f.metadata:
+                where = label(f.metadata[CONFIG_KEY], f.name)
+            elif FAMILY_KEY in f.metadata:
+                where = f"the family row's {f.metadata[FAMILY_KEY]}"
+            else:
+                continue
+            check_value(where, getattr(self, f.name), f.metadata)
 
     @property
     def max_steps(self) -> int:
@@ -149,7 +276,8 @@ class TrainSettings:
         """Settings from a validated config's ``train`` (+ :attr:`SECTIONS`) and a family row.
 
         Keys of those sections that are not fields of ``cls`` are not this trainer's (e.g.
-        ``train.backend``); ``fixed`` sets fields the config has no key for (``mode``).
+        ``train.backend``); ``fixed`` sets fields a trainer fixes (``reward_scheme`` of
+        ``agon_independent``).
         """
         names = {f.name for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
@@ -169,46 +297,12 @@ class TrainSettings:
 class RLSettings(TrainSettings):
     """The in-house trainers' settings: the shared ones plus what :mod:`agon.rl` reads."""
 
-    adam_betas: tuple[float, float] = (0.9, 0.999)  # AdamW's (TRL's and torch's defaults)
-    packing: bool = True  # score sequences packed several per row (agon.packing), not padded
+    adam_betas: tuple[float, float] = not_config(
+        (0.9, 0.999), why="AdamW's betas, TRL's and torch's defaults; no config key sets them"
+    )
+    # score sequences packed several per row (agon.packing), not padded
+    packing: bool = setting("train.packing")
 
     # whether the trainer's models train together in every step (the duel): a compute budget,
     # which stops each model on its own, applies only to trainers whose models train alone
     TOGETHER: ClassVar[bool] = False
-
-
-@dataclass
-class DuelSettings(RLSettings):
-    """The duel trainer's settings: the shared ones plus the config's ``agon`` section."""
-
-    num_reads: int = 2  # K: reads per draft
-    role_schedule: str = "alternate"  # alternate | both
-    reward_scheme: str = "agon"  # agon | zero_sum | independent | cooperative
-    reward_lam: float = 1.0  # weight of the win bonus / loss penalty in the agon scheme
-    reader_group: str = "draft"  # draft: K reads of one draft; problem: all G*K reads of a problem
-    baseline: str = "group"  # what an advantage subtracts: group mean | batch mean | none
-    # extra reward for a read that is right after a wrong draft: c_read * (1 - c_draft) * this
-    # (0: none; the reading in which the reader is paid for robustness; docs/method.md)
-    reward_reader_robustness: float = 0.0
-    draft_view: str = "full"  # the family row's view of a draft in the reader prompt
-
-    SECTIONS: ClassVar[tuple[str, ...]] = ("agon",)
-    FAMILY_KEYS: ClassVar[tuple[str, ...]] = ("max_new_tokens", "draft_view")
-    POSITIVE: ClassVar[tuple[str, ...]] = (*TrainSettings.POSITIVE, "num_reads")
-    TOGETHER: ClassVar[bool] = True
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.role_schedule == "both" and self.problems_per_step < 2:
-            raise ValueError(
-                "role_schedule 'both' splits the problems in two: problems_per_step must be >= 2"
-            )
-
-    def _choices(self) -> dict[str, tuple]:
-        return {
-            **super()._choices(),
-            "role_schedule": ROLE_SCHEDULES,
-            "reward_scheme": REWARD_SCHEMES,
-            "reader_group": READER_GROUPS,
-            "baseline": BASELINES,
-        }

@@ -36,12 +36,11 @@ from agon.engines import load_engine
 from agon.tasks.base import Task
 from agon.training import metrics as mk
 from agon.training.loop import StepFn
-from agon.training.settings import RLSettings
+from agon.training.settings import RLSettings, setting
 from agon.training.shell import InHouseTrainer, Run
-from baselines.cliff.advantages import CORRECT_MODES, UNLOCATED_MODES
 from baselines.cliff.step import TEACHER_S, TEACHER_TOKENS, cliff_step
 from baselines.cliff.steps import has_oracle
-from baselines.cliff.teacher import TEACHERS, ModelTeacher, OracleTeacher
+from baselines.cliff.teacher import ModelTeacher, OracleTeacher
 
 TEACHER_TOKENS_TOTAL = "{model}/teacher_tokens"  # summary.json: a model's teacher tokens, summed
 TEACHER_TIME_TOTAL = "teacher_time_s"  # summary.json: the teacher's seconds, summed
@@ -51,32 +50,15 @@ TEACHER_TIME_TOTAL = "teacher_time_s"  # summary.json: the teacher's seconds, su
 class CliffSettings(RLSettings):
     """The shared ``train`` settings, the family's ``max_new_tokens`` and the ``cliff`` section."""
 
-    weight: float = 0.5  # w: +w before the first mistake, -w from it on
-    correct: str = "prefix_all"  # prefix_all | none: a correct sample's term
-    unlocated: str = "outcome_only"  # outcome_only | negative: a wrong sample with no mark
-    teacher: str = "oracle"  # oracle (toy tasks) | model
-    teacher_model: str | None = None  # hub id / path; None: the family's other base model
-    teacher_max_new_tokens: int | None = None  # None: the family's max_new_tokens
+    weight: float = setting("cliff.weight")  # w: +w before the first mistake, -w from it on
+    correct: str = setting("cliff.correct")  # prefix_all | none: a correct sample's term
+    unlocated: str = setting("cliff.unlocated")  # outcome_only | negative: a wrong sample unmarked
+    teacher: str = setting("cliff.teacher")  # oracle (toy tasks) | model
+    teacher_model: str | None = setting("cliff.teacher_model")  # None: the other base model
+    teacher_max_new_tokens: int | None = setting("cliff.teacher_max_new_tokens")  # None: family's
 
     SECTIONS: ClassVar[tuple[str, ...]] = ("cliff",)
     FAMILY_KEYS: ClassVar[tuple[str, ...]] = ("max_new_tokens",)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not self.weight >= 0:
-            raise ValueError(f"cliff.weight must be >= 0, got {self.weight}")
-        if self.teacher_max_new_tokens is not None and self.teacher_max_new_tokens < 1:
-            raise ValueError(
-                f"cliff.teacher_max_new_tokens must be >= 1, got {self.teacher_max_new_tokens}"
-            )
-
-    def _choices(self) -> dict[str, tuple]:
-        return {
-            **super()._choices(),
-            "correct": CORRECT_MODES,
-            "unlocated": UNLOCATED_MODES,
-            "teacher": TEACHERS,
-        }
 
 
 def make_teachers(config: dict, fam: dict, s: CliffSettings) -> dict[str, Any]:

@@ -29,10 +29,8 @@ from typing import Any, ClassVar
 from agon.tasks.base import Task
 from agon.training import metrics as mk
 from agon.training.policy import distributed_info
-from agon.training.settings import RLSettings
+from agon.training.settings import RLSettings, setting
 from agon.training.shell import InHouseTrainer
-from baselines.gar.gradients import COMPUTES, REDUCTIONS
-from baselines.gar.reward import ANCHORS, APPLY_TO, COSINES, GRADIENTS, MISSING
 from baselines.gar.step import ANCHOR_TOKENS, GAR_S, NO_ANCHOR, ROLLOUT_TOKENS, gar_step
 
 # summary.json: a model's totals over the run, and the cosines' seconds
@@ -48,39 +46,19 @@ TIME_TOTAL = "gar_time_s"
 class GARSettings(RLSettings):
     """The shared ``train`` settings, the family's ``max_new_tokens`` and the ``gar`` section."""
 
-    weight: float = 0.5  # w: reward = correct + w * f(cosine)
-    gradient: str = "lm_head"  # lm_head: the gradient at the output projection
-    reduction: str = "sum"  # sum | token_mean: a sequence's gradient, or its tokens' mean cosine
-    anchor: str = "worked_solution"  # worked_solution: the task's expert solution
-    anchor_max_tokens: int | None = None  # None: the family's max_new_tokens
-    missing: str = "outcome_only"  # outcome_only | drop: a problem without an anchor
-    cosine: str = "clipped"  # clipped (to [0, 1]) | signed
-    apply_to: str = "all"  # all | wrong: which samples get the term
-    compute: str = "auto"  # auto | explicit | gram: how the inner products are computed
-    vocab_chunk: int = 8192  # vocabulary rows per chunk of logits
+    weight: float = setting("gar.weight")  # w: reward = correct + w * f(cosine)
+    gradient: str = setting("gar.gradient")  # lm_head: the gradient at the output projection
+    reduction: str = setting("gar.reduction")  # sum | token_mean: the sequence's, or per token
+    anchor: str = setting("gar.anchor")  # worked_solution: the task's expert solution
+    anchor_max_tokens: int | None = setting("gar.anchor_max_tokens")  # None: family's limit
+    missing: str = setting("gar.missing")  # outcome_only | drop: a problem without an anchor
+    cosine: str = setting("gar.cosine")  # clipped (to [0, 1]) | signed
+    apply_to: str = setting("gar.apply_to")  # all | wrong: which samples get the term
+    compute: str = setting("gar.compute")  # auto | explicit | gram: how inner products are made
+    vocab_chunk: int = setting("gar.vocab_chunk")  # vocabulary rows per chunk of logits
 
     SECTIONS: ClassVar[tuple[str, ...]] = ("gar",)
     FAMILY_KEYS: ClassVar[tuple[str, ...]] = ("max_new_tokens",)
-    POSITIVE: ClassVar[tuple[str, ...]] = (*RLSettings.POSITIVE, "vocab_chunk")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not self.weight >= 0:
-            raise ValueError(f"gar.weight must be >= 0, got {self.weight}")
-        if self.anchor_max_tokens is not None and self.anchor_max_tokens < 1:
-            raise ValueError(f"gar.anchor_max_tokens must be >= 1, got {self.anchor_max_tokens}")
-
-    def _choices(self) -> dict[str, tuple]:
-        return {
-            **super()._choices(),
-            "gradient": GRADIENTS,
-            "reduction": REDUCTIONS,
-            "anchor": ANCHORS,
-            "missing": MISSING,
-            "cosine": COSINES,
-            "apply_to": APPLY_TO,
-            "compute": COMPUTES,
-        }
 
 
 def gar_totals(out: Path, rows: list[dict]) -> dict[str, float]:

@@ -23,7 +23,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -37,7 +37,7 @@ from agon.training.budget import from_settings
 from agon.training.budget import report as budget_report
 from agon.training.checkpoint import save_model, truncate_jsonl
 from agon.training.policy import distributed_info
-from agon.training.settings import TrainSettings
+from agon.training.settings import TrainSettings, setting
 from baselines.grpo.data import make_reward_fn, prompt_dataset
 from baselines.grpo.metrics import _metrics_callback
 
@@ -49,18 +49,13 @@ class GRPOSettings(TrainSettings):
     """The shared training settings plus the config's ``grpo`` section (and ``train.report_to``);
     each field maps to one ``GRPOConfig`` field in :meth:`grpo_config`."""
 
-    report_to: list[str] = field(default_factory=list)  # train.report_to: tensorboard, wandb
-    use_vllm: bool = False
-    vllm_mode: str = "colocate"
-    vllm_server_base_url: str | None = None
-    extra: dict = field(default_factory=dict)  # any further GRPOConfig fields, as given
+    report_to: list[str] = setting("train.report_to")  # tensorboard, wandb
+    use_vllm: bool = setting("grpo.use_vllm")
+    vllm_mode: str = setting("grpo.vllm_mode")  # colocate | server
+    vllm_server_base_url: str | None = setting("grpo.vllm_server_base_url")
+    extra: dict = setting("grpo.extra")  # any further GRPOConfig fields, as given
 
     SECTIONS: ClassVar[tuple[str, ...]] = ("grpo",)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.num_generations < 2:
-            raise ValueError("train.num_generations must be >= 2: GRPO's advantage needs a group")
 
     @classmethod
     def from_config(cls, config: dict, family: dict | None = None, seed: int = 0, **fixed: Any):

@@ -52,15 +52,10 @@ from agon.training import checkpoint as ckpt
 from agon.training import metrics as mk
 from agon.training.budget import spent
 from agon.training.loop import StepFn
-from agon.training.settings import EVAL_SPLITS, RLSettings
+from agon.training.settings import RLSettings, not_config, setting
 from agon.training.shell import InHouseTrainer, Phase, Run
 from baselines.opd_then_rl.opd import TEACHER_S, TEACHER_TOKENS, Teacher, opd_step
-from baselines.opd_then_rl.switch import (
-    SWITCHES,
-    VALIDATION_S,
-    VALIDATION_TOKENS,
-    SwitchPoint,
-)
+from baselines.opd_then_rl.switch import VALIDATION_S, VALIDATION_TOKENS, SwitchPoint
 
 SWITCH_FILE = "switch.json"  # OUT/opd/switch.json: the switch points, once the OPD phase is done
 TEACHER_TOKENS_TOTAL = "{model}/teacher_tokens"  # summary.json: a model's, summed (as Cliff's)
@@ -72,18 +67,17 @@ class OPDThenRLSettings(RLSettings):
     """The shared ``train`` settings, the family's ``max_new_tokens`` and the ``opd_then_rl``
     section (``docs/method.md``, OPD-then-RL)."""
 
-    teacher: str | None = None  # hub id / path; None: the family's `teacher` row
-    opd_steps: int = 10  # OPD steps (all taken); the RL phase gets the rest of the budget
-    switch: str = "best_validation"  # best_validation | fixed
-    validate_every: int = 5  # OPD updates between validations (best_validation)
-    validation_split: str = "validation"  # validation | validation_hard
-    validation_problems: int | None = None  # the first N of it (None: all)
-    opd_learning_rate: float | None = None  # None: train.learning_rate
-    iw_opd_gamma: float = 0.0  # TRL IW-OPD's position weight; 0: the plain reverse KL
+    teacher: str | None = setting("opd_then_rl.teacher")  # None: the family's `teacher` row
+    opd_steps: int = setting("opd_then_rl.opd_steps")  # all taken; RL gets the rest of the budget
+    switch: str = setting("opd_then_rl.switch")  # best_validation | fixed
+    validate_every: int = setting("opd_then_rl.validate_every")  # OPD updates between them
+    validation_split: str = setting("opd_then_rl.validation_split")  # validation | _hard
+    validation_problems: int | None = setting("opd_then_rl.validation_problems")  # None: all
+    opd_learning_rate: float | None = setting("opd_then_rl.opd_learning_rate")  # None: train's
+    iw_opd_gamma: float = setting("opd_then_rl.iw_opd_gamma")  # 0: the plain reverse KL
 
     SECTIONS: ClassVar[tuple[str, ...]] = ("opd_then_rl",)
     FAMILY_KEYS: ClassVar[tuple[str, ...]] = ("max_new_tokens",)
-    POSITIVE: ClassVar[tuple[str, ...]] = (*RLSettings.POSITIVE, "opd_steps", "validate_every")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -92,20 +86,6 @@ class OPDThenRLSettings(RLSettings):
                 f"opd_then_rl.opd_steps ({self.opd_steps}) must be < train.steps ({self.steps}): "
                 "the RL phase takes the steps OPD leaves"
             )
-        if self.validation_problems is not None and self.validation_problems < 1:
-            raise ValueError(
-                "opd_then_rl.validation_problems must be >= 1 or null (all), got "
-                f"{self.validation_problems}"
-            )
-        if self.opd_learning_rate is not None and not self.opd_learning_rate > 0:
-            raise ValueError(
-                f"opd_then_rl.opd_learning_rate must be > 0, got {self.opd_learning_rate}"
-            )
-        if not self.iw_opd_gamma >= 0:
-            raise ValueError(f"opd_then_rl.iw_opd_gamma must be >= 0, got {self.iw_opd_gamma}")
-
-    def _choices(self) -> dict[str, tuple]:
-        return {**super()._choices(), "switch": SWITCHES, "validation_split": EVAL_SPLITS}
 
 
 @dataclass
@@ -113,7 +93,7 @@ class PhaseSettings(RLSettings):
     """One phase's loop settings: the shared ones with the phase's steps, learning rate, seed
     and budget; ``step_cap`` (the RL phase under a compute budget) is its most steps."""
 
-    step_cap: int | None = None
+    step_cap: int | None = not_config(None, why="the RL phase's cap under a compute budget")
 
     @property
     def max_steps(self) -> int:
