@@ -41,6 +41,7 @@ from agon import rl
 from agon.engines.base import Completion, Engine, PromptTooLongError, fit_tail
 from agon.rl import Advantages, group_advantages, problem_groups
 from agon.tasks.base import Problem, Task, apply_draft_view
+from agon.training import logbook
 from agon.training import metrics as mk
 from agon.training.policy import Policy
 from agon.training.settings import RLSettings, choices, family_setting, setting
@@ -292,21 +293,21 @@ def duel_step(
         adv_d, adv_r = role_advantages(r_draft, r_read, s, keys_d, keys_r)  # 4
         own[d].append(rl.samples_of("drafter", drafts, adv_d))
         own[r].append(rl.samples_of("reader", reads, adv_r))
-        row.update(mk.role_metrics(d, "drafter", r_draft, c_draft, adv_d, drafts))
-        row.update(mk.role_metrics(r, "reader", r_read, c_read, adv_r, reads))
+        row.update(logbook.role_metrics(d, "drafter", r_draft, c_draft, adv_d, drafts))
+        row.update(logbook.role_metrics(r, "reader", r_read, c_read, adv_r, reads))
         row[mk.key(mk.DRAFTS_CUT, model=r)] = float(ro.drafts_cut)
         tokens += int(row[mk.key(mk.ROLE_TOKENS, model=d, role="drafter")])
         tokens += int(row[mk.key(mk.ROLE_TOKENS, model=r, role="reader")])
         c_draft_per_read = np.repeat(c_draft[:, :, None], c_read.shape[2], axis=2)
-        outcomes = mk.duel_outcomes(c_draft_per_read.ravel(), c_read.ravel())
+        outcomes = logbook.duel_outcomes(c_draft_per_read.ravel(), c_read.ravel())
         row.update({f"{d}->{r}/{k}": v for k, v in outcomes.items()})
         # the mechanism: how wrong drafts went wrong, and how often they mislead their reads
-        row.update(mk.reader_metrics(r, c_draft_per_read.ravel(), c_read.ravel()))
+        row.update(logbook.reader_metrics(r, c_draft_per_read.ravel(), c_read.ravel()))
         styles = rl.wrong_styles(task, ro.problems, ro.drafts, c_draft)
-        row.update(mk.style_metrics(d, styles, r_draft[c_draft == 0]))
+        row.update(logbook.style_metrics(d, styles, r_draft[c_draft == 0]))
         fingerprint.extend([*drafts, *reads])
-    mk.pool_duel_outcomes(row)
-    row[mk.ROLLOUT_SHA] = mk.rollout_sha(fingerprint)
+    logbook.pool_duel_outcomes(row)
+    row[mk.ROLLOUT_SHA] = logbook.rollout_sha(fingerprint)
     return rl.finish_step(row, policies, own, s, t0, tokens)  # 5
 
 

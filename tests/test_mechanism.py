@@ -17,7 +17,7 @@ from agon.duel import DuelSettings
 from agon.toy.sft_data import Mistake, written_arith_steps
 from agon.toy.tasks import ArithTask, arith_solution, first_error_style, gold_arith_steps
 from agon.toy.toycode import ToyCodeTask, parse_code_lines
-from agon.training import metrics as mk
+from agon.training import logbook
 
 
 def test_identical_completions_make_a_dead_group_that_zero_spread_misses():
@@ -59,17 +59,19 @@ def test_reader_robustness_reward_pays_right_reads_of_wrong_drafts():
 def test_reader_and_style_metrics():
     d = np.array([1, 1, 0, 0, 0, np.nan])
     r = np.array([1, 0, 1, 0, 0, 1])
-    m = mk.reader_metrics("B", d, r)
+    m = logbook.reader_metrics("B", d, r)
     assert m["B/reader/correct_after_right_draft"] == 0.5
     assert m["B/reader/correct_after_wrong_draft"] == pytest.approx(1 / 3)
     assert m["B/reader/reads_after_wrong_draft"] == 3
-    s = mk.style_metrics("A", ["hidden", "visible", "hidden", "other", None])
+    s = logbook.style_metrics("A", ["hidden", "visible", "hidden", "other", None])
     assert s == {"A/drafter/hidden_share": 2 / 3, "A/drafter/styled_wrong": 3.0}
-    assert mk.style_metrics("A", [None, "other"]) == {}
-    paid = mk.style_metrics("A", ["hidden", "visible", "hidden", "other"], [0.0, -1.0, -0.5, 3.0])
+    assert logbook.style_metrics("A", [None, "other"]) == {}
+    paid = logbook.style_metrics(
+        "A", ["hidden", "visible", "hidden", "other"], [0.0, -1.0, -0.5, 3.0]
+    )
     assert paid["A/drafter/hidden_minus_visible_reward"] == pytest.approx(0.75)
     assert paid["A/drafter/style_gap_pairs"] == 1.0
-    only_hidden = mk.style_metrics("A", ["hidden", "other"], [0.0, 1.0])
+    only_hidden = logbook.style_metrics("A", ["hidden", "other"], [0.0, 1.0])
     assert "A/drafter/hidden_minus_visible_reward" not in only_hidden
 
 
@@ -81,10 +83,10 @@ def test_style_reward_gap_is_the_rival_term(scheme, expect):
     c_read = np.array([[[0.0, 0.0], [1.0, 1.0]]])
     s = DuelSettings(reward_scheme=scheme, reward_lam=1.0)
     r_draft, _ = duel.role_rewards(c_draft, c_read, s)
-    gap = mk.style_metrics("A", ["hidden", "visible"], r_draft[c_draft == 0])
+    gap = logbook.style_metrics("A", ["hidden", "visible"], r_draft[c_draft == 0])
     assert gap["A/drafter/hidden_minus_visible_reward"] == pytest.approx(expect)
     assert math.isnan(
-        mk.reader_metrics("B", np.array([1.0]), np.array([1.0]))[
+        logbook.reader_metrics("B", np.array([1.0]), np.array([1.0]))[
             "B/reader/correct_after_wrong_draft"
         ]
     )

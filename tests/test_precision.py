@@ -73,7 +73,7 @@ def test_a_zero_advantage_update_runs_no_forward_and_moves_as_the_full_one(tmp_p
 def test_a_run_counts_its_zero_advantage_steps(tmp_path):
     """A duel in which every completion is right has no signal in any step: every step of
     both models is counted in metrics.jsonl and in the summary's totals."""
-    from agon.training.metrics import summarize_metrics
+    from agon.training.logbook import summarize_metrics
 
     s = DuelSettings(steps=2, problems_per_step=2, num_generations=2, num_reads=1, max_new_tokens=4)
     policies = tiny_policies("qwen3", tmp_path / "m", s)

@@ -29,7 +29,6 @@ import contextlib
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 from agon.engines import load_engine
@@ -38,12 +37,9 @@ from agon.training import metrics as mk
 from agon.training.loop import StepFn
 from agon.training.settings import RLSettings, setting
 from agon.training.shell import InHouseTrainer, Run
-from baselines.cliff.step import TEACHER_S, TEACHER_TOKENS, cliff_step
+from baselines.cliff.step import KEYS, cliff_step
 from baselines.cliff.steps import has_oracle
 from baselines.cliff.teacher import ModelTeacher, OracleTeacher
-
-TEACHER_TOKENS_TOTAL = "{model}/teacher_tokens"  # summary.json: a model's teacher tokens, summed
-TEACHER_TIME_TOTAL = "teacher_time_s"  # summary.json: the teacher's seconds, summed
 
 
 @dataclass
@@ -79,12 +75,6 @@ def make_teachers(config: dict, fam: dict, s: CliffSettings) -> dict[str, Any]:
     }
 
 
-def teacher_totals(out: Path, rows: list[dict]) -> dict[str, float]:
-    """The teacher's cost over a run's metrics ``rows``: ``{model}/teacher_tokens`` per model
-    and ``teacher_time_s``, for ``summary.json``."""
-    return mk.totals(rows, {TEACHER_TOKENS_TOTAL: TEACHER_TOKENS}, {TEACHER_TIME_TOTAL: TEACHER_S})
-
-
 def check(config: dict, fam: dict, task: Task, s: CliffSettings, accelerator: Any) -> None:
     """Refuse the oracle teacher on a task that has none (only the toy tasks do)."""
     if s.teacher == "oracle" and not has_oracle(task):
@@ -112,7 +102,7 @@ TRAINER = InHouseTrainer(
     cliff_step,
     check=check,
     bind=with_teachers,
-    extras=teacher_totals,
+    keys=KEYS,
     progress=(
         mk.ROLE_CORRECT.replace("{role}", "drafter"),
         "{model}/cliff/located",

@@ -23,7 +23,6 @@ adds their totals, ``{model}/gar_anchor_tokens``, ``{model}/gar_rollout_tokens``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 from agon.tasks.base import Task
@@ -31,15 +30,7 @@ from agon.training import metrics as mk
 from agon.training.policy import distributed_info
 from agon.training.settings import RLSettings, setting
 from agon.training.shell import InHouseTrainer
-from baselines.gar.step import ANCHOR_TOKENS, GAR_S, NO_ANCHOR, ROLLOUT_TOKENS, gar_step
-
-# summary.json: a model's totals over the run, and the cosines' seconds
-TOTALS = {
-    "{model}/gar_anchor_tokens": ANCHOR_TOKENS,
-    "{model}/gar_rollout_tokens": ROLLOUT_TOKENS,
-    "{model}/gar_no_anchor": NO_ANCHOR,
-}
-TIME_TOTAL = "gar_time_s"
+from baselines.gar.step import KEYS, gar_step
 
 
 @dataclass
@@ -59,12 +50,6 @@ class GARSettings(RLSettings):
 
     SECTIONS: ClassVar[tuple[str, ...]] = ("gar",)
     FAMILY_KEYS: ClassVar[tuple[str, ...]] = ("max_new_tokens",)
-
-
-def gar_totals(out: Path, rows: list[dict]) -> dict[str, float]:
-    """The cosines' cost over a run's metrics ``rows`` (:data:`TOTALS`, :data:`TIME_TOTAL`),
-    for ``summary.json``."""
-    return mk.totals(rows, TOTALS, {TIME_TOTAL: GAR_S})
 
 
 def check(config: dict, fam: dict, task: Task, s: GARSettings, accelerator: Any) -> None:
@@ -87,6 +72,6 @@ TRAINER = InHouseTrainer(
     GARSettings,
     gar_step,
     check=check,
-    extras=gar_totals,
+    keys=KEYS,
     progress=(mk.ROLE_CORRECT.replace("{role}", "drafter"), "{model}/gar/cosine", mk.TOKENS),
 )

@@ -27,17 +27,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+import torch
+
 from agon.engines import engine_options
+from agon.engines.hf import HFEngine, load_model, load_tokenizer
 from agon.provenance import atomic_write_text
 from agon.registry import Trainer
 from agon.tasks import task_from_config
 from agon.tasks.base import Task
+from agon.training import logbook
 from agon.training import metrics as mk
 from agon.training.budget import from_settings
-from agon.training.budget import report as budget_report
 from agon.training.checkpoint import save_model, truncate_jsonl
 from agon.training.policy import distributed_info
+from agon.training.probe import describe, hard_pass1, hard_problems, wrong_drafts
 from agon.training.settings import TrainSettings, setting
+from agon.training.shell import master_precision, run_summary
 from baselines.grpo.data import make_reward_fn, prompt_dataset
 from baselines.grpo.metrics import _metrics_callback
 
@@ -171,12 +176,6 @@ def train_grpo(
     model's own ``metrics.jsonl``.
     """
     # lazy: TRL (seconds to import) only where this runs
-    import torch
-
-    # lazy: imports torch (seconds) only where this runs
-    from agon.engines.hf import load_model, load_tokenizer
-
-    # lazy: TRL (seconds to import) only where this runs
     from baselines.grpo.zero_advantage import SkipZeroAdvantageGRPOTrainer
 
     name = row.upper()
@@ -185,10 +184,15 @@ def train_grpo(
     tok = load_tokenizer(mrow["model"], revision=mrow.get("revision"))
     # train.master_dtype float32: an fp32 model (masters and AdamW's moments) whose forward and
     # backward TRL autocasts to bf16 (its bf16 mixed precision); else the family's dtype alone
-    master = settings.master_dtype is not None and fam["dtype"] == "bfloat16"
-    weights = settings.master_dtype if master else fam["dtype"]
+    weights, autocast = master_precision(settings, fam["dtype"])
+    if autocast not in (None, torch.bfloat16):
+        raise ValueError(
+            f"grpo: train.master_dtype {settings.master_dtype} autocasts to the family's dtype "
+            f"through TRL's bf16 mixed precision; the family's dtype is {fam['dtype']}: set it "
+            "to bfloat16, or train.master_dtype to null"
+        )
     model = load_model(mrow["model"], dtype=weights, revision=mrow.get("revision"))
-    bf16 = fam["dtype"] == "bfloat16" and (master or torch.cuda.is_available())
+    bf16 = fam["dtype"] == "bfloat16" and (autocast is not None or torch.cuda.is_available())
     args = settings.grpo_config(
         work_dir,
         bf16=bf16,
@@ -228,10 +232,6 @@ def _hard_eval(
     """model -> its greedy pass@1 on ``train.eval_split`` (``eval/hard_pass@1/NAME``), as the
     duel trainer probes it: the same engine as the duel's rollouts (the live model, the row's
     persona and chat-template kwargs), so both methods are scored alike."""
-    # lazy: imports torch (seconds) only where this runs
-    from agon.engines.hf import HFEngine
-    from agon.training.probe import describe, hard_pass1, hard_problems, wrong_drafts
-
     options = engine_options(fam[f"model_{row}"], fam)
     problems = hard_problems(task, settings.eval_problems, settings.eval_split)
     wrong = wrong_drafts(task, problems)  # the same robustness probe as the duel's
@@ -267,14 +267,9 @@ def train_pair(config: dict, fam: dict, task_name: str, settings: GRPOSettings, 
     finally:
         task.close()
     distributed = json.loads((out / "checkpoints" / "grpo_A" / "distributed.json").read_text())
-    rows = mk.merge_metrics(paths)
+    rows = logbook.merge_metrics(paths)
     atomic_write_text(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
-    summary = mk.summarize_metrics(out / "metrics.jsonl") | {"distributed": distributed}
-    budget = from_settings(settings)
-    if budget is not None:
-        caps = {name: settings.model_steps(name) for name in budget.targets}
-        summary["budget"] = budget_report(budget, rows, caps)
-    return summary
+    return run_summary(out, settings) | {"distributed": distributed}
 
 
 # what a checkpoint the Trainer finished saving holds (it writes trainer_state.json after the

@@ -49,17 +49,25 @@ from agon.provenance import atomic_write_text
 from agon.rl import grpo_step
 from agon.tasks.base import Task
 from agon.training import checkpoint as ckpt
+from agon.training import logbook
 from agon.training import metrics as mk
 from agon.training.budget import spent
 from agon.training.loop import StepFn
 from agon.training.settings import RLSettings, not_config, setting
 from agon.training.shell import InHouseTrainer, Phase, Run
-from baselines.opd_then_rl.opd import TEACHER_S, TEACHER_TOKENS, Teacher, opd_step
+from baselines.opd_then_rl.opd import REVERSE_KL, TEACHER_S, TEACHER_TOKENS, Teacher, opd_step
+from baselines.opd_then_rl.switch import KEYS as SWITCH_KEYS
 from baselines.opd_then_rl.switch import VALIDATION_S, VALIDATION_TOKENS, SwitchPoint
 
 SWITCH_FILE = "switch.json"  # OUT/opd/switch.json: the switch points, once the OPD phase is done
-TEACHER_TOKENS_TOTAL = "{model}/teacher_tokens"  # summary.json: a model's, summed (as Cliff's)
-TEACHER_TIME_TOTAL = "teacher_time_s"  # summary.json: the teacher's seconds, summed
+# the metrics keys of the OPD phase's rows: the teacher's (whole-batch values on every
+# process; its tokens and seconds add up in summary.json as Cliff's do) and the validation's
+KEYS = (
+    mk.Key(REVERSE_KL, "same"),
+    mk.Key(TEACHER_TOKENS, "same", total="{model}/teacher_tokens"),
+    mk.Key(TEACHER_S, "same", total="teacher_time_s"),
+    *SWITCH_KEYS,
+)
 
 
 @dataclass
@@ -224,13 +232,13 @@ def distilling(run: Run, step: StepFn) -> Iterator[StepFn]:
     )
     last = ckpt.latest_checkpoint(out / "checkpoints")
     start = int(last.name.split("-")[1]) if last is not None else 0
-    rows = mk.read_rows(out / "metrics.jsonl")
+    rows = logbook.read_rows(out / "metrics.jsonl")
     point.resume((r for r in rows if r[mk.STEP] < start), run.policies)
     try:
         yield functools.partial(step, teacher=teacher, point=point, gamma=s.iw_opd_gamma)
     finally:
         teacher.close()
-    chosen = point.choose(mk.read_rows(out / "metrics.jsonl"), run.policies)
+    chosen = point.choose(logbook.read_rows(out / "metrics.jsonl"), run.policies)
     payload = {
         "switch": s.switch,
         "opd_steps": s.opd_steps,
@@ -282,19 +290,16 @@ def check(config: dict, fam: dict, task: Task, s: OPDThenRLSettings, accelerator
 
 
 def summary_extras(out: Path, rows: list[dict]) -> dict[str, Any]:
-    """The teacher's cost over the run's ``rows`` (``{model}/teacher_tokens``,
-    ``teacher_time_s``) and ``opd_switch``: each model's switch point, its validation scores and
-    the validation's own cost."""
-    totals = mk.totals(
-        rows, {TEACHER_TOKENS_TOTAL: TEACHER_TOKENS}, {TEACHER_TIME_TOTAL: TEACHER_S}
-    )
-    return totals | {"opd_switch": read_switch(out) | validation_totals(rows)}
+    """``opd_switch``: each model's switch point, its validation scores and the validation's
+    own cost (the teacher's cost is its keys' totals)."""
+    return {"opd_switch": read_switch(out) | validation_totals(rows)}
 
 
 TRAINER = InHouseTrainer(
     "opd_then_rl",
     OPDThenRLSettings,
     check=check,
+    keys=KEYS,
     extras=summary_extras,
     progress=(
         mk.ROLE_CORRECT.replace("{role}", "drafter"),
@@ -313,7 +318,9 @@ TRAINER = InHouseTrainer(
         Phase(
             "rl",
             grpo_step,
-            settings=lambda s, out: rl_settings(s, mk.read_rows(out / "opd" / "metrics.jsonl")),
+            settings=lambda s, out: rl_settings(
+                s, logbook.read_rows(out / "opd" / "metrics.jsonl")
+            ),
             family=lambda fam, out: start_family(fam, read_switch(out)),
         ),
     ),
