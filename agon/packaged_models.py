@@ -129,7 +129,7 @@ def dequantize_gguf(gguf_path: Path) -> tuple[Any, Any]:
     """(plain float32 model, tokenizer) from a GGUF file: loaded by transformers (which
     dequantizes it), then its weights moved into a model built from the config without the
     GGUF quantizer, so that it can be trained and saved."""
-    # lazy: transformers (seconds to import) only where this runs
+    # lazy: torch, transformers: off the DAG build and the reports, which import this module
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 

@@ -20,9 +20,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
+
 from agon import rl
+from agon.random_models import tiny_policies
 from agon.toy.tasks import ArithTask
 from agon.training.settings import RLSettings
+from baselines.gar import GARSettings
+from baselines.gar.step import GAR_S, gar_step
 
 TARGETS = {"gar.step_over_grpo_step": ("<=", 1.09)}
 
@@ -31,14 +36,6 @@ THREADS = 1  # torch threads for both sides
 
 
 def run() -> dict[str, float]:
-    # lazy: torch (seconds to import) only where this runs
-    import torch
-
-    # lazy: imports torch (seconds) only where this runs
-    from agon.random_models import tiny_policies
-    from baselines.gar import GARSettings
-    from baselines.gar.step import GAR_S, gar_step
-
     # one thread: on a shared, oversubscribed machine multi-threaded kernels spin and the
     # timings swing; both sides run under the same setting
     torch.set_num_threads(THREADS)

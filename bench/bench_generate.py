@@ -24,10 +24,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
 import yaml
+from transformers import AutoModelForCausalLM, Qwen3Config
 
 from agon.config import family_for_seed
 from agon.engines import SamplingParams
+from agon.engines.hf import HFEngine
+from agon.random_models import build_tiny_tokenizer
 from agon.tasks import get_task
 
 TARGETS = {"generate.batch64_over_batch1": (">=", 20.0)}
@@ -51,13 +55,6 @@ INIT_RANGE = 0.2  # peakier random logits than the default 0.02, so greedy has f
 
 
 def _build(path: Path) -> Path:
-    # lazy: transformers (seconds to import) only where this runs
-    import torch
-    from transformers import AutoModelForCausalLM, Qwen3Config
-
-    # lazy: imports torch (seconds) only where this runs
-    from agon.random_models import build_tiny_tokenizer
-
     tok = build_tiny_tokenizer("qwen", path)
     config = Qwen3Config(
         vocab_size=len(tok),
@@ -116,11 +113,6 @@ def _prompts() -> list[list[dict]]:
 
 
 def run() -> dict[str, float]:
-    # lazy: torch (seconds to import) only where this runs
-    import torch
-
-    from agon.engines.hf import HFEngine
-
     torch.set_num_threads(int(os.environ.get("AGON_BENCH_THREADS", "1")))
     greedy = SamplingParams(max_new_tokens=MAX_NEW_TOKENS, temperature=0)
     trained = os.environ.get("AGON_BENCH_MODEL") or _toy_model()

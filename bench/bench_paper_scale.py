@@ -641,7 +641,8 @@ def phase_trl_grpo(run: Run) -> dict:
     """One step of TRL's GRPOTrainer on a fresh model A, configured and built as the GRPO
     baseline builds it (its micro-batches without signal skip their backward: the JSON's
     ``zero_advantage`` says whether this step's did)."""
-    # lazy: TRL (seconds to import) only in its phase, which runs last and may be cut
+    # lazy: trl (baselines.grpo.zero_advantage imports it): only this phase needs it, which
+    # runs last and may be cut
     from baselines.grpo.zero_advantage import SkipZeroAdvantageGRPOTrainer
 
     if run.dims is None:

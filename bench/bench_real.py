@@ -37,8 +37,11 @@ import os
 import time
 from pathlib import Path
 
+import torch
+
 from agon.config import load_config
 from agon.engines import SamplingParams
+from agon.engines.hf import HFEngine
 from agon.packaged_models import PackageUnavailable, prepared_in_cache
 from agon.tasks import get_task
 
@@ -102,9 +105,6 @@ def until_eos(ids: list[int], eos: set[int]) -> list[int]:
 def hf_generate(model, tokenizer, prompts: list[list[dict]], eos: list[int], pad: int):
     """Plain ``model.generate`` on ``prompts``: the chat template, left padding, greedy; returns
     a function that runs it once and gives each row's new tokens (up to its eos)."""
-    # lazy: torch (seconds to import) only where this runs
-    import torch
-
     texts = [
         tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
         for p in prompts
@@ -129,11 +129,6 @@ def hf_generate(model, tokenizer, prompts: list[list[dict]], eos: list[int], pad
 
 
 def run() -> dict[str, float]:
-    # lazy: torch (seconds to import) only where this runs
-    import torch
-
-    from agon.engines.hf import HFEngine
-
     torch.set_num_threads(int(os.environ.get("AGON_BENCH_THREADS", "1")))
     path = model_dir()
     prompts = task_prompts()

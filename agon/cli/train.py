@@ -47,7 +47,7 @@ def _cli(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.threads:
-        # lazy: torch (seconds to import) only where this runs
+        # lazy: torch: off `agon --help`, which imports this module to build its parser
         import torch
 
         torch.set_num_threads(args.threads)

@@ -68,7 +68,8 @@ def load_engine(
     )
     model = path or model_row["model"]
     if backend == "hf":
-        # lazy: imports torch (seconds) only where this runs
+        # lazy: torch, transformers (agon.engines.hf imports them): off the import of this
+        # package, which `agon eval`, `agon plan` and `agon toy` import
         from agon.engines.hf import HFEngine
 
         return HFEngine(model, **common, **kwargs)

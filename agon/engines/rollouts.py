@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from agon.engines import engine_options
 from agon.engines.base import (
     Completion,
@@ -53,7 +55,8 @@ class ServerRollouts(TemplatedEngine):
         device: Any = 0,
         is_main: bool = True,
     ):
-        # lazy: TRL (seconds to import) only where this runs
+        # lazy: trl: its vllm_client imports vLLM where installed; only the server mode needs
+        # it, not every in-house training run (agon.training.shell imports this module)
         from trl.generation.vllm_client import VLLMClient
 
         self.set_template(tokenizer, system_prompt, chat_template_kwargs, max_prompt_tokens)
@@ -118,8 +121,6 @@ class ServerRollouts(TemplatedEngine):
         Under FSDP2 every rank takes part in gathering each full parameter (``full_tensor``);
         the main rank streams it to the server. All ranks wait until the server has them.
         """
-        # lazy: torch (seconds to import) only where this runs
-        import torch
 
         def full_params():
             for name, p in model.named_parameters():

@@ -30,7 +30,7 @@ _MODES = {"raw": "raw_logprobs", "processed": "processed_logprobs"}
 
 def _import_vllm() -> Any:
     try:
-        # lazy: vLLM is the GPU-only optional extra
+        # lazy: vllm: the GPU-only optional extra; agon imports without it
         import vllm
     except ImportError as err:
         raise ImportError(
@@ -87,7 +87,8 @@ class VLLMEngine(TemplatedEngine):
         if logprobs not in _MODES:
             raise ValueError(f"logprobs must be one of {sorted(_MODES)}, got {logprobs!r}")
         vllm = _import_vllm()
-        # lazy: imports torch (seconds) only where this runs
+        # lazy: torch, transformers (agon.engines.hf imports them): off the import of
+        # agon.engines, which imports this module
         from agon.engines.hf import load_tokenizer
 
         tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model, revision=revision)

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from multiprocessing import get_context
 
+from pebble import ProcessPool
+
 from agon.grading.verdict import Verdict
 
 THINK_END = "</think>"
@@ -89,7 +91,7 @@ def extract_answer(completion: str) -> str | None:
 
 @functools.lru_cache(maxsize=4096)
 def _parse_gold(gold: str, soft_timeout: int):
-    # lazy: math-verify loads sympy: only in the grading worker processes
+    # lazy: math_verify (loads sympy): off the import of agon.config, the CLI and the DAG
     from math_verify import parse
 
     text = gold if "\\boxed" in gold or "$" in gold else f"${gold}$"
@@ -103,7 +105,7 @@ def grade_one(gold: str, completion: str, soft_timeout: int = 2) -> Verdict:
     own timeouts give ``timeout`` (not a silent False); an answer it cannot parse or compare
     is wrong, as in math-verify; a gold answer it cannot parse is an ``error``.
     """
-    # lazy: math-verify loads sympy: only in the grading worker processes
+    # lazy: math_verify (loads sympy): off the import of agon.config, the CLI and the DAG
     from math_verify import parse, verify
     from math_verify.errors import TimeoutException
 
@@ -146,7 +148,7 @@ def _worker_init(memory_mb: int) -> None:
     if memory_mb > 0:
         limit = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    # lazy: math-verify loads sympy: only in the grading worker processes
+    # lazy: math_verify (loads sympy): off the import of agon.config, the CLI and the DAG
     from math_verify import parse, verify
 
     verify(parse("$\\frac{1}{2}$"), parse("\\boxed{0.5}"))  # no time limit: a warm-up
@@ -181,10 +183,6 @@ class MathGrader:
         self._pool = self._start()
 
     def _start(self):
-
-        # lazy: the worker pool only when a grader starts
-        from pebble import ProcessPool
-
         # forkserver, not fork: callers (trainers) hold torch threads that fork would copy.
         # Preloading this module (and so math-verify) in the server makes a replacement
         # worker cheap after a kill, and keeps the server from re-importing __main__.

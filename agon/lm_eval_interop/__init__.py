@@ -33,7 +33,7 @@ MODEL_TYPES = {
 
 def register() -> None:
     """Register agon's model types in lm-eval's model registry (lazily: imported on use)."""
-    # lazy: lm-eval is the optional extra `lm-eval`
+    # lazy: lm_eval: the optional extra `lm-eval`; TASKS_DIR and MODEL_TYPES are read without it
     import lm_eval.models  # noqa: F401  (fills the registry with lm-eval's own types first)
     from lm_eval.api.registry import model_registry
 

@@ -15,7 +15,7 @@ from agon.lm_eval_interop import TASKS_DIR, register
 
 def _add_agon_tasks() -> None:
     """Make every TaskManager of this process also index agon's task YAMLs."""
-    # lazy: lm-eval is the optional extra `lm-eval`
+    # lazy: lm_eval: the optional extra `lm-eval`; main() says how to install it
     from lm_eval.tasks import TaskManager
 
     original = TaskManager.__init__
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     """Register agon's models and tasks, then run lm-eval's CLI on ``argv``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        # lazy: lm-eval is the optional extra `lm-eval`
+        # lazy: lm_eval: the optional extra `lm-eval`; its absence is reported here
         import lm_eval  # noqa: F401
     except ModuleNotFoundError:
         sys.exit(
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     register()
     _add_agon_tasks()
-    # lazy: lm-eval is the optional extra `lm-eval`
+    # lazy: lm_eval: the optional extra `lm-eval`; its absence is reported above
     from lm_eval.__main__ import cli_evaluate
 
     sys.argv = ["lm_eval", *argv]

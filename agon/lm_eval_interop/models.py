@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import torch
 from lm_eval.api.instance import Instance
 from lm_eval.api.model import LM
 from tqdm.auto import tqdm
@@ -85,9 +86,6 @@ class _AgonLM(LM):
         **unused: Any,
     ):
         super().__init__()
-        # lazy: torch (seconds to import) only where this runs
-        import torch
-
         # lm-eval passes device="cuda" by default, also on machines without one
         if device and str(device).startswith("cuda") and not torch.cuda.is_available():
             device = None

@@ -51,7 +51,7 @@ class ChampTask(MathTask):
         if self._splits is not None:
             return self._splits
         try:
-            # lazy: the optional extra `real`
+            # lazy: champ_dataset: the optional extra `real`; its absence is reported
             import champ_dataset
         except ImportError as err:
             raise ImportError(

@@ -33,8 +33,9 @@ def _problem_id(question: str) -> str:
 def load_rows(source: str, revision: str | None = None, solutions: bool = False) -> list[dict]:
     """Rows of DeepMath-103K from a hub id or a local file, checked for the required fields,
     with the task's columns only (``solutions``: the R1 solutions too)."""
-    # lazy: datasets (seconds to import) only when a data set is loaded
+    # lazy: datasets, pyarrow (seconds to import): a task is built, and grades, without its data
     import datasets
+    import pyarrow.parquet as pq
 
     wanted = REQUIRED_FIELDS + OPTIONAL_FIELDS + (SOLUTION_FIELDS if solutions else ())
     path = Path(source)
@@ -44,9 +45,6 @@ def load_rows(source: str, revision: str | None = None, solutions: bool = False)
                 f"deepmath source {source!r} looks like a file but does not exist"
             )
         if path.suffix == ".parquet":
-            # lazy: pyarrow only when a local parquet file is read
-            import pyarrow.parquet as pq
-
             have = pq.read_schema(path).names
             _check(source, have)
             columns = [c for c in wanted if c in have]

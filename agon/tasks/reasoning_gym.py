@@ -106,7 +106,7 @@ class ReasoningGymTask(MathTask):
 
     def _dataset(self, split: str, level: int, size: int) -> Any:
         try:
-            # lazy: the optional extra `real`
+            # lazy: reasoning_gym: the optional extra `real`; its absence is reported
             import reasoning_gym
         except ImportError as err:
             raise ImportError(

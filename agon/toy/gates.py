@@ -25,7 +25,7 @@ from agon.toy.toycode import parse_code_lines
 
 def greedy(model_path: Path, prompts: list[list[dict]], cfg: dict) -> list[str]:
     """Greedy completions through the project's HF engine (batched, KV cache, left padding)."""
-    # lazy: the engine imports torch (seconds), only when the gates run
+    # lazy: torch, transformers (agon.engines.hf imports them): off `agon toy`'s import
     from agon.engines.hf import HFEngine
 
     g = cfg["gates"]

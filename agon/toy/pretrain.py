@@ -99,7 +99,7 @@ def _worker_train(
 
     ``task_params``: the params of the task rows, from which the worker rebuilds the tasks
     (plain dicts pickle cheaply to a spawned process; task objects may hold grading pools)."""
-    # lazy: transformers (seconds to import) only where this runs
+    # lazy: torch, transformers: off `agon toy`'s import, which imports this module
     import torch
     from transformers import AutoTokenizer
 
@@ -116,7 +116,7 @@ def _worker_generate(
     cfg: dict, model_path: str, prompts: list[list[dict]]
 ) -> tuple[list[str], float]:
     """Process entry point: greedy completions on one thread, and the seconds they took."""
-    # lazy: torch (seconds to import) only where this runs
+    # lazy: torch: off `agon toy`'s import, which imports this module
     import torch
 
     torch.set_num_threads(cfg["train"]["threads"])

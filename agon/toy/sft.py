@@ -28,7 +28,7 @@ TEACHER = "teacher"  # the third toy model: no mistake of its own (agon.toy.teac
 
 def build_model(cfg: dict, tokenizer: Any, seed: int) -> Any:
     """A tiny Qwen3-architecture causal LM, randomly initialised under ``seed``."""
-    # lazy: transformers (seconds to import) only where this runs
+    # lazy: torch, transformers: off `agon toy`'s import, which imports this module
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
@@ -93,7 +93,7 @@ def train_one(
     has not clicked early, to save time for the retry) and with ``guard.max_loss_final`` at the
     end.
     """
-    # lazy: torch (seconds to import) only where this runs
+    # lazy: torch: off `agon toy`'s import, which imports this module
     import torch
 
     tc, guard = cfg["train"], cfg["guard"]
@@ -166,10 +166,9 @@ def _sft_batch(batch: Sequence[tuple[list[int], list[int]]], pad: int, packing: 
     attending only to itself) or one right-padded example per row. The loss, a mean over the
     labelled tokens, is the same either way; packing skips the padding (about half the tokens
     of a toy batch)."""
-    # lazy: torch (seconds to import) only where this runs
+    # lazy: torch (agon.packing imports it too): off `agon toy`'s import
     import torch
 
-    # lazy: imports torch (seconds) only where this runs
     from agon.packing import pack
 
     if packing:

@@ -37,7 +37,7 @@ def pretrain_teacher(
 
     ``seed`` (default: the pair's base seed from ``out/report.json``) derives the teacher's
     training seed as the pair's are derived."""
-    # lazy: transformers (seconds to import) only where this runs
+    # lazy: torch, transformers: off `agon toy`'s import, which imports this module
     import torch
     from transformers import AutoTokenizer
 

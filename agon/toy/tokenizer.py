@@ -38,7 +38,7 @@ def build_tokenizer(corpus: Iterable[str], vocab_size: int = 384):
 
     Deterministic: the same corpus and vocab size give the same vocabulary.
     """
-    # lazy: transformers (seconds to import) only where this runs
+    # lazy: transformers: off `agon toy`'s import, which imports this module
     from transformers import PreTrainedTokenizerFast
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch.distributed as dist
+
 from agon.engines.base import with_system_prompt
 from agon.tasks.base import Problem, Task
 from agon.training import metrics as mk
@@ -20,7 +22,7 @@ REWARD_NAME = "correctness"
 
 def prompt_dataset(task: Task, split: str = "train", system_prompt: str | None = None) -> Any:
     """A datasets.Dataset of conversational prompts (the task's solve prompt, persona first)."""
-    # lazy: datasets (seconds to import) only when a data set is loaded
+    # lazy: datasets: off `import baselines.grpo` (agon train's checks, bench_paper_scale's start)
     from datasets import Dataset
 
     rows = [
@@ -64,9 +66,6 @@ def make_reward_fn(task: Task, problems: Sequence[Problem], shares: Path | None 
 
 
 def _log_share(folder: Path, state: Any, problem_ids: Sequence[str]) -> None:
-    # lazy: torch (seconds to import) only where this runs
-    import torch.distributed as dist
-
     on = dist.is_available() and dist.is_initialized()
     rank, world = (dist.get_rank(), dist.get_world_size()) if on else (0, 1)
     row = {

