@@ -12,9 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+import torch.distributed as dist
+from transformers import TrainerCallback
+
+from agon.training import logbook
 from agon.training import metrics as mk
 from agon.training.budget import Budget, spent
 from agon.training.cost import StepCost
+from agon.training.probe import final_row, is_eval_step
 from baselines.grpo.data import REWARD_NAME
 
 ZERO_ADVANTAGE_LOG = "zero_advantage"  # baselines.grpo.zero_advantage's TRL log key
@@ -62,10 +68,6 @@ def _metrics_callback(
     ``eval_every`` > 0 it also probes the model at the duel trainer's steps
     (:mod:`agon.training.probe`); with a ``budget`` (tokens or samples) it stops training after
     the first step at which the model has spent its target (:mod:`agon.training.budget`)."""
-    # lazy: transformers (seconds to import) only where this runs
-    from transformers import TrainerCallback
-
-    from agon.training.probe import final_row, is_eval_step
 
     class JsonlMetrics(TrainerCallback):
         """Append each logged step to ``path`` as JSON (TRL's keys under NAME/trl/, plus aliases).
@@ -80,7 +82,7 @@ def _metrics_callback(
             self.cost = StepCost()
             # what this model spent before a resume (the file holds only steps before it)
             self.spent = (
-                spent(mk.read_rows(path), name, budget.match)
+                spent(logbook.read_rows(path), name, budget.match)
                 if budget is not None and budget.match != "steps"
                 else 0.0
             )
@@ -123,18 +125,11 @@ def _metrics_callback(
 
 
 def _rank() -> int:
-    # lazy: torch (seconds to import) only where this runs
-    import torch.distributed as dist
-
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
 def _sum_over_ranks(*values: float) -> tuple[float, ...]:
     """``values`` summed over every training process (each one's CPU seconds are its own)."""
-    # lazy: torch (seconds to import) only where this runs
-    import torch
-    import torch.distributed as dist
-
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return values
     t = torch.tensor(values, dtype=torch.float64)
