@@ -39,8 +39,8 @@ def collate(
 def enable_token_logprobs(model: torch.nn.Module, temperature: float) -> None:
     """Give ``model`` TRL's fused LM head, so log-probs come without the (B, T, V) logits.
 
-    The same head GRPOTrainer adds, so solo mode scores tokens exactly as TRL does; generation
-    (``fused_lm_head=False``) is unchanged. Idempotent for a given temperature.
+    The same head GRPOTrainer adds, so the in-house GRPO step scores tokens exactly as TRL
+    does; generation (``fused_lm_head=False``) is unchanged. Idempotent for a given temperature.
     """
     if getattr(model, "_agon_fused_temperature", None) == temperature:
         return

@@ -1,8 +1,9 @@
 """The clipped policy-gradient loss of TRL's GRPOTrainer, on one micro-batch of completions.
 
-Both of the duel's roles are trained with it (:func:`agon.duel.update`), and so is its solo
-mode, which ``tests/test_duel_parity.py`` shows equals TRL's GRPOTrainer: the duel and the
-GRPO baseline differ in what they sample and reward, not in the loss.
+Every in-house trainer updates with it (:func:`agon.rl.update`): both of the duel's roles, and
+each model alone in GRPO's step (:func:`agon.rl.grpo_step`), which
+``tests/test_duel_parity.py`` shows equals TRL's GRPOTrainer: the duel and the GRPO baseline
+differ in what they sample and reward, not in the loss.
 """
 
 from __future__ import annotations

@@ -134,19 +134,29 @@ class Method:
             raise ValueError(f"Method {self.path}: a helper runs the teacher row: teacher=True")
 
 
+class ReadsSettings:
+    """What every trainer does alike: read its ``settings`` class (a subclass of
+    :class:`agon.training.settings.TrainSettings`) from a config, with its
+    ``settings_overrides`` (fields the config has no key for) fixed."""
+
+    settings: type
+    settings_overrides: tuple[tuple[str, Any], ...]
+
+    def settings_from_config(self, config: dict, family: dict, seed: int) -> Any:
+        """This trainer's settings for one family of a validated config."""
+        return self.settings.from_config(config, family, seed=seed, **dict(self.settings_overrides))
+
+
 @dataclass(frozen=True)
-class Trainer:
+class Trainer(ReadsSettings):
     """A trainer with a train function of its own (GRPO on TRL): how to read its settings and
     how to run it. In-house trainers are :class:`agon.training.shell.InHouseTrainer`."""
 
     name: str
     settings: type  # a subclass of agon.training.settings.TrainSettings
     train: Callable[[dict, dict, str, Any, Path], dict]  # (config, family, task, settings, out)
-    settings_overrides: tuple[tuple[str, Any], ...] = ()  # fixed fields, e.g. (("mode", "duel"),)
-
-    def settings_from_config(self, config: dict, family: dict, seed: int) -> Any:
-        """This trainer's settings for one family of a validated config."""
-        return self.settings.from_config(config, family, seed=seed, **dict(self.settings_overrides))
+    # fixed fields, e.g. (("reward_scheme", "independent"),)
+    settings_overrides: tuple[tuple[str, Any], ...] = ()
 
 
 class Registry:

@@ -248,8 +248,8 @@ def solo_workload(
     method: str,
     reference: dict[str, dict[str, float]] | None,
 ) -> Workload:
-    """A budget-matched method's run: each model alone (GRPO on TRL, or the in-house solo mode
-    of Cliff, GAR and OPD-then-RL), with the helpers' work its registry row declares."""
+    """A budget-matched method's run: each model alone (GRPO on TRL, or the in-house single-model
+    step of Cliff, GAR and OPD-then-RL), with the helpers' work its registry row declares."""
     tr = config["train"]
     p, g = tr["problems_per_step"], tr["num_generations"]
     row = method_row(method)

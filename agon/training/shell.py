@@ -33,6 +33,7 @@ import torch
 from agon.engines.hf import load_model, load_tokenizer, resolve_dtype
 from agon.engines.rollouts import RolloutOptions, rollout_engine
 from agon.provenance import atomic_write_text
+from agon.registry import ReadsSettings
 from agon.tasks import task_from_config
 from agon.tasks.base import Task
 from agon.training import logbook
@@ -202,7 +203,7 @@ class Phase:
 
 
 @dataclass(frozen=True)
-class InHouseTrainer:
+class InHouseTrainer(ReadsSettings):
     """A trainer run by the shell: its settings class and its step, and what it adds.
 
     - ``check(config, family, task, settings, accelerator)``: refuse a run before any model
@@ -233,10 +234,6 @@ class InHouseTrainer:
     def declared(self) -> mk.Declared:
         """Every metrics key this trainer's rows may hold."""
         return mk.Declared(self.keys)
-
-    def settings_from_config(self, config: dict, family: dict, seed: int) -> RLSettings:
-        """This trainer's settings for one family of a validated config."""
-        return self.settings.from_config(config, family, seed=seed, **dict(self.settings_overrides))
 
     def train(self, config: dict, fam: dict, task_name: str, s: RLSettings, out: Path) -> dict:
         """Train the family's two models: the seed, the task, the accelerator, the policies,
