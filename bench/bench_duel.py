@@ -23,9 +23,16 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
+from datasets import Dataset
+from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+from trl import GRPOConfig, GRPOTrainer
+
 from agon import duel, rl
+from agon.random_models import tiny_policies
 from agon.tasks.synthetic import ParityTask
 from agon.training.settings import RLSettings
+from baselines.grpo import make_reward_fn
 
 TARGETS = {"duel.step_over_two_solo": ("<=", 1.10), "solo.step_over_trl": ("<=", 1.0)}
 
@@ -40,9 +47,6 @@ THREADS = 1  # torch threads for every measured side
 
 
 def _policies(root: Path, names, seeds, settings):
-    # lazy: imports torch (seconds) only where this runs
-    from agon.random_models import tiny_policies
-
     return tiny_policies("qwen3", root, settings, names=names, seeds=seeds)
 
 
@@ -59,15 +63,6 @@ def _time_steps(fn, n: int) -> list[tuple[float, float]]:
 
 def _trl_step_times(model_path: Path, work: Path, n: int) -> list[float]:
     """Median-able per-step wall times of TRL's GRPOTrainer (P x G completions per step)."""
-    # lazy: TRL (seconds to import) only where this runs
-    # lazy: transformers (seconds to import) only where this runs
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
-
-    from agon.tasks.synthetic import ParityTask
-    from baselines.grpo import make_reward_fn
-
     task = ParityTask()
     problems = task.problems("train")
     ds = Dataset.from_list(
@@ -141,9 +136,6 @@ def _median_drafts(task, problems, roll, engine) -> dict[str, str]:
 
 
 def run() -> dict[str, float]:
-    # lazy: torch (seconds to import) only where this runs
-    import torch
-
     # one thread: on a shared, oversubscribed machine multi-threaded kernels spin and the
     # timings swing by 10x; both sides of each ratio run under the same setting
     torch.set_num_threads(THREADS)
