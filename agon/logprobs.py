@@ -44,7 +44,8 @@ def enable_token_logprobs(model: torch.nn.Module, temperature: float) -> None:
     """
     if getattr(model, "_agon_fused_temperature", None) == temperature:
         return
-    # lazy: TRL (seconds to import) only where this runs
+    # lazy: trl (its trainer utils load datasets too): off import agon.rl and agon.duel
+    # (agon train's checks before a model loads)
     from trl.trainer.utils import add_fused_lm_head
 
     add_fused_lm_head(model, temperature=temperature, outputs=("log_probs", "entropy"))

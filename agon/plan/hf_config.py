@@ -37,7 +37,7 @@ def transformers_config(d: ModelDims, **overrides: Any) -> Any:
     """The transformers config (``Qwen3Config``, ``Qwen3_5TextConfig``, ``Gemma4TextConfig``,
     or ``LlamaConfig`` for a generic decoder) of dims ``d``; ``overrides`` replace or add
     fields (e.g. ``vocab_size`` for a small test tokenizer)."""
-    # lazy: the planner itself never needs transformers (agon plan runs without it)
+    # lazy: transformers: off agon plan's import; the planner itself never needs it
     import transformers
 
     common: dict[str, Any] = {

@@ -1,3 +1,4 @@
+# long: every job kind's work in one reading (duel, single-model methods, declared helpers, evals).
 """What each job computes: its generations, its training passes and its extra forwards, as
 sequence counts and mean lengths, from the config (and measured lengths where given).
 

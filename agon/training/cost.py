@@ -19,6 +19,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import torch
+
 _PROC = "/proc"
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 CPU_SCOPE = "process tree" if os.path.isdir(_PROC) else "process and finished children"
@@ -64,11 +66,6 @@ def cpu_seconds() -> float:
 
 def gpus_in_use() -> int:
     """GPUs this process can use (0 without CUDA)."""
-    try:
-        # lazy: torch (seconds to import) only where this runs
-        import torch
-    except ImportError:
-        return 0
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 

@@ -188,7 +188,7 @@ def counts_over_ranks(
     :func:`combine_ranks`, which averages keys it does not know, keeps them."""
     if accelerator is None or accelerator.num_processes <= 1:
         return counts, seconds
-    # lazy: accelerate (imports torch) only where this runs
+    # lazy: accelerate (imports torch): off the reports' and agon train's import
     from accelerate.utils import gather_object
 
     shares = gather_object([(counts, seconds)])

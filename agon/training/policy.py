@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from accelerate import Accelerator
+from transformers import get_scheduler
 
 from agon.engines.base import Engine
 from agon.logprobs import dropout_off, enable_token_logprobs, frozen_scorer
@@ -107,9 +109,6 @@ def make_policy(
     ``settings`` asks for it, and, if ``beta``, a frozen copy of the model as the KL reference.
     ``autocast_dtype``: the forward's dtype when the weights are float32 masters
     (``train.master_dtype``)."""
-    # lazy: transformers (seconds to import) only where this runs
-    from transformers import get_scheduler
-
     dropout_off(model)  # TRL's disable_dropout: sampling and scoring see one net
     enable_token_logprobs(model, settings.temperature)
     if settings.gradient_checkpointing:
@@ -159,9 +158,6 @@ def make_accelerator() -> Any:
     """
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return None
-    # lazy: accelerate (imports torch) only where this runs
-    from accelerate import Accelerator
-
     accelerator = Accelerator(
         step_scheduler_with_optimizer=False, cpu=not torch.cuda.is_available()
     )

@@ -84,7 +84,7 @@ def _set_budget(settings: Any, method: str, match_run: str | Path | None) -> Non
 
 def _check_vllm() -> None:
     try:
-        # lazy: vLLM is the GPU-only optional extra
+        # lazy: vllm: the GPU-only optional extra; its absence is a ConfigError
         import vllm  # noqa: F401
     except ImportError:
         raise ConfigError(

@@ -101,8 +101,8 @@ class GRPOSettings(TrainSettings):
         max_steps: int | None = None,
     ) -> Any:
         """The TRL GRPOConfig of this run (``max_steps``: default ``steps``)."""
-        # lazy: TRL (seconds to import) only where this runs
-        import torch
+        # lazy: trl: off import baselines.grpo (agon train's checks; bench_paper_scale keeps trl
+        # to its last phase)
         from trl import GRPOConfig
 
         per_device, accum = self.batch_shape(int(os.environ.get("WORLD_SIZE", "1")))
@@ -155,7 +155,7 @@ class GRPOSettings(TrainSettings):
 
 def _grpo_config_fields() -> set[str]:
 
-    # lazy: TRL (seconds to import) only where this runs
+    # lazy: trl: off import baselines.grpo
     from trl import GRPOConfig
 
     return {f.name for f in dataclasses.fields(GRPOConfig)}
@@ -175,7 +175,7 @@ def train_grpo(
     Checkpoints go to ``work_dir`` (TRL's own); a rerun resumes from the last one. Returns the
     model's own ``metrics.jsonl``.
     """
-    # lazy: TRL (seconds to import) only where this runs
+    # lazy: trl (baselines.grpo.zero_advantage imports it): off import baselines.grpo
     from baselines.grpo.zero_advantage import SkipZeroAdvantageGRPOTrainer
 
     name = row.upper()
