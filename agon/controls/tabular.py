@@ -91,10 +91,8 @@ class TabularDuel:
     # AdamW's step on a logit: large next to a language model's, as a logit here is a whole
     # policy; 150 steps of it move a probability from 0.2 to beyond 0.9 when the signal is clear
     learning_rate: float = 0.05
-    reward_lam: float = 1.0  # the agon scheme's lambda (DuelSettings' default)
-    reader_group: str = "draft"  # DuelSettings' default: the reader feels no rival term
-    scale_rewards: str = "group"  # DuelSettings' default
-    loss_type: str = "dapo"  # DuelSettings' default
+    # the agon scheme's lambda, the reader's groups (draft: it feels no rival term), the
+    # advantage's scale and the loss are the duel's own defaults (DuelSettings, from the schema)
 
     def __post_init__(self) -> None:
         for name in ("drafter_skill", "reader_skill", "subtle_start", "verify_start"):
@@ -116,11 +114,7 @@ class TabularDuel:
             num_generations=self.drafts,
             num_reads=self.reads,
             learning_rate=self.learning_rate,
-            loss_type=self.loss_type,
-            scale_rewards=self.scale_rewards,
             reward_scheme=scheme,
-            reward_lam=self.reward_lam,
-            reader_group=self.reader_group,
             max_new_tokens=1,  # a completion is one action
             seed=seed,
         )
