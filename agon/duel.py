@@ -62,6 +62,7 @@ class DuelSettings(RLSettings):
 
     num_reads: int = setting("agon.num_reads")  # K: reads per draft
     role_schedule: str = setting("agon.role_schedule")  # alternate | both
+    train_roles: list[str] = setting("agon.train_roles")  # the roles whose completions update
     reward_scheme: str = setting("agon.reward.scheme")  # agon | zero_sum | independent | ...
     reward_lam: float = setting("agon.reward.lam")  # weight of the agon scheme's win/loss term
     # draft: K reads of one draft; problem: all G*K reads of a problem
@@ -282,6 +283,7 @@ def duel_step(
     tokens, fingerprint = 0, []
     keys = list(range(len(problems))) if keys is None else list(keys)
     n_total = len(problems) if n_total is None else n_total
+    trained = set(s.train_roles)
     for i, d, r, at in directions(step, s, list(policies), keys, n_total):
         mine, my_keys = [problems[j] for j in at], [keys[j] for j in at]
         ro = rollout(task, policies[d], policies[r], mine, s, step, salt=10 * i, keys=my_keys)  # 1
@@ -291,8 +293,10 @@ def duel_step(
         reads = [x for per_problem in ro.reads for per_draft in per_problem for x in per_draft]
         keys_d, keys_r = rl.token_keys(drafts), rl.token_keys(reads)
         adv_d, adv_r = role_advantages(r_draft, r_read, s, keys_d, keys_r)  # 4
-        own[d].append(rl.samples_of("drafter", drafts, adv_d))
-        own[r].append(rl.samples_of("reader", reads, adv_r))
+        if "drafter" in trained:
+            own[d].append(rl.samples_of("drafter", drafts, adv_d))
+        if "reader" in trained:
+            own[r].append(rl.samples_of("reader", reads, adv_r))
         row.update(logbook.role_metrics(d, "drafter", r_draft, c_draft, adv_d, drafts))
         row.update(logbook.role_metrics(r, "reader", r_read, c_read, adv_r, reads))
         row[mk.key(mk.DRAFTS_CUT, model=r)] = float(ro.drafts_cut)
@@ -308,7 +312,21 @@ def duel_step(
         fingerprint.extend([*drafts, *reads])
     logbook.pool_duel_outcomes(row)
     row[mk.ROLLOUT_SHA] = logbook.rollout_sha(fingerprint)
-    return rl.finish_step(row, policies, own, s, t0, tokens)  # 5
+    updating = {name: policies[name] for name in training_models(step, s, list(policies), n_total)}
+    return rl.finish_step(row, updating, own, s, t0, tokens)  # 5
+
+
+def training_models(step: int, s: DuelSettings, names: list[str], n_total: int) -> list[str]:
+    """The models that hold a trained role (``agon.train_roles``) in some direction of the
+    step's whole batch: the ones that take an optimizer step (the same on every process)."""
+    every = list(range(n_total))
+    held = [
+        name
+        for _, d, r, _ in directions(step, s, names, every, n_total)
+        for name, role in ((d, "drafter"), (r, "reader"))
+        if role in s.train_roles
+    ]
+    return [name for name in names if name in held]
 
 
 # -- the trainers: the duel's settings and step, run by the one shell (agon.training.shell) -----

@@ -232,3 +232,39 @@ def test_drafter_feels_the_contest():
     mean_read = c_read.mean(axis=2)
     centred = mean_read - mean_read.mean(axis=1, keepdims=True)
     assert np.allclose(a, 2 * i - centred.ravel())  # (1 + lam) A_ind - lam (m - mean m)
+
+
+@pytest.mark.parametrize("roles", [["drafter"], ["drafter", "reader"]])
+def test_train_roles_drafter_leaves_the_reader_as_it_was(roles, tmp_path):
+    """``agon.train_roles: [drafter]``: the reads are sampled and graded, but the model that only
+    reads in a step takes no optimizer step (its weights bitwise unchanged, no update keys);
+    with both roles trained it moves (so the check can fail)."""
+    s = duel.DuelSettings(
+        problems_per_step=2,
+        num_generations=4,
+        num_reads=2,
+        max_new_tokens=6,
+        learning_rate=1e-2,
+        train_roles=roles,
+    )
+    policies = tiny_policies("qwen3", tmp_path, s)
+    before = {
+        n: [p.detach().clone() for p in pol.model.parameters()] for n, pol in policies.items()
+    }
+    # step 0 of the alternate schedule: A drafts, B reads
+    m = duel.duel_step(ParityTask(), policies, ParityTask().problems("train")[:2], s, step=0)
+    moved = {
+        n: any(not torch.equal(a, b) for a, b in zip(before[n], policies[n].model.parameters()))
+        for n in policies
+    }
+    assert m["B/reader/completions"] == 16 and "B/reader/correct" in m  # the reads happened
+    assert moved["A"] and "A/lr" in m
+    if roles == ["drafter"]:
+        assert not moved["B"] and "B/lr" not in m and "B/trained_tokens" not in m
+    else:
+        assert moved["B"] and m["B/trained_tokens"] > 0
+    expected = ["A"] if roles == ["drafter"] else ["A", "B"]
+    assert duel.training_models(0, s, ["A", "B"], 2) == expected
+    # under role_schedule both each model drafts every step: both train on their drafts alone
+    both = duel.DuelSettings(problems_per_step=2, role_schedule="both", train_roles=roles)
+    assert duel.training_models(0, both, ["A", "B"], 2) == ["A", "B"]
