@@ -1,10 +1,13 @@
-"""Precision as a choice (``train.master_dtype``) for both trainers, gradient checkpointing for
-the in-house ones, and steps whose advantages are all zero, which skip their forward and
-backward (agon.rl.update) and are counted."""
+"""Precision as a choice (``train.master_dtype``, and ``train.bf16_update``: how AdamW's step
+lands on 16-bit weights) for both trainers, gradient checkpointing for the in-house ones, and
+steps whose advantages are all zero, which skip their forward and backward (agon.rl.update)
+and are counted."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,12 +15,13 @@ import pytest
 import torch
 
 from agon import duel, rl
-from agon.config import load_config
+from agon.config import load_config, validate_config
 from agon.duel import DuelSettings
 from agon.grading.verdict import Verdict
-from agon.random_models import tiny_policies
+from agon.random_models import build_tiny_model, tiny_policies
 from agon.tasks.synthetic import ParityTask
 from agon.training import loop
+from agon.training.policy import adamw_class, make_policy
 from agon.training.settings import RLSettings
 from agon.training.shell import family_policies, master_precision
 from tests.duel_helpers import tiny_config
@@ -200,3 +204,178 @@ def test_trl_grpo_skips_micro_batches_without_signal_and_moves_as_trl(task_cls, 
     assert n_trl - n_skip == round(2 * sum(skipped))
     if task_cls is AllRight:
         assert skipped == [1.0, 1.0]
+
+
+# ------------------------------------------------------------------ train.bf16_update
+
+LR = 1e-6  # the GPU configs' learning rate (config/paper.yaml, config/small-gpu.yaml)
+
+
+def test_bf16_update_is_read_from_the_config_and_checked(tmp_path):
+    """``train.bf16_update`` is a setting of every trainer (plain by default), read from the
+    config; a value the schema does not list is refused by the config check and the settings,
+    naming the key."""
+    from baselines.grpo import GRPOSettings
+
+    assert RLSettings().bf16_update == "plain"
+    cfg = load_config(tiny_config(tmp_path, train={"bf16_update": "kahan"}))
+    assert DuelSettings.from_config(cfg, cfg["families"][0]).bf16_update == "kahan"
+    assert GRPOSettings.from_config(cfg, cfg["families"][0]).bf16_update == "kahan"
+    with pytest.raises(ValueError, match="train.bf16_update"):
+        RLSettings(bf16_update="fp8")
+    cfg["train"]["bf16_update"] = "fp8"
+    with pytest.raises(Exception, match="fp8"):
+        validate_config(cfg)
+
+
+def _bf16_policy(tmp_path, bf16_update: str, dtype: str = "bfloat16"):
+    """A policy (make_policy) on a tiny random model in ``dtype`` at lr 1e-6, constant."""
+    from agon.engines.hf import load_model
+
+    path = build_tiny_model("qwen3", tmp_path / "m")
+    model = load_model(path, dtype=dtype, device="cpu")
+    s = RLSettings(
+        learning_rate=LR, lr_scheduler="constant", warmup_steps=0, bf16_update=bf16_update
+    )
+    return make_policy("A", model, None, s, pad_token_id=0)
+
+
+def test_plain_is_torchs_adamw_and_float32_weights_ignore_the_option(tmp_path):
+    """``plain`` builds torch's AdamW with the settings' lr, betas and weight decay and nothing
+    else (its defaults: the numbers every run had before); float32 weights (the toy world,
+    float32 masters) get it whatever ``bf16_update`` says."""
+    for update, dtype in (("plain", "bfloat16"), ("kahan", "float32"), ("plain", "float32")):
+        pol = _bf16_policy(tmp_path / f"{update}-{dtype}", update, dtype)
+        assert type(pol.optimizer) is torch.optim.AdamW
+        made = dict(pol.optimizer.param_groups[0], params=None, initial_lr=None)  # scheduler's
+        ref = torch.optim.AdamW([torch.zeros(1)], lr=LR, betas=(0.9, 0.999), weight_decay=0.0)
+        assert made == dict(ref.param_groups[0], params=None, initial_lr=None)
+    if importlib.util.find_spec("torchao") is not None:
+        pol = _bf16_policy(tmp_path / "sr-f32", "stochastic_rounding", "float32")
+        assert type(pol.optimizer) is torch.optim.AdamW
+
+
+def _steps_landed(pol, steps: int, seed: int = 0) -> torch.Tensor:
+    """Take ``steps`` AdamW steps of a constant gradient (+1) on one weight matrix whose
+    entries are about 1e-3 in size: a float64 AdamW moves each by lr per step (to 1e-5),
+    while bfloat16 holds them to 2^-17 = 7.6e-6 (half of it, 3.8e-6, is above lr: plain
+    rounding drops every step). The matrix's change over the float64 one's (-steps x lr),
+    per entry."""
+    torch.manual_seed(seed)
+    w = pol.model.model.layers[0].mlp.down_proj.weight
+    # in [2^-10, 1.5 x 2^-10), so that no weight leaves [0, 2^-9), where a bf16 unit is <= 2^-17
+    magnitude = 2.0**-10 * (1 + 0.5 * torch.rand(w.shape))
+    sign = torch.where(torch.rand(w.shape) < 0.5, -1.0, 1.0)
+    with torch.no_grad():
+        w.copy_(magnitude * sign)
+    before = w.detach().double().clone()
+    for _ in range(steps):
+        for p in pol.model.parameters():
+            p.grad = None
+        w.grad = torch.ones_like(w)
+        pol.optimizer.step()
+        pol.scheduler_step()
+    return (w.detach().double() - before) / (-steps * LR)
+
+
+@pytest.mark.parametrize("update", ["plain", "kahan", "stochastic_rounding"])
+def test_bf16_steps_land_at_lr_1e6_with_kahan_and_stochastic_rounding(update, tmp_path):
+    """At lr 1e-6 on bfloat16 weights of about 1e-3, plain rounding drops every one of 32
+    AdamW steps; Kahan-compensated updates land them to within half a bf16 unit per weight
+    (the compensation holds the rest); stochastic rounding lands them on average (each weight
+    moves by whole units at random, unbiased)."""
+    if update == "stochastic_rounding":
+        pytest.importorskip("torchao", reason="the bf16-sr extra")
+    pol = _bf16_policy(tmp_path, update)
+    moved = _steps_landed(pol, steps=32)
+    if update == "plain":
+        assert type(pol.optimizer) is torch.optim.AdamW
+        assert float(moved.abs().max()) == 0.0  # every step rounded away
+    elif update == "kahan":
+        assert type(pol.optimizer) is not torch.optim.AdamW
+        half_unit = 2.0**-18 / (32 * LR)  # half a bf16 unit, over the float64 change
+        assert float((moved - 1).abs().max()) <= half_unit * 1.05
+        assert abs(float(moved.mean()) - 1) < 0.05
+    else:
+        assert type(pol.optimizer) is not torch.optim.AdamW
+        assert abs(float(moved.mean()) - 1) < 0.05  # unbiased over 1024+ weights
+        assert float(moved.std()) > 0.1  # and noisy weight by weight
+
+
+@pytest.mark.parametrize("update", ["kahan", "stochastic_rounding"])
+def test_a_bf16_update_resumes_exactly_from_its_state(update, tmp_path):
+    """The optimizer's state (Kahan's compensation, the step count) goes through a
+    checkpoint's save and load: after a reload and the same random state, the next steps
+    end on the same weights as the run that went on."""
+    if update == "stochastic_rounding":
+        pytest.importorskip("torchao", reason="the bf16-sr extra")
+    pol = _bf16_policy(tmp_path / "a", update)
+    _steps_landed(pol, steps=4)
+    saved = tmp_path / "state.pt"
+    torch.save({"model": pol.model.state_dict(), "optimizer": pol.optimizer.state_dict()}, saved)
+    rng = torch.get_rng_state()
+    ends = []
+    for run in ("went on", "resumed"):
+        if run == "resumed":
+            pol = _bf16_policy(tmp_path / "b", update)
+            blob = torch.load(saved, weights_only=False)
+            pol.model.load_state_dict(blob["model"])
+            pol.optimizer.load_state_dict(blob["optimizer"])
+        torch.set_rng_state(rng)
+        w = pol.model.model.layers[0].mlp.down_proj.weight
+        for _ in range(3):
+            w.grad = torch.ones_like(w)
+            pol.optimizer.step()
+        ends.append(w.detach().clone())
+    assert torch.equal(*ends)
+
+
+def test_bf16_update_refuses_what_it_cannot_do(monkeypatch):
+    """Stochastic rounding rounds to bfloat16 only (torchao): float16 weights are refused;
+    without its library each option names what to install (stochastic rounding: the
+    ``bf16-sr`` extra)."""
+    with pytest.raises(ValueError, match="bfloat16 only"):
+        adamw_class("stochastic_rounding", {torch.float16})
+    monkeypatch.setitem(sys.modules, "torchao.optim", None)
+    with pytest.raises(ImportError, match=r"agon\[bf16-sr\]"):
+        adamw_class("stochastic_rounding", {torch.bfloat16})
+    monkeypatch.setitem(sys.modules, "optimi", None)
+    with pytest.raises(ImportError, match="torch-optimi"):
+        adamw_class("kahan", {torch.bfloat16})
+
+
+@pytest.mark.parametrize(
+    "update, library",
+    [
+        ("kahan", "optimi"),
+        pytest.param("stochastic_rounding", "torchao", marks=pytest.mark.slow),  # compiles
+    ],
+)
+def test_grpo_on_trl_takes_the_bf16_update(update, library, tmp_path, monkeypatch):
+    """GRPO on TRL honours ``train.bf16_update`` on bfloat16 weights: the Trainer builds that
+    library's AdamW (with its own parameter groups and lr), and trains."""
+    pytest.importorskip(library)
+    from agon.tasks import task_from_config
+    from baselines.grpo import GRPOSettings, train_grpo
+    from baselines.grpo.zero_advantage import SkipZeroAdvantageGRPOTrainer
+
+    seen = []
+    train = SkipZeroAdvantageGRPOTrainer.train
+
+    def spy(self, *args, **kwargs):
+        seen.append(self)
+        return train(self, *args, **kwargs)
+
+    monkeypatch.setattr(SkipZeroAdvantageGRPOTrainer, "train", spy)
+    cfg = load_config(
+        tiny_config(tmp_path, train={"steps": 1, "checkpoint_every": 0, "bf16_update": update})
+    )
+    fam = cfg["families"][0]
+    fam["dtype"] = "bfloat16"
+    s = GRPOSettings.from_config(cfg, fam)
+    train_grpo(cfg, fam, task_from_config(cfg, "parity"), s, "a", tmp_path / "A", tmp_path / "w")
+    opt = seen[0].optimizer
+    opt = getattr(opt, "optimizer", opt)  # accelerate's wrapper
+    assert type(opt) is adamw_class(update, {torch.bfloat16})[0]
+    assert type(opt).__module__.startswith(library)
+    assert float(opt.param_groups[0]["lr"]) == pytest.approx(1e-2)

@@ -105,8 +105,9 @@ def make_policy(
     pad_token_id: int,
     autocast_dtype: torch.dtype | None = None,
 ) -> Policy:
-    """A policy with AdamW, a warmup scheduler, dropout off (as TRL), gradient checkpointing if
-    ``settings`` asks for it, and, if ``beta``, a frozen copy of the model as the KL reference.
+    """A policy with AdamW (:func:`adamw_class`: how its steps land on 16-bit weights), a warmup
+    scheduler, dropout off (as TRL), gradient checkpointing if ``settings`` asks for it, and, if
+    ``beta``, a frozen copy of the model as the KL reference.
     ``autocast_dtype``: the forward's dtype when the weights are float32 masters
     (``train.master_dtype``)."""
     dropout_off(model)  # TRL's disable_dropout: sampling and scoring see one net
@@ -121,11 +122,13 @@ def make_policy(
             model.gradient_checkpointing_enable(
                 gradient_checkpointing_kwargs={"use_reentrant": False}
             )
-    optimizer = torch.optim.AdamW(
+    adamw, extra = adamw_class(settings.bf16_update, {p.dtype for p in model.parameters()})
+    optimizer = adamw(
         model.parameters(),
         lr=settings.learning_rate,
         betas=settings.adam_betas,
         weight_decay=settings.weight_decay,
+        **extra,
     )
     scheduler = get_scheduler(
         settings.lr_scheduler,
@@ -146,6 +149,56 @@ def make_policy(
         pad_token_id=pad_token_id,
         autocast_dtype=autocast_dtype,
     )
+
+
+SIXTEEN_BIT = (torch.bfloat16, torch.float16)
+SR_EXTRA = "bf16-sr"  # the optional dependency that brings torchao (pyproject.toml)
+
+
+def adamw_class(bf16_update: str, dtypes: set[torch.dtype]) -> tuple[type, dict[str, Any]]:
+    """The AdamW that ``train.bf16_update`` asks for on weights of ``dtypes``, and the keywords
+    it takes besides lr, betas and weight_decay (eps: torch's default, 1e-8).
+
+    - ``plain``, or no 16-bit weight: torch's own AdamW, each step rounded to the weights'
+      dtype (at lr 1e-6 most steps round away on bf16 weights: docs/method.md, precision);
+    - ``kahan``: torch-optimi's AdamW with Kahan-compensated updates: a 16-bit buffer per
+      weight keeps what rounding dropped and adds it back on the next step;
+    - ``stochastic_rounding``: torchao's AdamW computed in float32 and rounded to bfloat16 up
+      or down with the probability of its distance (no extra memory; random; bfloat16 only).
+
+    Both libraries keep AdamW's moments in the weights' dtype, as torch's does, and take
+    their step as torch's (decoupled weight decay, bias-corrected moments, eps outside the
+    root)."""
+    if bf16_update == "plain" or not dtypes & set(SIXTEEN_BIT):
+        return torch.optim.AdamW, {}
+    if bf16_update == "kahan":
+        try:
+            # lazy: optimi (torch-optimi): only kahan builds it; an environment made from an
+            # explicit list (workflow/envs/agon.yaml, float32 toy world) need not hold it
+            from optimi import AdamW
+        except ImportError as e:
+            raise ImportError(
+                "train.bf16_update: kahan needs torch-optimi (an agon dependency): "
+                "pip install 'torch-optimi>=0.3.3'"
+            ) from e
+        return AdamW, {"eps": 1e-8, "kahan_sum": True}
+    if bf16_update == "stochastic_rounding":
+        if torch.float16 in dtypes:
+            raise ValueError(
+                "train.bf16_update: stochastic_rounding rounds to bfloat16 only (torchao); "
+                "these weights are float16: use kahan, or a bfloat16 family"
+            )
+        try:
+            # lazy: torchao (the bf16-sr extra; seconds to import): only stochastic_rounding
+            # builds it, and an install without the extra must still import this module
+            from torchao.optim import _AdamW
+        except ImportError as e:
+            raise ImportError(
+                "train.bf16_update: stochastic_rounding needs torchao, the optional "
+                f"dependency agon[{SR_EXTRA}]: pip install 'agon[{SR_EXTRA}]'"
+            ) from e
+        return _AdamW, {"eps": 1e-8, "bf16_stochastic_round": True}
+    raise ValueError(f"train.bf16_update: unknown value {bf16_update!r}")
 
 
 def make_accelerator() -> Any:

@@ -214,6 +214,9 @@ class TrainSettings:
     # None: weights, gradients and AdamW's moments in the family's dtype (pure bf16 on a GPU);
     # float32: fp32 master weights and moments, forward and backward autocast to the family's dtype
     master_dtype: str | None = setting("train.master_dtype")
+    # how AdamW's step lands on 16-bit weights (master_dtype None): plain rounding, kahan
+    # (torch-optimi's compensated sum), stochastic_rounding (torchao); float32 weights: plain
+    bf16_update: str = setting("train.bf16_update")
     checkpoint_every: int = setting("train.checkpoint_every")  # 0: only at the end
     keep_checkpoints: int = setting("train.keep_checkpoints")  # complete checkpoints kept
     eval_every: int = setting("train.eval_every")  # steps between greedy probes; 0: none

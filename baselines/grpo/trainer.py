@@ -39,7 +39,7 @@ from agon.training import logbook
 from agon.training import metrics as mk
 from agon.training.budget import from_settings
 from agon.training.checkpoint import save_model, truncate_jsonl
-from agon.training.policy import distributed_info
+from agon.training.policy import adamw_class, distributed_info
 from agon.training.probe import describe, hard_pass1, hard_problems, wrong_drafts
 from agon.training.settings import TrainSettings, setting
 from agon.training.shell import master_precision, run_summary
@@ -218,6 +218,13 @@ def train_grpo(
         processing_class=tok,
         callbacks=[callback],
     )
+    # train.bf16_update on 16-bit weights: the Trainer builds that AdamW (its own parameter
+    # groups, lr, betas and eps); plain, or float32 weights: TRL's own AdamW, as before
+    adamw, extra = adamw_class(settings.bf16_update, {p.dtype for p in model.parameters()})
+    if adamw is not torch.optim.AdamW:
+        betas = (args.adam_beta1, args.adam_beta2)
+        kwargs = {**extra, "lr": args.learning_rate, "betas": betas, "eps": args.adam_epsilon}
+        trainer.optimizer_cls_and_kwargs = (adamw, kwargs)  # GRPOTrainer's init does not take it
     trainer.train(resume_from_checkpoint=last)
     save_model(trainer.model, tok, out_model)
     if trainer.accelerator.is_main_process:
