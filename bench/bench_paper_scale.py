@@ -93,7 +93,7 @@ from agon.plan import (
     param_count,
     write_measurement,
 )
-from agon.plan.errors import PlanError
+from agon.plan.dims import PlanError
 from agon.plan.hardware import MEASUREMENTS_DIR, efficiency, generation_seconds, read_measurements
 from agon.plan.memory import dtype_bytes
 from agon.random_models import build_model_from_dims

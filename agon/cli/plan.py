@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from agon.config import ConfigError, load_config
-from agon.plan.errors import PlanError
+from agon.plan.dims import PlanError
 from agon.plan.hardware import GPU_KINDS
 from agon.plan.jobs import TARGETS
 from agon.plan.planner import plan
@@ -32,6 +32,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=f"the GPU kind the GPU jobs run on: {', '.join(GPU_KINDS)} (default h200)",
     )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument(
+        "--jobs", action="store_true", help="list every job (with its seed and flags), not groups"
+    )
+    p.add_argument(
+        "--fsdp",
+        action="store_true",
+        help="price training jobs launched by accelerate with FSDP2 (config/accelerate/"
+        "fsdp2.yaml): one process per GPU of resources.train.gpus, each model sharded",
+    )
     p.add_argument("--csv", metavar="FILE", help="also write one row per job to FILE")
     p.add_argument(
         "--lengths-from",
@@ -50,11 +59,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _cli(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
-        result = plan(config, args.target, args.gpu, args.lengths_from, args.throughput)
+        run = dict(lengths_from=args.lengths_from, measurements_dir=args.throughput, fsdp=args.fsdp)
+        result = plan(config, args.target, args.gpu, **run)
+        kinds = {args.gpu: result}
+        if GPU_KINDS[args.gpu].memory_bytes:  # the same target on every GPU kind, for its totals
+            for kind in (k for k, v in GPU_KINDS.items() if v.memory_bytes and k != args.gpu):
+                kinds[kind] = plan(config, args.target, kind, **run)
     except (ConfigError, PlanError) as err:
         print(f"agon plan: {err}", file=sys.stderr)
         return 2
     if args.csv:
         atomic_write_text(Path(args.csv), to_csv(result))
-    print(dumps(result) if args.json else to_text(result), end="")
+    text = dumps(result, kinds) if args.json else to_text(result, kinds, jobs=args.jobs)
+    print(text, end="")
     return 0

@@ -1,21 +1,23 @@
-"""Rollout engines of the duel trainer: the live model, or vLLM with weight sync per policy.
+"""Rollout engines of the in-house trainers: the live model, or vLLM with weight sync per policy.
 
 The algorithm in :mod:`agon.duel` only ever calls ``engine.generate`` and, after a policy's
 update, ``engine.sync_weights(model)`` when the engine has it (:meth:`Policy.sync_engine
 <agon.training.policy.Policy.sync_engine>`). On CPU and in the tests the
 engine is :class:`agon.engines.hf.HFEngine` around the live model, so there is nothing to
-sync. On GPUs, two ways (config ``train.backend: vllm``; see ``config/accelerate/README.md``):
+sync. On GPUs, two ways (config ``train.backend: vllm``; see ``config/accelerate/README.md``),
+each engine where :func:`agon.engines.placement.place` puts it:
 
 - **server** (``agon.servers``: one URL per policy): each policy has its own
   ``trl vllm-serve --model M --port P`` on its own GPU(s). :class:`ServerRollouts` renders
   prompts with the same chat template code as the HF engine, sends token ids to the server
   through TRL's ``VLLMClient``, and after each update pushes the new weights over NCCL
   (``update_model_params``) and resets the server's prefix cache.
-- **colocate**: a :class:`agon.engines.vllm.VLLMEngine` in the training process per policy
-  (``gpu_memory_utilization`` small enough for two); :class:`ColocatedRollouts` loads the
-  trainer's weights into it in place after each update, as TRL's colocate mode does.
+- **colocated**: a :class:`agon.engines.vllm.VLLMEngine` per policy in a process of its own
+  (:class:`agon.engines.process.EngineProcess`), pinned to its GPU (beside its policy, or
+  its own); after each update the policy's weights are staged in shared memory and loaded
+  into it in place.
 
-Neither path runs in CI (no GPU); both are small and use only public TRL / vLLM calls.
+Neither path runs in CI (no GPU); the engine process's protocol and environment do, on CPU.
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ from agon.engines.base import (
     SamplingParams,
     TemplatedEngine,
 )
-from agon.engines.hf import HFEngine
-from agon.engines.vllm import VLLMEngine
+from agon.engines.hf import HFEngine, resolve_dtype
+from agon.engines.placement import Part, visible_gpus
+from agon.engines.process import EngineProcess, engine_env
+from agon.engines.vllm import STAGED_WEIGHTS
 
 
 class ServerRollouts(TemplatedEngine):
@@ -145,39 +149,6 @@ class ServerRollouts(TemplatedEngine):
             self.client.close_communicator()
 
 
-class ColocatedRollouts(Engine):
-    """A :class:`agon.engines.vllm.VLLMEngine` in the training process, refreshed in place after
-    each update."""
-
-    def __init__(self, engine: Any):
-        self.engine = engine
-
-    def generate(
-        self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None
-    ) -> list[list[Completion]]:
-        return self.engine.generate(prompts, n, sampling)
-
-    @property
-    def tokenizer(self) -> Any:
-        return self.engine.tokenizer
-
-    def sync_weights(self, model: Any) -> None:
-        """Load the trainer's parameters into vLLM's model (TRL's colocate sync), then reset the
-        prefix cache."""
-        llm = self.engine.llm
-        runner_model = llm.llm_engine.model_executor.driver_worker.model_runner.model
-        for (
-            name,
-            param,
-        ) in model.named_parameters():  # under FSDP2, gather each full parameter first
-            full = param.full_tensor() if hasattr(param, "full_tensor") else param.data
-            runner_model.load_weights([(name.removeprefix("module."), full)])
-        llm.reset_prefix_cache()
-
-    def close(self) -> None:
-        self.engine.close()
-
-
 @dataclass(frozen=True)
 class RolloutOptions:
     """How the in-house trainers sample: the config's ``train.backend`` and its sizes, and the
@@ -211,10 +182,13 @@ def rollout_engine(
     model: Any,
     tokenizer: Any,
     autocast_dtype: Any = None,
+    part: Part | None = None,
 ) -> Engine:
-    """The engine policy ``name`` (A or B) samples with: the live HF model (under autocast to
+    """The engine policy ``name`` (A or B) samples with, where ``part`` (its placement,
+    :func:`agon.engines.placement.place`) says: the live HF model (under autocast to
     ``autocast_dtype`` when its weights are float32 masters), a vLLM server, or a colocated
-    vLLM (which holds its own copy in the family's dtype)."""
+    vLLM in a process of its own on ``part``'s GPU (which holds its own copy in the family's
+    dtype)."""
     mrow = fam[f"model_{name.lower()}"]
     common = engine_options(mrow, fam)
     if options.backend == "hf":
@@ -230,13 +204,20 @@ def rollout_engine(
             group_port=SERVER_GROUP_PORT + (0 if name == "A" else 1),
             is_main=int(os.environ.get("RANK", "0")) == 0,
         )
-    # two colocated engines share the GPU with two trained models: each takes a small share
-    return ColocatedRollouts(
-        VLLMEngine(
-            mrow["model"],
-            tokenizer,
-            dtype=fam["dtype"],
-            gpu_memory_utilization=options.gpu_memory_utilization,
-            **common,
-        )
+    gpu = 0 if part is None or part.gpu is None else part.gpu
+    physical = visible_gpus(count=torch.cuda.device_count())[gpu]
+    kwargs = dict(
+        model=mrow["model"],
+        dtype=fam["dtype"],
+        gpu_memory_utilization=options.gpu_memory_utilization,
+        worker_extension_cls=STAGED_WEIGHTS,
+        **common,
+    )
+    return EngineProcess(
+        "agon.engines.vllm:VLLMEngine",
+        kwargs,
+        engine_env(physical),
+        name=name,
+        tokenizer=tokenizer,
+        dtype=resolve_dtype(fam["dtype"]),
     )

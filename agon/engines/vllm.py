@@ -129,9 +129,33 @@ class VLLMEngine(TemplatedEngine):
             [_completion(o, ids) for o in request.outputs] for request, ids in zip(outputs, encoded)
         ]
 
+    def load_staged(self, path: str) -> None:
+        """Load the weights staged at ``path`` (a safetensors file) into the model in place,
+        then drop the prefix cache computed with the old ones. Needs the engine built with
+        ``worker_extension_cls=STAGED_WEIGHTS`` (:mod:`agon.engines.process` builds it so)."""
+        self.llm.collective_rpc("agon_load_staged", args=(str(path),))
+        self.llm.reset_prefix_cache()
+
     def close(self) -> None:
         """Drop the vLLM engine (its workers exit when it is garbage-collected)."""
         self.llm = None
+
+
+class StagedWeights:
+    """Mixed into each vLLM worker (``worker_extension_cls``, vLLM's way to add methods to
+    its workers, as its RLHF examples do): load a staged safetensors file into the model
+    tensor by tensor, through the model's own ``load_weights`` (which maps the checkpoint's
+    names onto vLLM's fused layers)."""
+
+    def agon_load_staged(self, path: str) -> None:
+        # lazy: safetensors: only a vLLM worker loads staged weights
+        from safetensors import safe_open
+
+        with safe_open(path, framework="pt", device="cpu") as f:
+            self.model_runner.model.load_weights((k, f.get_tensor(k)) for k in f.keys())
+
+
+STAGED_WEIGHTS = f"{__name__}.StagedWeights"  # the worker_extension_cls of a staged engine
 
 
 def _completion(output: Any, prompt_ids: list[int]) -> Completion:

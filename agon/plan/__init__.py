@@ -17,8 +17,7 @@ For tests and benchmarks: :func:`estimate_step_memory` on any :class:`ModelDims`
 
 from __future__ import annotations
 
-from agon.plan.dims import ModelDims, kv_cache_bytes, param_breakdown, param_count
-from agon.plan.errors import PlanError
+from agon.plan.dims import ModelDims, PlanError, kv_cache_bytes, param_breakdown, param_count
 from agon.plan.hardware import GPU_KINDS, write_measurement
 from agon.plan.hf_config import dims_from_config, load_dims, transformers_config
 from agon.plan.memory import Breakdown, estimate_generation_memory, estimate_step_memory

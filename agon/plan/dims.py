@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from agon.plan.errors import PlanError
-
 FULL = "full_attention"
 SLIDING = "sliding_attention"
 LINEAR = "linear_attention"  # Qwen3.5's Gated DeltaNet: a fixed-size state, no KV cache
@@ -32,6 +30,11 @@ ARCHITECTURES = ("qwen3", "qwen3_5", "gemma4", "generic")
 NORMS_PER_LAYER = {"qwen3": 2, "qwen3_5": 2, "gemma4": 4, "generic": 2}
 # Gated DeltaNet's recurrent state is kept in float32 (Qwen3.5's config: mamba_ssm_dtype)
 LINEAR_STATE_BYTES = 4
+
+
+class PlanError(ValueError):
+    """Input the planner cannot plan with (a config, a GPU kind, a model, a measurement file);
+    every message names what is wrong and how to fix it."""
 
 
 class DimsError(PlanError):

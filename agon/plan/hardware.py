@@ -1,3 +1,4 @@
+# long: the throughput model in one reading: GPU kinds and their bounds, measurements, efficiencies.
 """GPU kinds, their bounds, and the throughput table: measured, then extrapolated, else assumed.
 
 **Bounds.** Decoding is bound by memory bandwidth: each decode step of ``B`` concurrent
@@ -27,8 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agon.plan.dims import ModelDims, kv_cache_bytes, param_count
-from agon.plan.errors import PlanError
+from agon.plan.dims import ModelDims, PlanError, kv_cache_bytes, param_count
 from agon.plan.flops import generation_flops, prefill_flops, training_flops
 from agon.plan.memory import dtype_bytes
 from agon.provenance import atomic_write_text, git_commit, host
@@ -52,9 +52,19 @@ SAME_PARAMS_REL = 0.01  # a measured model "is" the job's model within this para
 UNIT_BOUND = 1.0
 
 
+GIB = 2**30  # memory is counted in bytes and shown in GiB, the unit a GPU reports its own in
+
+
 @dataclass(frozen=True)
 class GpuKind:
-    """A device kind: memory, bandwidth and dense bf16 peak (None: no nominal bound, ``cpu``)."""
+    """A device kind: memory, bandwidth and dense bf16 peak (None: no nominal bound, ``cpu``).
+
+    ``memory_bytes`` is what the device reports as its total (CUDA's total memory, what vLLM's
+    ``gpu_memory_utilization`` is a share of), not the marketed size: an H200 sold as 141 GB
+    shows 143,771 MiB in nvidia-smi and about 139.7 GiB (150.0e9 bytes) to CUDA, an H100 80GB
+    81,559 MiB and about 79.2 GiB (85.0e9), an A100 80GB 81,920 MiB and 79.15 GiB (85.0e9):
+    nvidia-smi's total less what the driver keeps (about 0.5 to 0.9 GiB; the H200's figure is
+    nvidia-smi's less the H100's difference, not read off an H200)."""
 
     name: str
     memory_bytes: float | None
@@ -66,12 +76,34 @@ class GpuKind:
 GPU_KINDS: dict[str, GpuKind] = {
     k.name: k
     for k in (
-        GpuKind("h200", 141e9, 4.8e12, 989e12, "NVIDIA H200 SXM: 141 GB HBM3e, 4.8 TB/s, 989 TF"),
-        GpuKind("h100", 80e9, 3.35e12, 989e12, "NVIDIA H100 SXM: 80 GB HBM3, 3.35 TB/s, 989 TF"),
-        GpuKind("a100-80gb", 80e9, 2.0e12, 312e12, "NVIDIA A100 80GB: 2.0 TB/s, 312 TF"),
+        GpuKind("h200", 150.0e9, 4.8e12, 989e12, "NVIDIA H200 SXM: 139.7 GiB, 4.8 TB/s, 989 TF"),
+        GpuKind("h100", 85.0e9, 3.35e12, 989e12, "NVIDIA H100 SXM: 79.2 GiB, 3.35 TB/s, 989 TF"),
+        GpuKind(
+            "a100-80gb", 85.0e9, 2.0e12, 312e12, "NVIDIA A100 80GB: 79.2 GiB, 2.0 TB/s, 312 TF"
+        ),
         GpuKind("cpu", None, None, None, "this machine's CPU: its own measurements only"),
     )
 }
+# vLLM's default cap on sequences in flight (EngineArgs.max_num_seqs); its KV room may hold fewer
+VLLM_MAX_NUM_SEQS = 256
+# what a vLLM engine keeps inside its share besides weights and KV cache (its forward's
+# activations, CUDA graphs): an assumption, not a measurement
+VLLM_OVERHEAD_BYTES = 2 * GIB
+
+
+def vllm_concurrency(
+    d: ModelDims, share: float, device_bytes: float, dtype: str, prompt: float, completion: float
+) -> tuple[float, float]:
+    """(sequences in flight, KV room in bytes) of a vLLM engine holding ``share`` of a
+    ``device_bytes`` GPU: the room its share leaves after the weights and
+    :data:`VLLM_OVERHEAD_BYTES`, over one sequence's KV at the mean context (at most
+    :data:`VLLM_MAX_NUM_SEQS`; 0 when the room holds no sequence of ``prompt + completion``)."""
+    b = dtype_bytes(dtype, d.checkpoint_dtype)
+    room = share * device_bytes - param_count(d) * b - VLLM_OVERHEAD_BYTES
+    if room < kv_cache_bytes(d, b, max(int(prompt + completion), 1), 1):
+        return 0.0, room
+    per_seq = kv_cache_bytes(d, b, max(int(prompt + completion / 2), 1), 1)
+    return float(max(1, min(VLLM_MAX_NUM_SEQS, room // per_seq))), room
 
 
 def get_gpu_kind(name: str) -> GpuKind:
@@ -157,6 +189,15 @@ class Measurement:
     training_tokens_per_s: float | None
     gradient_checkpointing: bool
     date: str
+    concurrency: float | None = None  # sequences in flight, as measured
+    gpu_memory_utilization: float | None = None  # a vLLM engine's share of the GPU
+
+
+# a measurement file's fields: those it must have (with their types), and those it may
+REQUIRED = {"gpu_kind": str, "engine": str, "dtype": str, "batch": int, "prompt_tokens": int,
+            "new_tokens": int, "date": str}  # fmt: skip
+OPTIONAL = ("generation_tokens_per_s", "training_tokens_per_s", "concurrency",
+            "gpu_memory_utilization")  # fmt: skip
 
 
 def _slug(text: str) -> str:
@@ -177,6 +218,8 @@ def write_measurement(
     training_tokens_per_s: float | None = None,
     gradient_checkpointing: bool = False,
     micro_batch_size: int | None = None,
+    concurrency: float | None = None,
+    gpu_memory_utilization: float | None = None,
     date: str | None = None,
     commit: str | None = None,
     machine: dict[str, Any] | None = None,
@@ -185,8 +228,12 @@ def write_measurement(
     (atomically) and return its path. ``generation_tokens_per_s``: completion tokens sampled
     per second with ``batch`` sequences in flight, each ``prompt_tokens`` + ``new_tokens``;
     ``training_tokens_per_s``: completion tokens trained on per second (forward + backward of
-    such sequences). ``date`` (ISO, default today), ``commit`` (default this checkout's HEAD) and
-    ``machine`` (default :func:`agon.provenance.host`) go in the provenance."""
+    such sequences). A vLLM generation rate needs the sequences vLLM kept in flight
+    (``concurrency``) or its ``gpu_memory_utilization`` (the KV room it had): its efficiency is
+    taken over the bound at that concurrency, since a job's own concurrency is cut to its KV
+    room already and the limit must not count twice. ``date`` (ISO, default today),
+    ``commit`` (default this checkout's HEAD) and ``machine`` (default
+    :func:`agon.provenance.host`) go in the provenance."""
     get_gpu_kind(gpu_kind)  # a known kind, or a clear error
     if engine not in ENGINES:
         raise PlanError(f"engine {engine!r}: expected one of {ENGINES}")
@@ -196,6 +243,11 @@ def write_measurement(
             "a measurement needs generation_tokens_per_s and/or training_tokens_per_s > 0"
         )
     dtype_bytes(dtype)  # a known dtype, or a clear error
+    if engine == "vllm" and generation_tokens_per_s and not (concurrency or gpu_memory_utilization):
+        raise PlanError(
+            "a vLLM generation rate needs concurrency (sequences in flight) or "
+            "gpu_memory_utilization (its KV room), or the KV limit counts twice"
+        )
     date = date or _dt.date.today().isoformat()
     body = {
         "format": MEASUREMENT_FORMAT,
@@ -215,6 +267,8 @@ def write_measurement(
         "training_tokens_per_s": training_tokens_per_s,
         "gradient_checkpointing": bool(gradient_checkpointing),
         "micro_batch_size": micro_batch_size,
+        "concurrency": concurrency,
+        "gpu_memory_utilization": gpu_memory_utilization,
         "date": date,
         "git_commit": commit if commit is not None else git_commit().get("commit"),
         "provenance": {"gpu_kind": gpu_kind, "machine": machine or host()},
@@ -230,21 +284,11 @@ def _measurement(path: Path) -> Measurement:
         raw = dict(model["dims"])
         for key in ("layer_types", "notes"):
             raw[key] = tuple(raw.get(key) or ())
-        dims = ModelDims(**raw)
+        given = {k: cast(body[k]) for k, cast in REQUIRED.items()}
+        rest = {k: body.get(k) for k in OPTIONAL}
+        rest["gradient_checkpointing"] = bool(body.get("gradient_checkpointing", False))
         return Measurement(
-            path=str(path),
-            gpu_kind=str(body["gpu_kind"]),
-            engine=str(body["engine"]),
-            dtype=str(body["dtype"]),
-            dims=dims,
-            params=int(model["params"]),
-            batch=int(body["batch"]),
-            prompt_tokens=int(body["prompt_tokens"]),
-            new_tokens=int(body["new_tokens"]),
-            generation_tokens_per_s=body.get("generation_tokens_per_s"),
-            training_tokens_per_s=body.get("training_tokens_per_s"),
-            gradient_checkpointing=bool(body.get("gradient_checkpointing", False)),
-            date=str(body["date"]),
+            str(path), dims=ModelDims(**raw), params=int(model["params"]), **given, **rest
         )
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise PlanError(
@@ -287,19 +331,30 @@ def _pick(measured: list[Measurement], engine: str, dims: ModelDims) -> Measurem
     return max(measured, key=rank)
 
 
+def measured_concurrency(m: Measurement) -> float:
+    """The sequences a measured engine kept in flight: as recorded, else for vLLM as many as
+    its share's KV room held (:func:`vllm_concurrency`, the rule a job's concurrency follows),
+    else the batch (transformers decodes its batch's rows together)."""
+    kind = GPU_KINDS[m.gpu_kind]
+    if m.concurrency:
+        return float(min(m.batch, m.concurrency))
+    if m.engine == "vllm" and m.gpu_memory_utilization and kind.memory_bytes:
+        n, _ = vllm_concurrency(
+            m.dims, m.gpu_memory_utilization, kind.memory_bytes, m.dtype, m.prompt_tokens,
+            m.new_tokens,
+        )  # fmt: skip
+        return float(max(1.0, min(m.batch, n)))
+    return float(m.batch)
+
+
 def _measured_generation_eff(m: Measurement) -> float:
+    """Measured tokens/s over the bound at the concurrency the engine had (not the batch asked
+    for: a KV-limited engine's lower rate is its concurrency, not its efficiency)."""
     kind = GPU_KINDS[m.gpu_kind]
     bound = generation_seconds(
-        m.dims,
-        kind,
-        sequences=m.batch,
-        prompt=m.prompt_tokens,
-        completion=m.new_tokens,
-        concurrency=m.batch,
-        dtype=m.dtype,
-        decode_eff=1.0,
-        compute_eff=1.0,
-    )
+        m.dims, kind, sequences=m.batch, prompt=m.prompt_tokens, completion=m.new_tokens,
+        concurrency=measured_concurrency(m), dtype=m.dtype, decode_eff=1.0, compute_eff=1.0,
+    )  # fmt: skip
     return m.generation_tokens_per_s / (m.batch * m.new_tokens / bound)
 
 

@@ -1,8 +1,9 @@
 """Dims from a transformers config, and a transformers config from dims.
 
 :func:`dims_from_config` reads any decoder's config (an object, or a ``config.json`` mapping);
-:func:`load_dims` gives a family row's model: its local folder's ``config.json`` when there is
-one, else the row of :mod:`agon.plan.published` (never a download). The other way,
+:func:`load_dims` gives a family row's model from its own ``config.json`` wherever one is
+reachable without a download (its local folder, else the Hugging Face cache at the row's
+revision), and only then from the table of :mod:`agon.plan.published`. The other way,
 tests that build a real-width, 1-2 layer random-weight model on CPU take a paper checkpoint's
 dimensions from the planner (``PUBLISHED[name].with_layers(2)``), build the model from
 :func:`transformers_config`, and ask :func:`agon.plan.memory.estimate_step_memory` what one
@@ -15,6 +16,8 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from huggingface_hub import try_to_load_from_cache
 
 from agon.plan.dims import FULL, SLIDING, DimsError, ModelDims
 from agon.plan.published import PUBLISHED
@@ -177,21 +180,40 @@ def dims_from_config(cfg: Any, name: str = "", source: str = "") -> ModelDims:
     )
 
 
-def load_dims(model: str, published: Mapping[str, ModelDims] | None = None) -> ModelDims:
-    """The dimensions of a family row's ``model``: its local folder's ``config.json`` when
-    there is one, else the ``published`` table's row (by hub id; default
-    :data:`agon.plan.published.PUBLISHED`). Never downloads."""
+def cached_config(model: str, revision: str | None = None, cache_dir: str | None = None):
+    """The path of hub model ``model``'s ``config.json`` in the Hugging Face cache at
+    ``revision`` (default: the cached ``main``), or None when it is not cached (or ``model`` is
+    no hub id). Never downloads."""
+    try:
+        found = try_to_load_from_cache(model, "config.json", cache_dir, revision)
+    except ValueError:  # not a hub id (a local path that holds no config.json)
+        return None
+    return Path(found) if isinstance(found, str) else None
+
+
+def load_dims(
+    model: str,
+    published: Mapping[str, ModelDims] | None = None,
+    revision: str | None = None,
+    cache_dir: str | None = None,
+) -> ModelDims:
+    """The dimensions of a family row's ``model``: its own ``config.json`` in its local folder,
+    else in the Hugging Face cache (:func:`cached_config`), else the ``published`` table's
+    row (by hub id; default :data:`agon.plan.published.PUBLISHED`). Never downloads."""
     published = PUBLISHED if published is None else published
-    folder = Path(model)
-    config_json = folder / "config.json"
-    if config_json.is_file():
+    config_json = Path(model) / "config.json"
+    where = str(config_json)
+    if not config_json.is_file():
+        config_json = cached_config(model, revision, cache_dir)
+        where = f"{config_json} (the Hugging Face cache)"
+    if config_json is not None and config_json.is_file():
         with open(config_json) as f:
-            return dims_from_config(json.load(f), name=model, source=f"{config_json}")
+            return dims_from_config(json.load(f), name=model, source=where)
     if model in published:
         return published[model]
     known = ", ".join(sorted(published))
     raise DimsError(
-        f"model {model!r}: no config.json at that path and not in the planner's table of "
-        f"published checkpoints ({known}); point the row at a local folder holding the "
-        "model's config.json, or add its dimensions to agon/plan/published.py"
+        f"model {model!r}: no config.json at that path or in the Hugging Face cache, and not "
+        f"in the planner's table of published checkpoints ({known}); point the row at a local "
+        "folder holding the model's config.json, or add its dimensions to agon/plan/published.py"
     )

@@ -8,12 +8,24 @@ the packaged checkpoints' preparation, each (family, task) data split, the train
 (table 1's trained methods; a budget-matched method pulls in its reference run), the
 evaluations (each column at its seeds), the ablation variants, and each table's report job.
 The local config-snapshot jobs are left out (they write a YAML file and cost nothing).
+
+**A job longer than its runtime row** (:func:`chunks`) completes in chunks: the scheduler stops
+it at its time limit, the SLURM profile's ``retries`` submit it again (``rerun-incomplete``),
+and it resumes from its last checkpoint (a training run's ``train.checkpoint_every`` steps, an
+evaluation's last chunk of ``eval.batch_size`` samples). Each restart costs a process start,
+loading its checkpoint and models, and each vLLM engine's warm-up (assumed constants below),
+and redoes the work since the last checkpoint; a chunk that cannot reach a checkpoint never
+moves the job on.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
 
 from agon.config import seeded_bases
 from agon.methods import (
@@ -26,8 +38,17 @@ from agon.methods import (
     eval_seeds,
     trained_methods_for,
 )
-from agon.plan.errors import PlanError
+from agon.plan.dims import PlanError
 from agon.results import Layout
+
+# the SLURM profile the workflow's README runs the paper with; its `retries` bound the restarts
+SLURM_PROFILE = Path(__file__).resolve().parents[2] / "profiles" / "slurm" / "config.yaml"
+# What a restart costs, assumed (not measured), and said so wherever used: a process starting
+# (imports, CUDA context, the task's data), reading a checkpoint and the models at 1 GB/s from
+# shared storage, and a vLLM engine's warm-up (memory profiling, KV allocation, CUDA graphs)
+ASSUMED_START_S = 120.0
+ASSUMED_LOAD_BYTES_PER_S = 1e9
+ASSUMED_VLLM_WARMUP_S = 120.0
 
 TABLES = ("table1", "related", "ablations")
 TARGETS = (*TABLES, "all")
@@ -198,3 +219,38 @@ def column(job: Job) -> str:
     if job.system not in COLUMNS:
         raise PlanError(f"{job.label}: unknown column {job.system!r}")
     return job.system
+
+
+def profile_retries(path: Path = SLURM_PROFILE) -> int | None:
+    """The ``retries`` of the SLURM profile (None: no profile file here)."""
+    try:
+        return int((yaml.safe_load(path.read_text()) or {}).get("retries", 0))
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True)
+class Chunks:
+    """How a job longer than its runtime row completes: in ``count`` submissions (0: never, a
+    chunk reaches no checkpoint), each restart costing ``restart`` seconds, ``redone`` seconds
+    of work repeated after the kills; ``extra``: the seconds all of that adds to the job."""
+
+    count: int
+    interval: float  # seconds between the job's checkpoints
+    restart: float
+    redone: float
+    extra: float
+
+
+def chunks(seconds: float, runtime_s: float, interval: float, restart: float) -> Chunks:
+    """How a job of ``seconds`` completes under a ``runtime_s`` limit, checkpointing every
+    ``interval`` seconds (``inf``: never before its end), each start costing ``restart``
+    seconds: every chunk loses its start and the work after its last checkpoint; the first
+    start is not priced (as for every job), each restart is."""
+    usable = runtime_s - restart
+    per = math.floor(usable / interval) * interval if math.isfinite(interval) else 0.0
+    if per <= 0:
+        return Chunks(0, interval, restart, 0.0, 0.0)
+    count = math.ceil(seconds / per)
+    redone = (count - 1) * (usable - per)
+    return Chunks(count, interval, restart, redone, (count - 1) * restart + redone)

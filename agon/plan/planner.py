@@ -1,37 +1,75 @@
+# long: a job's plan top to bottom (work, placement, memory, time, restarts, flags) and its context
 """The plan of a config: per job its tokens, FLOPs, memory, hours and flags; totals per table.
 
 :func:`plan` walks the DAG's jobs (:mod:`agon.plan.jobs`), builds each one's work
-(:mod:`agon.plan.workload`) with the models' dimensions (:mod:`agon.plan.dims`), and prices it:
-FLOPs (:mod:`agon.plan.flops`), memory on the fullest device and on the host
-(:mod:`agon.plan.placement`), and time from the throughput model (:mod:`agon.plan.hardware`:
-a measured efficiency when there is one, else an assumed one, and then every line that uses
-it says "assumed, not measured"). A job's phases run one after another (one process drives
-its models), and its GPU-hours are its wall time x the GPUs its ``resources`` row holds.
+(:mod:`agon.plan.workload`) with the models' dimensions (:mod:`agon.plan.dims`), places its
+parts where the trainer puts them (:func:`agon.engines.placement.place`) and prices it:
+FLOPs (:mod:`agon.plan.flops`), memory on each GPU and on the host (:mod:`agon.plan.memory`:
+the sum of what the placement puts on each), and time.
+
+**Time.** Generation phases are timed on their engine (a vLLM engine keeps as many sequences
+in flight as its share's KV room holds, at most vLLM's ``max_num_seqs``; transformers decodes
+its batch's rows together), training-side work (updates, recomputation, reference and teacher
+forwards) at the FLOP bound; phases add up, one after another (one process drives its
+models). The throughput model is :mod:`agon.plan.hardware`: a measured efficiency when there
+is one, else an assumed one, and the plan says which. A job longer than its ``resources``
+runtime completes in chunks (:func:`agon.plan.jobs.chunks`), whose restarts it pays for.
+
+**GPU-hours.** A job *holds* the GPUs of its ``resources`` row (and a server's GPU each) for
+its wall time, and *uses* those its placement puts something on: GRPO on TRL trains on one of
+the two GPUs a train job holds.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 from agon.config import ablation_config
+from agon.engines.placement import Placement, place, place_eval
+from agon.evaluation.from_config import EVAL_VLLM_SHARE
 from agon.methods import BUDGET_REFERENCE, COLUMNS
-from agon.plan.context import JobPlan, PlanContext
-from agon.plan.dims import ModelDims
-from agon.plan.errors import PlanError
-from agon.plan.expect import expect
-from agon.plan.jobs import TABLES, Job, jobs_for, resources, target_name
-from agon.plan.lengths import MeasuredLengths, read_lengths
-from agon.plan.memory import Breakdown
-from agon.plan.placement import (
+from agon.plan.dims import ModelDims, PlanError, kv_cache_bytes, param_count
+from agon.plan.flops import forward_flops, generation_flops, training_flops
+from agon.plan.hardware import (
+    ASSUMED,
+    GIB,
+    Efficiency,
+    GpuKind,
+    efficiency,
+    generation_seconds,
+    get_gpu_kind,
+    read_measurements,
+    training_seconds,
+    vllm_concurrency,
+)
+from agon.plan.hf_config import dims_from_config, load_dims
+from agon.plan.jobs import (
+    ASSUMED_LOAD_BYTES_PER_S,
+    ASSUMED_START_S,
+    ASSUMED_VLLM_WARMUP_S,
+    TABLES,
+    Chunks,
+    Job,
+    chunks,
+    jobs_for,
+    profile_retries,
+    resources,
+    target_name,
+)
+from agon.plan.lengths import MeasuredLengths, expect, read_lengths
+from agon.plan.memory import (
+    Breakdown,
     Memory,
     TrainShape,
+    dtype_bytes,
     eval_memory,
     helper_memory,
     logits_transient,
     train_memory,
 )
-from agon.plan.pricing import SECONDS_PER_HOUR, check, price
 from agon.plan.workload import (
     TRL_SECTION,
     TRL_VLLM_SHARE,
@@ -43,10 +81,16 @@ from agon.plan.workload import (
 )
 
 SIGNIFICANT_BITS = {"bfloat16": 8, "float16": 11}  # a 16-bit float's significand, implicit bit in
+SECONDS_PER_HOUR = 3600.0
+SECONDS_PER_MINUTE = 60.0  # resources' runtime is in minutes
+BYTES_PER_MB = 1e6  # Snakemake's mem_mb is in megabytes (10^6 bytes)
+PRICED = ("train", "evaluate", "ablation_train", "ablation_eval")
+RESTORED = ("weights", "optimizer_states", "kahan_buffer")  # what a checkpoint gives back
 
 
 def precision_note(shape: TrainShape, learning_rate: float) -> str | None:
-    """Where pure 16-bit weights lose AdamW's steps (``None`` with float32 masters or weights).
+    """Where pure 16-bit weights lose AdamW's steps (``None`` with float32 masters or weights,
+    or with an update that keeps them: ``train.bf16_update`` kahan or stochastic_rounding).
 
     AdamW's first steps are about the learning rate per weight. A weight |w| in [2^e, 2^(e+1))
     with a b-bit significand moves by a step only above half its unit in the last place,
@@ -55,15 +99,129 @@ def precision_note(shape: TrainShape, learning_rate: float) -> str | None:
     of weights drawn like a 0.02-std initialization stay where they are.
     """
     bits = SIGNIFICANT_BITS.get(shape.dtype)
-    if shape.master_dtype or bits is None:
+    if shape.master_dtype or bits is None or getattr(shape, "bf16_update", "plain") != "plain":
         return None
     never, always = 2 ** (bits + 1) * learning_rate, 2**bits * learning_rate
     return (
         f"pure {shape.dtype} weights at lr {learning_rate:g}: AdamW's early steps "
         f"(about the learning rate) round away on every weight larger than {never:.2g} and move "
         f"only those below {always:.2g} for sure ({bits}-bit significand); "
-        "train.master_dtype: float32 keeps every step"
+        "train.master_dtype: float32 or train.bf16_update: kahan | stochastic_rounding keeps "
+        "every step"
     )
+
+
+@dataclass
+class JobPlan:
+    """One job's plan."""
+
+    job: Job
+    resources: dict[str, int]
+    tokens_generated: float = 0.0  # the policies' samples (rollouts, evaluation answers)
+    tokens_helpers: float = 0.0  # probes' and teachers' generated tokens, counted apart
+    tokens_trained: float = 0.0
+    flops_generation: float = 0.0
+    flops_training: float = 0.0
+    memory: Memory | None = None
+    seconds: float | None = 0.0
+    gpus_held: int = 0  # the resources row's GPUs, and a server's GPU each
+    gpus_used: int = 0  # those the placement puts something on
+    lengths: list[str] = field(default_factory=list)
+    throughput: list[str] = field(default_factory=list)
+    assumed: bool = False
+    concurrency: dict[str, float] = field(default_factory=dict)  # phase -> sequences in flight
+    kv_room: dict[str, float] = field(default_factory=dict)  # engine -> bytes of KV room
+    chunks: Chunks | None = None
+    flags: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # said once for the plan
+    steps: dict[str, float] = field(default_factory=dict)
+    phases: list[dict] = field(default_factory=list)
+
+    @property
+    def gpu_hours(self) -> float:
+        """Wall hours x the GPUs held."""
+        return (self.seconds or 0.0) / SECONDS_PER_HOUR * self.gpus_held
+
+    @property
+    def gpu_hours_used(self) -> float:
+        """Wall hours x the GPUs that hold something."""
+        return (self.seconds or 0.0) / SECONDS_PER_HOUR * self.gpus_used
+
+
+class PlanContext:
+    """What the jobs of one plan share: config, GPU kind, lengths, measurements, dims."""
+
+    def __init__(
+        self,
+        config: dict,
+        gpu: str,
+        lengths: MeasuredLengths,
+        measurements_dir: str | Path | None,
+        fsdp: bool = False,
+    ) -> None:
+        self.config = config
+        self.kind = get_gpu_kind(gpu)
+        self.lengths = lengths
+        self.measurements = read_measurements(measurements_dir)
+        self.families = {f["name"]: f for f in config["families"]}
+        self.tasks = {t["name"]: t for t in config["tasks"]}
+        self.references: dict[tuple[str, str], dict] = {}
+        self.fsdp = fsdp
+        self.retries = profile_retries()
+
+    @cache  # noqa: B019 (one context per plan call; the cache dies with it)
+    def dims(self, family: str, key: str, model: str | None = None) -> ModelDims:
+        """Dims of a family's model ``key``: A, B or its teacher row; or of ``model``, a helper's
+        model the config names (a method's section, agon.registry.Helper's ``model_key``)."""
+        fam = self.families[family]
+        row: dict = {}
+        if model:
+            pass
+        elif key in ("A", "B"):
+            row = fam[f"model_{key.lower()}"]
+            model = row["model"]
+        elif key == "teacher":
+            row = fam.get("teacher") or {}
+            model = row.get("model")
+            if not model:
+                raise PlanError(
+                    f"families (name {family!r}): a method's helper runs the family's teacher "
+                    "(agon.registry.Helper), and the family has no teacher row"
+                )
+        else:
+            raise PlanError(f"families (name {family!r}): no model {key!r} (A, B or teacher)")
+        built = (Path(model) / "config.json").is_file()
+        if fam["toy"] and not built:
+            return self.toy_dims(model)
+        if "source" in row and not built:
+            raise PlanError(
+                f"model {model!r} is built from its GGUF checkpoint (the row's source) by the "
+                "prepare_model rule; prepare it first (agon model prepare), then plan"
+            )
+        return load_dims(model, revision=row.get("revision"))
+
+    def toy_dims(self, name: str) -> ModelDims:
+        """A toy model not built yet: its shape from the config's ``toy`` section."""
+        toy = self.config["toy"]
+        m = dict(toy["model"])
+        return dims_from_config(
+            {
+                **m,
+                "model_type": "qwen3",
+                "vocab_size": toy["tokenizer"]["vocab_size"],
+                "head_dim": m["hidden_size"] // m["num_attention_heads"],
+                "tie_word_embeddings": True,
+                "dtype": "float32",
+            },
+            name=name,
+            source="the config's toy.model section (built by agon toy pretrain)",
+        )
+
+    @cache  # noqa: B019 (as above: one context per plan call)
+    def efficiency(self, kind: str, engine: str, dims: ModelDims) -> Efficiency:
+        """The efficiencies of ``dims`` on ``engine`` and GPU ``kind`` (agon.plan.hardware)."""
+        return efficiency(kind, engine, dims, self.measurements)
 
 
 @dataclass
@@ -75,14 +233,16 @@ class Plan:
     jobs: list[JobPlan]
     tables: dict[str, set[str]]  # the target's tables -> outputs of their jobs
     lengths_from: str | None
+    fsdp: bool = False
 
     def totals(self, table: str | None = None) -> dict[str, float]:
         """Sums over ``table``'s jobs (None: every job of the plan once)."""
         keep = [j for j in self.jobs if table is None or j.job.output in self.tables[table]]
-        mem = [j.memory.per_device.total for j in keep if j.memory and j.resources["gpus"]]
+        mem = [b.total for j in keep if j.memory and j.gpus_held for b in j.memory.devices.values()]
         return {
             "jobs": len(keep),
             "gpu_hours": sum(j.gpu_hours for j in keep),
+            "gpu_hours_used": sum(j.gpu_hours_used for j in keep),
             "tokens_generated": sum(j.tokens_generated for j in keep),
             "tokens_helpers": sum(j.tokens_helpers for j in keep),
             "tokens_trained": sum(j.tokens_trained for j in keep),
@@ -90,9 +250,13 @@ class Plan:
             "flops_training": sum(j.flops_training for j in keep),
             "peak_memory_per_gpu": max(mem, default=0.0),
             "flagged": sum(1 for j in keep if j.flags),
+            "chunked": sum(1 for j in keep if j.chunks),
             "assumed_throughput": sum(1 for j in keep if j.assumed),
             "untimed": sum(1 for j in keep if j.seconds is None),
         }
+
+
+# ----------------------------------------------------------------------------- a job's work
 
 
 def _duel_agon(config: dict, job: Job) -> dict:
@@ -137,12 +301,17 @@ def _models(ctx: PlanContext, job: Job, w: Workload) -> dict[str, ModelDims]:
     return {k: ctx.dims(job.family, k, w.models.get(k)) for k in keys}
 
 
+def _runs(job: Job) -> str:
+    """How a training job runs (agon.registry.RUNS); an ablation variant is a duel."""
+    return "duel" if job.rule == "ablation_train" else method_row(job.method).runs
+
+
 def _train_shape(ctx: PlanContext, job: Job, fam: dict, w: Workload) -> TrainShape:
     """What a training job's memory depends on: its micro-batch (TRL's for GRPO, which falls
     back to the whole step when micro_batch_size holds no whole group), its longest prompt,
     precision, checkpointing, reference model and rollout engine."""
     tr, grpo = ctx.config["train"], ctx.config.get(TRL_SECTION) or {}
-    trl = method_row(job.method).runs == "trl"
+    trl = _runs(job) == "trl"
     mb = tr["micro_batch_size"]
     if trl:  # baselines.grpo's batch_shape: divides the step's completions, holds whole groups
         total, g = tr["problems_per_step"] * tr["num_generations"], tr["num_generations"]
@@ -165,23 +334,43 @@ def _train_shape(ctx: PlanContext, job: Job, fam: dict, w: Workload) -> TrainSha
         rollout_rows=int(max((g.rows for g in w.generations), default=1)),
         rollout_context=int(longest + fam["max_new_tokens"]),
         vllm_share=float(share if trl else tr["vllm_gpu_memory_utilization"]),
+        bf16_update=str(tr.get("bf16_update") or "plain"),
     )
+
+
+def _placement(ctx: PlanContext, job: Job, w: Workload, shape: TrainShape | None) -> Placement:
+    """Where the job's parts sit: an evaluation's engines (place_eval), a training job's
+    policies, optimizers, engines and helpers (place), as the trainer builds them."""
+    fam, gpus = ctx.families[job.family], resources(ctx.config, job)["gpus"]
+    if shape is None:
+        col = COLUMNS[job.system]
+        same = not col.train and fam["model_a"]["model"] == fam["model_b"]["model"]
+        used = sorted({g.model for g in w.generations})
+        return place_eval(used[:1] if same else used, ctx.config["eval"].get("backend", "hf"), gpus)
+    runs, grpo = _runs(job), ctx.config.get(TRL_SECTION) or {}
+    if runs == "trl":
+        url = grpo.get("vllm_server_base_url") if grpo.get("vllm_mode") == "server" else None
+        servers = {"A": url, "B": url}
+    else:
+        servers = (_duel_agon(ctx.config, job) or {}).get("servers") or {}
+    processes = gpus if (ctx.fsdp and gpus >= 2) else 1
+    return place(
+        runs, shape.engine, gpus, servers=servers, processes=processes,
+        sharded=processes > 1, helpers=bool(w.residents),
+    )  # fmt: skip
 
 
 def _memory(
     ctx: PlanContext, job: Job, w: Workload, models: dict[str, ModelDims], shape: TrainShape | None
 ) -> Memory:
-    """The job's memory (agon.plan.placement), the helpers' the workload holds included
-    (Cliff's two teacher engines, OPD's teacher, GAR's float32 logit chunks)."""
+    """The job's memory (agon.plan.memory) under its placement, the helpers the workload holds
+    included (Cliff's two teacher engines, OPD's teacher, GAR's float32 logit chunks)."""
     fam = ctx.families[job.family]
-    gpus = resources(ctx.config, job)["gpus"]
-    if shape is None:  # an evaluation
-        col = COLUMNS[job.system]
-        same = not col.train and fam["model_a"]["model"] == fam["model_b"]["model"]
-        used = sorted({g.model for g in w.generations})
-        distinct = used[:1] if same else used
+    where = _placement(ctx, job, w, shape)
+    cap = ctx.kind.memory_bytes if where.gpus else None
+    if shape is None:
         return eval_memory(
-            models, distinct, w, fam["dtype"], gpus, fam["max_new_tokens"], ctx.kind.memory_bytes
+            models, where, w.generations, fam["dtype"], fam["max_new_tokens"], cap, EVAL_VLLM_SHARE
         )
     helpers = [
         helper_memory(models[r.model], fam["dtype"], r.rows, r.context, r.generates)
@@ -191,15 +380,203 @@ def _memory(
     for t in w.logits:
         b = logits_transient(t.name, t.tokens, t.vocab_chunk)
         extra = b if extra is None else extra.plus(b)
-    device_bytes = ctx.kind.memory_bytes if gpus else None
-    sequential = method_row(job.method).runs == "trl"  # TRL: one model at a time
-    return train_memory(models, shape, gpus, device_bytes, sequential, helpers, extra)
+    return train_memory(models, shape, where, cap, helpers, extra)
+
+
+# ----------------------------------------------------------------------------- its time
+
+
+def price(
+    ctx: PlanContext,
+    job: Job,
+    w: Workload,
+    models: dict[str, ModelDims],
+    p: JobPlan,
+    shape: TrainShape | None,
+) -> None:
+    """Tokens, FLOPs and seconds of the job's phases into ``p``."""
+    tr = ctx.config["train"]
+    dtype = ctx.families[job.family]["dtype"]
+    device = ctx.kind.name if p.resources["gpus"] else "cpu"
+    kind = ctx.kind if device != "cpu" else get_gpu_kind("cpu")
+    seconds: float | None = 0.0
+    for g in w.generations:
+        d = models[g.model]
+        flops = g.sequences * generation_flops(d, int(g.prompt), int(g.completion))
+        p.flops_generation += flops
+        if g.helper:
+            p.tokens_helpers += g.sequences * g.completion
+        else:
+            p.tokens_generated += g.sequences * g.completion
+        p.lengths.append(f"{g.what}: {g.completion:.0f} tokens ({g.source})")
+        rows = float(g.rows)
+        b = dtype_bytes(dtype, d.checkpoint_dtype)
+        room = kv_cache_bytes(d, b, int(g.prompt + g.completion), int(rows))
+        if g.engine == "vllm" and p.resources["gpus"]:
+            share = shape.vllm_share if shape else EVAL_VLLM_SHARE
+            rows, room = vllm_concurrency(
+                d, share, ctx.kind.memory_bytes or 0.0, dtype, g.prompt, g.completion
+            )
+            if not rows:
+                longest = int(g.prompt + g.completion)
+                p.flags.append(
+                    f"{g.what}: vLLM's share ({share:g} x {ctx.kind.memory_bytes / GIB:.1f} GiB) "
+                    f"leaves {room / GIB:.1f} GiB for KV cache, under one {longest}-token "
+                    "sequence: raise vllm_gpu_memory_utilization or use a smaller model"
+                )
+                rows = 1.0
+        if not g.helper:
+            p.concurrency[g.what] = rows
+            p.kv_room[g.model] = max(p.kv_room.get(g.model, 0.0), room)
+        try:
+            eff = ctx.efficiency(device, g.engine, d)
+        except PlanError as err:  # no measurement for a kind without bounds (the CPU)
+            p.notes.append(f"no time estimate: {err}")
+            seconds = None
+            continue
+        s = generation_seconds(
+            d, kind, sequences=g.sequences, prompt=g.prompt, completion=g.completion,
+            concurrency=rows, dtype=dtype, decode_eff=eff.decode, compute_eff=eff.compute,
+        )  # fmt: skip
+        seconds = None if seconds is None else seconds + s
+        p.throughput.append(f"{g.what}: {eff.generation_label}")
+        p.assumed |= ASSUMED in eff.generation_label
+        p.phases.append({"phase": g.what, "kind": "generate", "flops": flops, "seconds": s})
+    gc = shape.gradient_checkpointing if shape else False
+    engine = shape.engine if shape else "hf"
+    for t in w.trainings:
+        d = models[t.model]
+        f = training_flops(
+            d, int(t.prompt), int(t.completion), gradient_checkpointing=gc,
+            reference_model=tr["beta"] > 0, num_iterations=tr["num_iterations"],
+        )["total"] * t.sequences  # fmt: skip
+        p.tokens_trained += t.sequences * t.completion
+        seconds = _train_time(ctx, device, kind, engine, t.what, d, f, seconds, p)
+    for sc in w.scorings:
+        d = models[sc.model]
+        f = sc.sequences * forward_flops(d, int(sc.prompt), int(sc.completion), int(sc.completion))
+        seconds = _train_time(ctx, device, kind, engine, sc.what, d, f, seconds, p)
+    p.seconds = seconds
+
+
+def _train_time(
+    ctx: PlanContext,
+    device: str,
+    kind: GpuKind,
+    engine: str,
+    what: str,
+    d: ModelDims,
+    flops: float,
+    seconds: float | None,
+    p: JobPlan,
+) -> float | None:
+    """Add ``flops`` of training-side work to ``p``; return the job's seconds so far."""
+    p.flops_training += flops
+    try:
+        eff = ctx.efficiency(device, engine, d)
+    except PlanError as err:
+        p.notes.append(f"no time estimate: {err}")
+        return None
+    s = training_seconds(flops, kind, eff.train)
+    p.throughput.append(f"{what}: {eff.training_label}")
+    p.assumed |= ASSUMED in eff.training_label
+    p.phases.append({"phase": what, "kind": "train", "flops": flops, "seconds": s})
+    return None if seconds is None else seconds + s
+
+
+def _restart_seconds(p: JobPlan, models: dict[str, ModelDims], dtype: str) -> float:
+    """A restart: a process start, its checkpoint and models read back (each trained model's
+    weights and AdamW moments, each other model's and engine's weights) and each vLLM
+    engine's warm-up (assumed constants: agon.plan.jobs)."""
+    loaded = vllm = 0.0
+    for part, held in p.memory.placed:
+        comps = [c for b in held for c in b.components.items()]
+        if part.kind in ("policy", "optimizer"):
+            loaded += sum(v for k, v in comps if k in RESTORED)
+        elif part.kind in ("engine", "helpers") and part.engine != "live":
+            d = models.get(part.model)
+            if d is not None:
+                loaded += param_count(d) * dtype_bytes(dtype, d.checkpoint_dtype)
+            loaded += sum(v for k, v in comps if k == "helper_weights")
+            vllm += part.engine == "vllm"
+    return ASSUMED_START_S + loaded / ASSUMED_LOAD_BYTES_PER_S + vllm * ASSUMED_VLLM_WARMUP_S
+
+
+def _complete(ctx: PlanContext, p: JobPlan, w: Workload, models: dict[str, ModelDims]) -> None:
+    """A job longer than its runtime row: how it completes (agon.plan.jobs.chunks), its
+    restarts and redone work added to its time."""
+    limit = p.resources["runtime"] * SECONDS_PER_MINUTE
+    if not p.seconds or p.seconds <= limit or p.memory is None:
+        return
+    if p.job.rule in ("evaluate", "ablation_eval"):
+        samples = max((g.sequences for g in w.generations), default=1.0)
+        interval = p.seconds * ctx.config["eval"]["batch_size"] / samples
+    else:
+        every = ctx.config["train"]["checkpoint_every"]
+        steps = sum(p.steps.values()) if _runs(p.job) == "trl" else max(p.steps.values())
+        interval = p.seconds / steps * every if every else math.inf
+    restart = _restart_seconds(p, models, ctx.families[p.job.family]["dtype"])
+    p.chunks = chunks(p.seconds, limit, interval, restart)
+    p.seconds += p.chunks.extra
+
+
+# ----------------------------------------------------------------------------- its flags
+
+
+def check(ctx: PlanContext, p: JobPlan) -> None:
+    """Flags: memory over a GPU or what the job's resources give, time over its runtime (and
+    how it completes), risks."""
+    res, mem, row = p.resources, p.memory, p.job.resources_row
+    cap = ctx.kind.memory_bytes
+    if mem is not None and res["gpus"] and cap:
+        for name, b in mem.devices.items():
+            if b.total > cap:
+                top = sorted(b.components.items(), key=lambda kv: -kv[1])[:3]
+                parts = ", ".join(f"{k} {v / GIB:.1f}" for k, v in top)
+                p.flags.append(
+                    f"memory: {name} holds {b.total / GIB:.1f} GiB > {ctx.kind.name}'s "
+                    f"{cap / GIB:.1f} GiB ({mem.placement.how}; largest: {parts} GiB)"
+                )
+    if mem is not None and mem.host > res["mem_mb"] * BYTES_PER_MB:
+        p.flags.append(
+            f"host memory: {mem.host / GIB:.1f} GiB > resources.{row}.mem_mb {res['mem_mb']} MB"
+        )
+    c = p.chunks
+    if c is not None:
+        why = " (assumed throughput)" if p.assumed else ""
+        hours = f"~{p.seconds / SECONDS_PER_HOUR:.1f} h{why} > resources.{row}.runtime "
+        hours += f"{res['runtime']} min"
+        if not c.count:
+            p.flags.append(
+                f"runtime: {hours}, and it never completes: a checkpoint every "
+                f"{c.interval / SECONDS_PER_HOUR:.1f} h (train.checkpoint_every) leaves no "
+                f"checkpoint in a {res['runtime']}-minute run after its "
+                f"{c.restart / 60:.0f}-minute restart; checkpoint more often or raise the runtime"
+            )
+        else:
+            said = (
+                f"runtime: {hours}: completes in {c.count} runs ({c.count - 1} restarts of "
+                f"~{c.restart / 60:.0f} min each, loading and warming up: assumed; "
+                f"{c.redone / SECONDS_PER_HOUR:.1f} h redone since the last checkpoints), "
+                "priced in its hours"
+            )
+            if ctx.retries is None or c.count - 1 > ctx.retries:
+                have = "no profiles/slurm" if ctx.retries is None else f"retries: {ctx.retries}"
+                p.flags.append(
+                    f"{said}; the SLURM profile's {have}: run with --retries {c.count - 1}"
+                )
+            else:
+                p.notes.append(said)
+    p.flags += [n.removeprefix("risk: ") for n in p.notes if n.startswith("risk: ")]
+
+
+# ----------------------------------------------------------------------------- the plan
 
 
 def _job_plan(ctx: PlanContext, job: Job) -> JobPlan:
-    """One job's plan: its work, memory, price and flags."""
+    """One job's plan: its work, placement, memory, price, how it completes and its flags."""
     p = JobPlan(job, resources(ctx.config, job))
-    if job.rule not in ("train", "evaluate", "ablation_train", "ablation_eval"):
+    if job.rule not in PRICED:
         p.notes.append("no model compute planned (data, toy pretraining, reports: CPU minutes)")
         return p
     w = _workload(ctx, job)
@@ -216,9 +593,12 @@ def _job_plan(ctx: PlanContext, job: Job) -> JobPlan:
         p.warnings.append(note)
     p.steps = dict(w.steps)
     p.memory = _memory(ctx, job, w, models, shape)
+    if p.resources["gpus"]:
+        where = p.memory.placement
+        p.gpus_held = p.resources["gpus"] + where.server_gpus
+        p.gpus_used = len(where.used) + where.server_gpus
     price(ctx, job, w, models, p, shape)
-    if p.seconds is not None and p.resources["gpus"]:
-        p.gpu_hours = p.seconds / SECONDS_PER_HOUR * p.resources["gpus"]
+    _complete(ctx, p, w, models)
     check(ctx, p)
     return p
 
@@ -229,21 +609,28 @@ def plan(
     gpu: str = "h200",
     lengths_from: str | Path | None = None,
     measurements_dir: str | Path | None = None,
+    fsdp: bool = False,
 ) -> Plan:
     """The plan of a validated ``config`` for ``target`` on GPU kind ``gpu`` (see the module
-    docstring); ``lengths_from``: an out_dir whose runs give measured lengths."""
+    docstring); ``lengths_from``: an out_dir whose runs give measured lengths; ``fsdp``: price
+    the training jobs as launched by accelerate with FSDP2, one process per GPU of their row."""
     lengths = read_lengths(lengths_from) if lengths_from else MeasuredLengths()
-    ctx = PlanContext(config, gpu, lengths, measurements_dir)
+    ctx = PlanContext(config, gpu, lengths, measurements_dir, fsdp)
     jobs = jobs_for(config, target)
     name = target_name(target)
     tables = {
         t: {j.output for j in jobs_for(config, t)} for t in (TABLES if name == "all" else (name,))
     }
     return Plan(
-        gpu, target, [_job_plan(ctx, j) for j in jobs], tables, lengths_from and str(lengths_from)
+        gpu,
+        target,
+        [_job_plan(ctx, j) for j in jobs],
+        tables,
+        lengths_from and str(lengths_from),
+        fsdp,
     )
 
 
-def breakdown_gb(b: Breakdown) -> dict[str, float]:
-    """A breakdown in GB (10^9 bytes), largest first (for printing)."""
-    return {k: v / 1e9 for k, v in sorted(b.components.items(), key=lambda kv: -kv[1])}
+def breakdown_gib(b: Breakdown) -> dict[str, float]:
+    """A breakdown in GiB, largest first (for printing)."""
+    return {k: v / GIB for k, v in sorted(b.components.items(), key=lambda kv: -kv[1])}

@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agon.methods import COLUMNS
-from agon.plan.expect import Count, Expect, eval_length, role_length, split_size
-from agon.plan.lengths import MeasuredLengths
+from agon.plan.lengths import Count, Expect, MeasuredLengths, eval_length, role_length, split_size
 from agon.registry import TRAINERS, Helper, Method
 
 GREEDY_LENGTH_NOTE = "probes and teachers decode greedily to the cap"
@@ -58,17 +57,26 @@ def config_value(config: dict, key: str) -> Any:
 
 @dataclass(frozen=True)
 class Generation:
-    """Sampling ``sequences`` completions of ``completion`` tokens after ``prompt`` tokens."""
+    """Sampling ``sequences`` completions of ``length`` tokens (and where that number came
+    from) after ``prompt`` tokens, on ``engine`` with ``rows`` sequences handed to it at once
+    (hf: its batch; vllm: it schedules them)."""
 
     what: str
     model: str  # "A", "B" or a helper ("teacher")
     sequences: float
     prompt: float
-    completion: float
+    length: Count
     engine: str  # vllm | hf
-    rows: int  # sequences handed to the engine at once (hf: its batch; vllm: it schedules)
-    source: str  # where the completion length came from
+    rows: int
     helper: bool = False  # a probe's or a teacher's tokens, counted apart from the samples
+
+    @property
+    def completion(self) -> float:
+        return self.length.value
+
+    @property
+    def source(self) -> str:
+        return self.length.source
 
 
 @dataclass(frozen=True)
@@ -82,16 +90,9 @@ class Training:
     completion: float
 
 
-@dataclass(frozen=True)
-class Scoring:
+class Scoring(Training):
     """No-grad forwards of ``model`` over ``sequences`` of ``prompt + completion`` tokens,
     its head on the completion (a teacher's log-probs, GAR's anchors)."""
-
-    what: str
-    model: str
-    sequences: float
-    prompt: float
-    completion: float
 
 
 @dataclass(frozen=True)
@@ -148,20 +149,9 @@ def _probes(
         return []
     count = steps // every + 1 + (1 if steps % every else 0)
     problems = split_size(task, fam["name"], tr["eval_split"], lengths, tr.get("eval_problems"))
-    return [
-        Generation(
-            f"{m} probes",
-            m,
-            count * problems.value,
-            e.solve_prompt.value,
-            e.max_new,
-            engine,
-            rows,
-            f"cap ({GREEDY_LENGTH_NOTE}); {problems.source}",
-            helper=True,
-        )
-        for m in ("A", "B")
-    ]
+    cap = Count(e.max_new, f"cap ({GREEDY_LENGTH_NOTE}); {problems.source}")
+    solve, n = e.solve_prompt.value, count * problems.value
+    return [Generation(f"{m} probes", m, n, solve, cap, engine, rows, True) for m in "AB"]
 
 
 def duel_workload(
@@ -185,37 +175,18 @@ def duel_workload(
     else:  # alternate: A drafts on even steps
         drafts = {"A": math.ceil(steps / 2) * p * g, "B": (steps // 2) * p * g}
     w = Workload(steps={"A": steps, "B": steps})
+    solve = e.solve_prompt.value
     for m, rival in (("A", "B"), ("B", "A")):
         reads = drafts[rival] * k
-        reader_prompt = e.reader_prompt(draft[rival].value)
-        w.generations.append(
-            Generation(
-                f"{m} drafts",
-                m,
-                drafts[m],
-                e.solve_prompt.value,
-                draft[m].value,
-                engine,
-                rows,
-                draft[m].source,
-            )
-        )
-        w.generations.append(
-            Generation(
-                f"{m} reads {rival}'s drafts",
-                m,
-                reads,
-                reader_prompt,
-                read[m].value,
-                engine,
-                rows,
-                read[m].source,
-            )
-        )
-        w.trainings.append(
-            Training(f"{m} on its drafts", m, drafts[m], e.solve_prompt.value, draft[m].value)
-        )
-        w.trainings.append(Training(f"{m} on its reads", m, reads, reader_prompt, read[m].value))
+        reader = e.reader_prompt(draft[rival].value)
+        w.generations += [
+            Generation(f"{m} drafts", m, drafts[m], solve, draft[m], engine, rows),
+            Generation(f"{m} reads {rival}'s drafts", m, reads, reader, read[m], engine, rows),
+        ]
+        w.trainings += [
+            Training(f"{m} on its drafts", m, drafts[m], solve, draft[m].value),
+            Training(f"{m} on its reads", m, reads, reader, read[m].value),
+        ]
         w.spend[m] = {
             "steps": steps,
             "completions": drafts[m] + reads,
@@ -267,21 +238,9 @@ def solo_workload(
         n = steps * p * g
         w.steps[m] = steps
         w.notes.append(f"{m}: {note}")
-        w.generations.append(
-            Generation(
-                f"{m} samples",
-                m,
-                n,
-                e.solve_prompt.value,
-                sample.value,
-                engine,
-                rows,
-                sample.source,
-            )
-        )
-        w.trainings.append(
-            Training(f"{m} on its samples", m, n, e.solve_prompt.value, sample.value)
-        )
+        solve = e.solve_prompt.value
+        w.generations.append(Generation(f"{m} samples", m, n, solve, sample, engine, rows))
+        w.trainings.append(Training(f"{m} on its samples", m, n, solve, sample.value))
         w.spend[m] = {"steps": steps, "completions": n, "tokens": n * sample.value}
         for h in row.helpers or ():
             _helper(config, fam, e, method, h, m, w, steps, sample)
@@ -332,21 +291,18 @@ def _helper(
     if named is not None:
         w.models[model] = named
     prompt = e.reader_prompt(sample.value) if h.prompt == "read" else e.solve_prompt.value
-    if h.completion is None:
-        completion, source = sample.value, sample.source
-    else:
-        completion = config_value(config, h.completion) or e.max_new
-        source = f"cap ({GREEDY_LENGTH_NOTE})"
+    length = sample
+    if h.completion is not None:
+        tokens = config_value(config, h.completion) or e.max_new
+        length = Count(tokens, f"cap ({GREEDY_LENGTH_NOTE})")
     what = h.what.format(m=m, helper=model)
     if h.kind == "generate":
         engine = h.engine or tr["backend"]
-        w.generations.append(
-            Generation(what, model, count, prompt, completion, engine, rows, source, helper=True)
-        )
+        w.generations.append(Generation(what, model, count, prompt, length, engine, rows, True))
     else:
-        w.scorings.append(Scoring(what, model, count, prompt, completion))
+        w.scorings.append(Scoring(what, model, count, prompt, length.value))
     if h.memory == "engine":  # one engine per model trained, even for one checkpoint
-        w.residents.append(Resident(model, rows, int(prompt + completion), True))
+        w.residents.append(Resident(model, rows, int(prompt + length.value), True))
     elif h.memory == "weights" and (r := Resident(model, 1, 1, False)) not in w.residents:
         w.residents.append(r)
     if h.logits_chunk is not None:
@@ -377,26 +333,13 @@ def eval_workload(
     solve = e.solve_prompt.value
     if col.kind == "single":
         model = col.model or "A"
-        w.generations.append(
-            Generation(f"{model} answers", model, n, solve, final.value, engine, rows, final.source)
-        )
+        w.generations.append(Generation(f"{model} answers", model, n, solve, final, engine, rows))
     elif col.kind == "cascade":
-        d, r = col.drafter or "A", col.reader or "B"
-        w.generations.append(
-            Generation(f"{d} drafts", d, n, solve, before.value, engine, rows, before.source)
-        )
-        w.generations.append(
-            Generation(
-                f"{r} reads",
-                r,
-                n,
-                e.reader_prompt(before.value),
-                final.value,
-                engine,
-                rows,
-                final.source,
-            )
-        )
+        d, r, reader = col.drafter or "A", col.reader or "B", e.reader_prompt(before.value)
+        w.generations += [
+            Generation(f"{d} drafts", d, n, solve, before, engine, rows),
+            Generation(f"{r} reads", r, n, reader, final, engine, rows),
+        ]
     else:  # moa
         moa = config["moa"]
         layers, proposers = moa["layers"], moa["proposers"]
@@ -406,22 +349,12 @@ def eval_workload(
             prompt = solve if layer == 0 else shown
             for i in range(proposers):
                 model = "A" if i % 2 == 0 else "B"
+                what = f"layer {layer + 1} proposal {i + 1} ({model})"
                 w.generations.append(
-                    Generation(
-                        f"layer {layer + 1} proposal {i + 1} ({model})",
-                        model,
-                        n,
-                        prompt,
-                        per,
-                        engine,
-                        rows,
-                        before.source,
-                    )
+                    Generation(what, model, n, prompt, Count(per, before.source), engine, rows)
                 )
         agg = "A" if moa["aggregator"] == "a" else "B"
-        w.generations.append(
-            Generation(f"{agg} aggregates", agg, n, shown, final.value, engine, rows, final.source)
-        )
+        w.generations.append(Generation(f"{agg} aggregates", agg, n, shown, final, engine, rows))
         worst = proposers * e.max_new  # the proposals alone, at the cap
         if worst > e.max_prompt:
             w.notes.append(

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from agon.engines.hf import load_model, load_tokenizer, resolve_dtype
+from agon.engines.placement import Placement, place
 from agon.engines.rollouts import RolloutOptions, rollout_engine
 from agon.provenance import atomic_write_text
 from agon.registry import ReadsSettings
@@ -53,17 +54,22 @@ def family_policies(
 ) -> tuple[dict[str, Policy], dict[str, Any]]:
     """Policies A and B from the family row (model, rollout engine, optimizer), each
     distributed over ``accelerator``'s processes with its own optimizer; and their tokenizers.
-    Under ``train.master_dtype: float32`` the weights load in float32 and the forward, the
-    backward and generation autocast to the family's dtype."""
+    Each policy and its engine go where :func:`agon.engines.placement.place` puts them
+    (:func:`placement`), the placement ``agon plan`` prices. Under ``train.master_dtype:
+    float32`` the weights load in float32 and the forward, the backward and generation
+    autocast to the family's dtype."""
     options = RolloutOptions.from_config(config)
     weights, autocast = master_precision(settings, fam["dtype"])
+    where = placement(options, accelerator)
+    rank = accelerator.local_process_index if where.processes > 1 else 0
     policies, tokenizers = {}, {}
-    for i, name in enumerate(mk.MODELS):
+    for name in mk.MODELS:
         row = fam[f"model_{name.lower()}"]
         tok = load_tokenizer(row["model"], revision=row.get("revision"))
-        device = policy_device(i, accelerator)
+        device = where.part(f"{name}.policy", rank).device if accelerator is None else None
         model = load_model(row["model"], dtype=weights, revision=row.get("revision"), device=device)
-        engine = rollout_engine(options, fam, name, model, tok, autocast_dtype=autocast)
+        part = where.part(f"{name}.engine", rank)
+        engine = rollout_engine(options, fam, name, model, tok, autocast, part)
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         policy = make_policy(name, model, engine, settings, pad, autocast_dtype=autocast)
         distribute(policy, accelerator)  # shard / replicate each model with its own optimizer
@@ -72,13 +78,35 @@ def family_policies(
     return policies, tokenizers
 
 
+def placement(options: RolloutOptions, accelerator: Any) -> Placement:
+    """Where this run's parts sit (:func:`agon.engines.placement.place`): on the GPUs this
+    process sees; under accelerate, one process per GPU of the node, each rank's parts on its
+    own GPU (its share of each model under FSDP). The in-house trainers all hold both
+    policies, so the duel's placement is every one's."""
+    gpus = torch.cuda.device_count()
+    processes = 1
+    if accelerator is not None:
+        processes = gpus or accelerator.num_processes  # one per GPU of the node; CPU: all
+    sharded = distributed_info(accelerator)["distributed_type"] == "FSDP"
+    return place(
+        "duel",
+        options.backend,
+        gpus,
+        servers=options.servers,
+        processes=processes,
+        sharded=sharded,
+    )
+
+
 def policy_device(index: int, accelerator: Any) -> str | None:
-    """Where policy ``index`` (A: 0, B: 1) lives in one process: on a GPU of its own when the
-    process sees two or more (a train job's ``resources.train.gpus: 2``), else on the default
-    device (one GPU, or the CPU). Under accelerate each process holds its share of both."""
-    if accelerator is None and torch.cuda.device_count() >= 2:
-        return f"cuda:{index % torch.cuda.device_count()}"
-    return None
+    """Where policy ``index`` (A: 0, B: 1) lives in one process (:func:`placement`): on a GPU
+    of its own when the process sees two or more (a train job's ``resources.train.gpus: 2``),
+    else on the default device (one GPU, or the CPU). Under accelerate each process holds its
+    share of both, on the device accelerate gives it."""
+    if accelerator is not None:
+        return None
+    options = RolloutOptions()
+    return placement(options, None).part(f"{mk.MODELS[index]}.policy").device
 
 
 def master_precision(settings: TrainSettings, dtype: str) -> tuple[str, torch.dtype | None]:
