@@ -8,11 +8,13 @@ device (no weights); one Snakemake dry run plans config/small-gpu.yaml.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections import Counter
 from dataclasses import replace
 from types import SimpleNamespace
 
+import huggingface_hub
 import pytest
 import torch
 from test_workflow import REPO, dry_run_jobs, expected_counts, workdir_with
@@ -50,6 +52,7 @@ from agon.plan.render import to_json, to_text
 from agon.registry import TRAINERS, Helper, Method
 
 PAPER = REPO / "config" / "paper.yaml"
+PUBLISHED_CONFIGS = REPO / "tests" / "fixtures" / "published_configs"
 SMALL = REPO / "config" / "small-gpu.yaml"
 
 # A made-up decoder small enough to count by hand: hidden 8, MLP 16, 2 layers, 2 query heads
@@ -221,9 +224,55 @@ def test_load_dims_prefers_a_local_config_and_never_downloads(tmp_path):
     )  # fmt: skip
     d = load_dims(str(tmp_path))
     assert d.architecture == "generic" and d.head_dim == 8 and d.num_kv_heads == 2
-    assert load_dims("Qwen/Qwen3-8B") is PUBLISHED["Qwen/Qwen3-8B"]
     with pytest.raises(PlanError, match="not in the planner's table .* config.json"):
         load_dims("someone/unknown-model")
+
+
+def _cache(root, model: str, config: dict, revision: str = "main", commit: str = "a" * 40):
+    """A Hugging Face cache holding ``model``'s config.json at ``revision`` (its layout:
+    models--org--name/refs/<revision> -> snapshots/<commit>/config.json)."""
+    repo = root / ("models--" + model.replace("/", "--"))
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / revision).write_text(commit)
+    (repo / "snapshots" / commit).mkdir(parents=True, exist_ok=True)
+    (repo / "snapshots" / commit / "config.json").write_text(json.dumps(config))
+
+
+def test_dims_come_from_a_cached_config_before_the_table(tmp_path, monkeypatch):
+    """A hub model's own config.json in the Hugging Face cache wins over the table (at the
+    row's revision), through the planner too; the table is the fallback."""
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    assert load_dims("Qwen/Qwen3-8B") is PUBLISHED["Qwen/Qwen3-8B"]  # nothing cached
+    vendored = json.loads((PUBLISHED_CONFIGS / "Qwen--Qwen3-4B" / "config.json").read_text())
+    _cache(tmp_path, "Qwen/Qwen3-4B", vendored | {"num_key_value_heads": 4})
+    d = load_dims("Qwen/Qwen3-4B")
+    assert d.num_kv_heads == 4 and "the Hugging Face cache" in d.source
+    assert load_dims("Qwen/Qwen3-4B", revision="v2").num_kv_heads == 8  # not cached: the table
+    _cache(tmp_path, "Qwen/Qwen3-4B", vendored, revision="v2", commit="b" * 40)
+    assert load_dims("Qwen/Qwen3-4B", revision="v2").num_kv_heads == 8
+    config = load_config(PAPER)
+    duel = job(plan(config, "results/table1.csv"), "train qwen3 deepmath agon seed0")
+    # A (Qwen3-4B, cached with half the KV heads) keeps twice B's sequences in flight
+    assert duel.concurrency["A drafts"] == pytest.approx(2 * duel.concurrency["B drafts"], abs=1)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_the_table_matches_its_vendored_config_json(name):
+    """Each row of the fallback table equals what the planner reads from the vendored copy of
+    the model's config.json, through the path a local model's config.json takes (load_dims): a
+    wrong KV-head count, width or layer pattern in either fails here. The copies are
+    transcriptions (their hub revision unknown) until replaced by the hub's files."""
+    folder = PUBLISHED_CONFIGS / name.replace("/", "--")
+    body = json.loads((folder / "config.json").read_text())
+    if "_agon_transcription" not in body:  # the hub's own file: its revision said beside it
+        assert re.fullmatch(r"[0-9a-f]{40}", body.get("_agon_revision") or ""), name
+    read = load_dims(str(folder))
+    row = PUBLISHED[name]
+    assert replace(read, name=row.name, source=row.source, notes=row.notes) == row
+    wrong = body | {"num_key_value_heads": body["num_key_value_heads"] * 2}
+    assert (
+        replace(dims_from_config(wrong), name=row.name, source=row.source, notes=row.notes) != row
+    )
 
 
 @pytest.mark.slow

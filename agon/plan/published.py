@@ -2,8 +2,12 @@
 
 Each row is what the model's own ``config.json`` / model card states (text decoder only), with
 its source in a comment and the total the authors publish (``PUBLISHED_PARAMS``), which
-``tests/test_plan.py`` checks the computed count against within ``PARAMS_TOLERANCE``. A local
-model folder's ``config.json`` always wins over this table (:func:`agon.plan.hf_config.load_dims`).
+``tests/test_plan.py`` checks the computed count against within ``PARAMS_TOLERANCE``. It is the
+fallback: the model's own ``config.json``, in a local folder or the Hugging Face cache, always
+wins (:func:`agon.plan.hf_config.load_dims`). Each row is also checked field by field against a
+vendored copy of the model's ``config.json`` (``tests/fixtures/published_configs``), read
+through the same code path: today those copies are transcriptions of these rows (their hub
+revision unknown), to be replaced by the hub's files when one can be fetched.
 
 What is left out, on purpose: vision and audio towers (Qwen3.5 and Gemma 4 ship them; the
 planner counts the text decoder that is trained), and Qwen3.5's multi-token-prediction layer
