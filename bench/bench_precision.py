@@ -13,7 +13,11 @@ configs' learning rate and steps (``config/paper.yaml``) and at the toy world's
 - ``bf16_sr``: bfloat16 weights, ``bf16_update: stochastic_rounding`` (torchao), over
   ``SR_SEEDS`` seeds: the mean, with ``_min`` and ``_max``;
 - ``bf16_floor``: the float64 run's end rounded once to bfloat16: the least error any
-  bfloat16 weights can show, whatever their optimizer.
+  bfloat16 weights can show, whatever their optimizer;
+- ``fp32_master_fwd``: the float32 masters as a bfloat16 forward computes with them (autocast
+  rounds each master to bfloat16 for every matmul): the change between the start's and the
+  end's rounded masters. It is what ``fp32_master``'s error is beside the other modes' on the
+  weights a forward sees, and it sits on the floor too.
 
 Each optimizer is built as the trainers build it (:func:`agon.training.policy.adamw_class`).
 Metric ``adamw_lr{lr}_steps{steps}.{mode}.update_error``: the distance of the weight change
@@ -144,6 +148,10 @@ def _adamw_errors() -> dict[str, float]:
         start = w0.to(torch.bfloat16).double()
         floor = (start + ref).to(torch.bfloat16).double() - start
         out[f"{pre}.bf16_floor.update_error"] = _change_error(floor, ref)
+        master = w0.to(torch.float32)
+        end = (master.double() + _adamw_change(torch.float32, "plain", train, w0, grads)).float()
+        seen = end.to(torch.bfloat16).double() - master.to(torch.bfloat16).double()
+        out[f"{pre}.fp32_master_fwd.update_error"] = _change_error(seen, ref)
         rows.append((path, lr, steps, pre))
     _print_table(rows, out)
     return out
@@ -154,8 +162,8 @@ def _print_table(rows, out: dict[str, float]) -> None:
         f"AdamW on one fixed stream of gradients, {WEIGHTS} weights ~ N(0, {INIT_STD}): the "
         "weight change's error against float64's (0: the same change)"
     )
-    modes = [*UPDATES, "bf16_floor"]
-    widths = {m: 26 if m == "bf16_sr" else 12 for m in modes}
+    modes = [*UPDATES, "bf16_floor", "fp32_master_fwd"]
+    widths = {m: 26 if m == "bf16_sr" else 15 if m == "fp32_master_fwd" else 12 for m in modes}
     print(
         f"{'config':20s} {'lr':>8s} {'steps':>6s} " + " ".join(f"{m:>{widths[m]}s}" for m in modes)
     )
