@@ -6,8 +6,12 @@ case where the plugin's default status command (sacct) would wait forever. The r
 then runs through `--profile profiles/slurm`; the test checks that every job went through
 sbatch with the resources its rule declares (from Snakemake's own dry-run listing, read back
 from `scontrol show job`), kills a running training job with `scancel` once it has written a
-checkpoint, and checks that the profile's `retries` + `rerun-incomplete` ran it again, resumed
-from that checkpoint, to the end. The daemons are stopped afterwards.
+checkpoint, and again once its resubmission has written a later one, and checks that the
+`retries` + `rerun-incomplete` of the profile ran it again each time, resumed from its last
+checkpoint each time, to the end: what `agon plan` counts on for a job longer than its runtime
+row (resumed runs). The profile's `retries` allow one resubmission; the test passes
+`--retries 2` on the command line, as the plan tells a longer job to. The daemons are stopped
+afterwards.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from pathlib import Path
 import pytest
 from test_workflow import REPO, SNAKEMAKE, snakemake, workdir_with
 from test_workflow_e2e import REDUCED
+
+from agon.plan.jobs import profile_retries
 
 pytestmark = pytest.mark.slow
 
@@ -115,32 +121,49 @@ def _mem_mb(value: str) -> int:
     return int(float(value[:-1]) * units[value[-1]]) if value[-1] in units else int(value)
 
 
-def _kill_first_checkpointed_training(env, results: Path, killed: dict, stop: threading.Event):
+def _checkpoints(run_dir: Path) -> list[int]:
+    """The steps of a run's complete checkpoints."""
+    return sorted(
+        int(p.parent.name.removeprefix("step-")) for p in run_dir.glob("checkpoints/*/COMPLETE")
+    )
+
+
+def _kill_training_twice(env, results: Path, killed: list, stop: threading.Event):
     """Watch the cluster; scancel the first running `train` job whose run has a complete
-    checkpoint, and record which run it was."""
-    while not stop.is_set():
+    checkpoint; then, once the same run runs again (a new job id), has resumed and written a
+    checkpoint after the one it resumed from, scancel that attempt too, keeping its log (the
+    next attempt rewrites it)."""
+    while not stop.is_set() and len(killed) < 2:
         for job in _jobs(env):
-            if job.get("JobState") != "RUNNING" or not job.get("Comment", "").startswith(
-                "rule_train"
-            ):
+            comment = job.get("Comment", "")
+            if job.get("JobState") != "RUNNING" or not comment.startswith("rule_train"):
+                continue
+            if any(k["job"] == job["JobId"] for k in killed):
                 continue
             for run_dir in results.glob("toy/arith/train/*/seed0"):
                 method = run_dir.parent.name
-                if not job["Comment"].endswith(f"_{method}_0") and not job["Comment"].endswith(
-                    f"_{method}_seed0"
-                ):
+                if killed and method != killed[0]["method"]:
                     continue
-                if list(run_dir.glob("checkpoints/step-*/COMPLETE")):
-                    subprocess.run(["scancel", job["JobId"]], env=env, timeout=30, check=True)
-                    killed.update(job=job["JobId"], method=method, run_dir=run_dir)
-                    return
+                if not comment.endswith((f"_{method}_0", f"_{method}_seed0")):
+                    continue
+                steps = _checkpoints(run_dir)
+                log = results / "logs" / "train" / "toy" / "arith" / method / "seed0.log"
+                text = log.read_text() if log.is_file() else ""
+                resumed = re.search(r"resumed from \S+ at step (\d+)", text)
+                if not steps or (killed and not (resumed and steps[-1] > int(resumed[1]))):
+                    continue
+                subprocess.run(["scancel", job["JobId"]], env=env, timeout=30, check=True)
+                killed.append(
+                    dict(job=job["JobId"], method=method, run_dir=run_dir, step=steps[-1], log=text)
+                )
+                break
         time.sleep(0.2)
 
 
 def test_reduced_dag_through_the_slurm_profile(cluster, tmp_path):
     cfg = copy.deepcopy(REDUCED)
     # long enough to be killed between its checkpoints
-    cfg["train"].update(steps=6, checkpoint_every=1, eval_every=3)
+    cfg["train"].update(steps=10, checkpoint_every=1, eval_every=5)
     # distinct resources per rule, so a mix-up between rules would show in sbatch's requests
     cfg["resources"] = {
         "data": {"threads": 1, "mem_mb": 1500, "runtime": 10},
@@ -151,10 +174,10 @@ def test_reduced_dag_through_the_slurm_profile(cluster, tmp_path):
     }
     wd = workdir_with(tmp_path, cfg)
     declared = _declared(wd)
-    killed: dict = {}
+    killed: list[dict] = []
     stop = threading.Event()
     watcher = threading.Thread(
-        target=_kill_first_checkpointed_training,
+        target=_kill_training_twice,
         args=(cluster, wd / "results", killed, stop),
         daemon=True,
     )
@@ -164,7 +187,7 @@ def test_reduced_dag_through_the_slurm_profile(cluster, tmp_path):
     try:
         res = subprocess.run(
             [*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-d", str(wd)]
-            + ["--profile", str(REPO / "profiles" / "slurm"), "--jobs", "4"],
+            + ["--profile", str(REPO / "profiles" / "slurm"), "--jobs", "4", "--retries", "2"],
             capture_output=True,
             text=True,
             timeout=1800,
@@ -202,17 +225,29 @@ def test_reduced_dag_through_the_slurm_profile(cluster, tmp_path):
         for _, m, _ in got:
             assert any(wm <= m <= wm + 1024 for _, wm, _ in wanted), (rule, got, wanted)
 
-    # the killed training job was cancelled, submitted again, and resumed from its checkpoint
-    assert killed, "no training job was running with a checkpoint to kill"
+    # the training job killed twice was submitted again each time, and each attempt resumed from
+    # its last checkpoint: the second attempt's log (kept when it was killed) and the last one's
+    assert profile_retries() == 1, "the profile allows one resubmission; this test passes two"
+    assert len(killed) == 2, f"the training job was not killed twice: {killed}"
     states = {j["JobId"]: j["JobState"] for j in jobs}
-    assert states[killed["job"]] == "CANCELLED", states
-    method = killed["method"]
-    log = (wd / "results" / "logs" / "train" / "toy" / "arith" / method / "seed0.log").read_text()
-    resumed = re.search(r"resumed from (\S+) at step (\d+)", log)
-    assert resumed, log[-3000:]
-    summary = json.loads((killed["run_dir"] / "summary.json").read_text())
-    assert summary["steps"] >= int(resumed.group(2))
+    assert [states[k["job"]] for k in killed] == ["CANCELLED", "CANCELLED"], states
+    method = killed[0]["method"]
+    final = (wd / "results" / "logs" / "train" / "toy" / "arith" / method / "seed0.log").read_text()
+    resumed = []
+    for log in (killed[1]["log"], final):
+        # the retry's log (workflow/scripts/resumable.py rewrites it) opens with the reason when
+        # it threw the killed attempt's state away: e.g. agon's or baselines' source changed
+        # between the attempts (an edit while this test runs), which rightly starts it fresh
+        fresh = re.search(r"^.*: removing \[.*$", log, re.M)
+        assert not fresh, f"a retry of the killed {method} job started fresh: {fresh.group(0)}"
+        found = re.search(r"resumed from (\S+) at step (\d+)", log)
+        assert found, log[:1000] + "\n[...]\n" + log[-3000:]
+        resumed.append(int(found.group(2)))
+    assert killed[0]["step"] <= resumed[0] <= killed[1]["step"] <= resumed[1], (killed, resumed)
+    summary = json.loads((killed[0]["run_dir"] / "summary.json").read_text())
+    assert summary["steps"] >= resumed[1]
     print(
-        f"  scancel'd {method} training (job {killed['job']}); the retry {resumed.group(0)} "
-        f"and finished at step {summary['steps']}"
+        f"  scancel'd {method} training twice (jobs {killed[0]['job']}, {killed[1]['job']}); "
+        f"the retries resumed at steps {resumed[0]} and {resumed[1]} and finished at step "
+        f"{summary['steps']}"
     )
