@@ -27,58 +27,18 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+import agon.plan.hardware as hw
+import agon.plan.jobs as dag
+import agon.plan.memory as mm
+import agon.plan.workload as wl
 from agon.config import ablation_config
 from agon.engines.placement import Placement, place, place_eval
 from agon.evaluation.from_config import EVAL_VLLM_SHARE
 from agon.methods import BUDGET_REFERENCE, COLUMNS
 from agon.plan.dims import ModelDims, PlanError, kv_cache_bytes, param_count
 from agon.plan.flops import forward_flops, generation_flops, training_flops
-from agon.plan.hardware import (
-    ASSUMED,
-    GIB,
-    Efficiency,
-    GpuKind,
-    efficiency,
-    generation_seconds,
-    get_gpu_kind,
-    read_measurements,
-    training_seconds,
-    vllm_concurrency,
-)
 from agon.plan.hf_config import dims_from_config, load_dims
-from agon.plan.jobs import (
-    ASSUMED_LOAD_BYTES_PER_S,
-    ASSUMED_START_S,
-    ASSUMED_VLLM_WARMUP_S,
-    TABLES,
-    Chunks,
-    Job,
-    chunks,
-    jobs_for,
-    profile_retries,
-    resources,
-    target_name,
-)
 from agon.plan.lengths import MeasuredLengths, expect, read_lengths
-from agon.plan.memory import (
-    Breakdown,
-    Memory,
-    TrainShape,
-    dtype_bytes,
-    eval_memory,
-    helper_memory,
-    logits_transient,
-    train_memory,
-)
-from agon.plan.workload import (
-    TRL_SECTION,
-    TRL_VLLM_SHARE,
-    Workload,
-    duel_workload,
-    eval_workload,
-    method_row,
-    solo_workload,
-)
 
 SIGNIFICANT_BITS = {"bfloat16": 8, "float16": 11}  # a 16-bit float's significand, implicit bit in
 SECONDS_PER_HOUR = 3600.0
@@ -88,7 +48,7 @@ PRICED = ("train", "evaluate", "ablation_train", "ablation_eval")
 RESTORED = ("weights", "optimizer_states", "kahan_buffer")  # what a checkpoint gives back
 
 
-def precision_note(shape: TrainShape, learning_rate: float) -> str | None:
+def precision_note(shape: mm.TrainShape, learning_rate: float) -> str | None:
     """Where pure 16-bit weights lose AdamW's steps (``None`` with float32 masters or weights,
     or with an update that keeps them: ``train.bf16_update`` kahan or stochastic_rounding).
 
@@ -115,14 +75,14 @@ def precision_note(shape: TrainShape, learning_rate: float) -> str | None:
 class JobPlan:
     """One job's plan."""
 
-    job: Job
+    job: dag.Job
     resources: dict[str, int]
     tokens_generated: float = 0.0  # the policies' samples (rollouts, evaluation answers)
     tokens_helpers: float = 0.0  # probes' and teachers' generated tokens, counted apart
     tokens_trained: float = 0.0
     flops_generation: float = 0.0
     flops_training: float = 0.0
-    memory: Memory | None = None
+    memory: mm.Memory | None = None
     seconds: float | None = 0.0
     gpus_held: int = 0  # the resources row's GPUs, and a server's GPU each
     gpus_used: int = 0  # those the placement puts something on
@@ -131,7 +91,7 @@ class JobPlan:
     assumed: bool = False
     concurrency: dict[str, float] = field(default_factory=dict)  # phase -> sequences in flight
     kv_room: dict[str, float] = field(default_factory=dict)  # engine -> bytes of KV room
-    chunks: Chunks | None = None
+    chunks: dag.Chunks | None = None
     flags: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # said once for the plan
@@ -161,14 +121,14 @@ class PlanContext:
         fsdp: bool = False,
     ) -> None:
         self.config = config
-        self.kind = get_gpu_kind(gpu)
+        self.kind = hw.get_gpu_kind(gpu)
         self.lengths = lengths
-        self.measurements = read_measurements(measurements_dir)
+        self.measurements = hw.read_measurements(measurements_dir)
         self.families = {f["name"]: f for f in config["families"]}
         self.tasks = {t["name"]: t for t in config["tasks"]}
         self.references: dict[tuple[str, str], dict] = {}
         self.fsdp = fsdp
-        self.retries = profile_retries()
+        self.retries = dag.profile_retries()
 
     @cache  # noqa: B019 (one context per plan call; the cache dies with it)
     def dims(self, family: str, key: str, model: str | None = None) -> ModelDims:
@@ -219,9 +179,9 @@ class PlanContext:
         )
 
     @cache  # noqa: B019 (as above: one context per plan call)
-    def efficiency(self, kind: str, engine: str, dims: ModelDims) -> Efficiency:
+    def efficiency(self, kind: str, engine: str, dims: ModelDims) -> hw.Efficiency:
         """The efficiencies of ``dims`` on ``engine`` and GPU ``kind`` (agon.plan.hardware)."""
-        return efficiency(kind, engine, dims, self.measurements)
+        return hw.efficiency(kind, engine, dims, self.measurements)
 
 
 @dataclass
@@ -259,7 +219,7 @@ class Plan:
 # ----------------------------------------------------------------------------- a job's work
 
 
-def _duel_agon(config: dict, job: Job) -> dict:
+def _duel_agon(config: dict, job: dag.Job) -> dict:
     """The ``agon`` section a duel job runs with (an ablation variant's changes applied). A
     duel method's own settings (agon_independent's reward scheme) change no work: its drafts
     and reads follow the section's ``num_reads`` and ``role_schedule``."""
@@ -273,44 +233,44 @@ def _reference(ctx: PlanContext, fam: dict, task: dict) -> dict:
     key = (fam["name"], task["name"])
     if key not in ctx.references:
         e = expect(fam, task["name"], ctx.lengths)
-        ref = duel_workload(
+        ref = wl.duel_workload(
             ctx.config, ctx.config["agon"], fam, task, e, ctx.lengths, BUDGET_REFERENCE
         )
         ctx.references[key] = ref.spend
     return ctx.references[key]
 
 
-def _workload(ctx: PlanContext, job: Job) -> Workload:
+def _workload(ctx: PlanContext, job: dag.Job) -> wl.Workload:
     """The work of a train or evaluate job (agon.plan.workload)."""
     fam, task = ctx.families[job.family], ctx.tasks[job.task]
     e = expect(fam, task["name"], ctx.lengths)
     if job.rule in ("evaluate", "ablation_eval"):
-        return eval_workload(ctx.config, fam, task, e, ctx.lengths, job.system)
-    if job.rule == "ablation_train" or method_row(job.method).runs == "duel":
-        return duel_workload(
+        return wl.eval_workload(ctx.config, fam, task, e, ctx.lengths, job.system)
+    if job.rule == "ablation_train" or wl.method_row(job.method).runs == "duel":
+        return wl.duel_workload(
             ctx.config, _duel_agon(ctx.config, job), fam, task, e, ctx.lengths, job.method
         )
     ref = _reference(ctx, fam, task) if ctx.config["train"]["budget"]["match"] != "steps" else None
-    return solo_workload(ctx.config, fam, task, e, ctx.lengths, job.method, ref)
+    return wl.solo_workload(ctx.config, fam, task, e, ctx.lengths, job.method, ref)
 
 
-def _models(ctx: PlanContext, job: Job, w: Workload) -> dict[str, ModelDims]:
+def _models(ctx: PlanContext, job: dag.Job, w: wl.Workload) -> dict[str, ModelDims]:
     """The dims of every model the job's work names (A, B, and its helpers)."""
     keys = {g.model for g in w.generations} | {t.model for t in w.trainings}
     keys |= {s.model for s in w.scorings} | {"A", "B"}
     return {k: ctx.dims(job.family, k, w.models.get(k)) for k in keys}
 
 
-def _runs(job: Job) -> str:
+def _runs(job: dag.Job) -> str:
     """How a training job runs (agon.registry.RUNS); an ablation variant is a duel."""
-    return "duel" if job.rule == "ablation_train" else method_row(job.method).runs
+    return "duel" if job.rule == "ablation_train" else wl.method_row(job.method).runs
 
 
-def _train_shape(ctx: PlanContext, job: Job, fam: dict, w: Workload) -> TrainShape:
+def _train_shape(ctx: PlanContext, job: dag.Job, fam: dict, w: wl.Workload) -> mm.TrainShape:
     """What a training job's memory depends on: its micro-batch (TRL's for GRPO, which falls
     back to the whole step when micro_batch_size holds no whole group), its longest prompt,
     precision, checkpointing, reference model and rollout engine."""
-    tr, grpo = ctx.config["train"], ctx.config.get(TRL_SECTION) or {}
+    tr, grpo = ctx.config["train"], ctx.config.get(wl.TRL_SECTION) or {}
     trl = _runs(job) == "trl"
     mb = tr["micro_batch_size"]
     if trl:  # baselines.grpo's batch_shape: divides the step's completions, holds whole groups
@@ -321,8 +281,8 @@ def _train_shape(ctx: PlanContext, job: Job, fam: dict, w: Workload) -> TrainSha
         mb = mb if mb >= g else total
     longest = max((t.prompt for t in w.trainings), default=0.0)
     engine = ("vllm" if grpo.get("use_vllm") else "hf") if trl else tr["backend"]
-    share = (grpo.get("extra") or {}).get("vllm_gpu_memory_utilization", TRL_VLLM_SHARE)
-    return TrainShape(
+    share = (grpo.get("extra") or {}).get("vllm_gpu_memory_utilization", wl.TRL_VLLM_SHARE)
+    return mm.TrainShape(
         dtype=fam["dtype"],
         master_dtype=tr.get("master_dtype"),
         micro_batch=int(mb),
@@ -338,16 +298,18 @@ def _train_shape(ctx: PlanContext, job: Job, fam: dict, w: Workload) -> TrainSha
     )
 
 
-def _placement(ctx: PlanContext, job: Job, w: Workload, shape: TrainShape | None) -> Placement:
+def _placement(
+    ctx: PlanContext, job: dag.Job, w: wl.Workload, shape: mm.TrainShape | None
+) -> Placement:
     """Where the job's parts sit: an evaluation's engines (place_eval), a training job's
     policies, optimizers, engines and helpers (place), as the trainer builds them."""
-    fam, gpus = ctx.families[job.family], resources(ctx.config, job)["gpus"]
+    fam, gpus = ctx.families[job.family], dag.resources(ctx.config, job)["gpus"]
     if shape is None:
         col = COLUMNS[job.system]
         same = not col.train and fam["model_a"]["model"] == fam["model_b"]["model"]
         used = sorted({g.model for g in w.generations})
         return place_eval(used[:1] if same else used, ctx.config["eval"].get("backend", "hf"), gpus)
-    runs, grpo = _runs(job), ctx.config.get(TRL_SECTION) or {}
+    runs, grpo = _runs(job), ctx.config.get(wl.TRL_SECTION) or {}
     if runs == "trl":
         url = grpo.get("vllm_server_base_url") if grpo.get("vllm_mode") == "server" else None
         servers = {"A": url, "B": url}
@@ -361,26 +323,30 @@ def _placement(ctx: PlanContext, job: Job, w: Workload, shape: TrainShape | None
 
 
 def _memory(
-    ctx: PlanContext, job: Job, w: Workload, models: dict[str, ModelDims], shape: TrainShape | None
-) -> Memory:
+    ctx: PlanContext,
+    job: dag.Job,
+    w: wl.Workload,
+    models: dict[str, ModelDims],
+    shape: mm.TrainShape | None,
+) -> mm.Memory:
     """The job's memory (agon.plan.memory) under its placement, the helpers the workload holds
     included (Cliff's two teacher engines, OPD's teacher, GAR's float32 logit chunks)."""
     fam = ctx.families[job.family]
     where = _placement(ctx, job, w, shape)
     cap = ctx.kind.memory_bytes if where.gpus else None
     if shape is None:
-        return eval_memory(
+        return mm.eval_memory(
             models, where, w.generations, fam["dtype"], fam["max_new_tokens"], cap, EVAL_VLLM_SHARE
         )
     helpers = [
-        helper_memory(models[r.model], fam["dtype"], r.rows, r.context, r.generates)
+        mm.helper_memory(models[r.model], fam["dtype"], r.rows, r.context, r.generates)
         for r in w.residents
     ]
     extra = None
     for t in w.logits:
-        b = logits_transient(t.name, t.tokens, t.vocab_chunk)
+        b = mm.logits_transient(t.name, t.tokens, t.vocab_chunk)
         extra = b if extra is None else extra.plus(b)
-    return train_memory(models, shape, where, cap, helpers, extra)
+    return mm.train_memory(models, shape, where, cap, helpers, extra)
 
 
 # ----------------------------------------------------------------------------- its time
@@ -388,17 +354,17 @@ def _memory(
 
 def price(
     ctx: PlanContext,
-    job: Job,
-    w: Workload,
+    job: dag.Job,
+    w: wl.Workload,
     models: dict[str, ModelDims],
     p: JobPlan,
-    shape: TrainShape | None,
+    shape: mm.TrainShape | None,
 ) -> None:
     """Tokens, FLOPs and seconds of the job's phases into ``p``."""
     tr = ctx.config["train"]
     dtype = ctx.families[job.family]["dtype"]
     device = ctx.kind.name if p.resources["gpus"] else "cpu"
-    kind = ctx.kind if device != "cpu" else get_gpu_kind("cpu")
+    kind = ctx.kind if device != "cpu" else hw.get_gpu_kind("cpu")
     seconds: float | None = 0.0
     for g in w.generations:
         d = models[g.model]
@@ -410,18 +376,19 @@ def price(
             p.tokens_generated += g.sequences * g.completion
         p.lengths.append(f"{g.what}: {g.completion:.0f} tokens ({g.source})")
         rows = float(g.rows)
-        b = dtype_bytes(dtype, d.checkpoint_dtype)
+        b = mm.dtype_bytes(dtype, d.checkpoint_dtype)
         room = kv_cache_bytes(d, b, int(g.prompt + g.completion), int(rows))
         if g.engine == "vllm" and p.resources["gpus"]:
             share = shape.vllm_share if shape else EVAL_VLLM_SHARE
-            rows, room = vllm_concurrency(
+            rows, room = hw.vllm_concurrency(
                 d, share, ctx.kind.memory_bytes or 0.0, dtype, g.prompt, g.completion
             )
             if not rows:
                 longest = int(g.prompt + g.completion)
+                cap = ctx.kind.memory_bytes / hw.GIB
                 p.flags.append(
-                    f"{g.what}: vLLM's share ({share:g} x {ctx.kind.memory_bytes / GIB:.1f} GiB) "
-                    f"leaves {room / GIB:.1f} GiB for KV cache, under one {longest}-token "
+                    f"{g.what}: vLLM's share ({share:g} x {cap:.1f} GiB) "
+                    f"leaves {room / hw.GIB:.1f} GiB for KV cache, under one {longest}-token "
                     "sequence: raise vllm_gpu_memory_utilization or use a smaller model"
                 )
                 rows = 1.0
@@ -434,13 +401,13 @@ def price(
             p.notes.append(f"no time estimate: {err}")
             seconds = None
             continue
-        s = generation_seconds(
+        s = hw.generation_seconds(
             d, kind, sequences=g.sequences, prompt=g.prompt, completion=g.completion,
             concurrency=rows, dtype=dtype, decode_eff=eff.decode, compute_eff=eff.compute,
         )  # fmt: skip
         seconds = None if seconds is None else seconds + s
         p.throughput.append(f"{g.what}: {eff.generation_label}")
-        p.assumed |= ASSUMED in eff.generation_label
+        p.assumed |= hw.ASSUMED in eff.generation_label
         p.phases.append({"phase": g.what, "kind": "generate", "flops": flops, "seconds": s})
     gc = shape.gradient_checkpointing if shape else False
     engine = shape.engine if shape else "hf"
@@ -462,7 +429,7 @@ def price(
 def _train_time(
     ctx: PlanContext,
     device: str,
-    kind: GpuKind,
+    kind: hw.GpuKind,
     engine: str,
     what: str,
     d: ModelDims,
@@ -477,9 +444,9 @@ def _train_time(
     except PlanError as err:
         p.notes.append(f"no time estimate: {err}")
         return None
-    s = training_seconds(flops, kind, eff.train)
+    s = hw.training_seconds(flops, kind, eff.train)
     p.throughput.append(f"{what}: {eff.training_label}")
-    p.assumed |= ASSUMED in eff.training_label
+    p.assumed |= hw.ASSUMED in eff.training_label
     p.phases.append({"phase": what, "kind": "train", "flops": flops, "seconds": s})
     return None if seconds is None else seconds + s
 
@@ -496,13 +463,17 @@ def _restart_seconds(p: JobPlan, models: dict[str, ModelDims], dtype: str) -> fl
         elif part.kind in ("engine", "helpers") and part.engine != "live":
             d = models.get(part.model)
             if d is not None:
-                loaded += param_count(d) * dtype_bytes(dtype, d.checkpoint_dtype)
+                loaded += param_count(d) * mm.dtype_bytes(dtype, d.checkpoint_dtype)
             loaded += sum(v for k, v in comps if k == "helper_weights")
             vllm += part.engine == "vllm"
-    return ASSUMED_START_S + loaded / ASSUMED_LOAD_BYTES_PER_S + vllm * ASSUMED_VLLM_WARMUP_S
+    return (
+        dag.ASSUMED_START_S
+        + loaded / dag.ASSUMED_LOAD_BYTES_PER_S
+        + vllm * dag.ASSUMED_VLLM_WARMUP_S
+    )
 
 
-def _complete(ctx: PlanContext, p: JobPlan, w: Workload, models: dict[str, ModelDims]) -> None:
+def _complete(ctx: PlanContext, p: JobPlan, w: wl.Workload, models: dict[str, ModelDims]) -> None:
     """A job longer than its runtime row: how it completes (agon.plan.jobs.chunks), its
     restarts and redone work added to its time."""
     limit = p.resources["runtime"] * SECONDS_PER_MINUTE
@@ -516,7 +487,7 @@ def _complete(ctx: PlanContext, p: JobPlan, w: Workload, models: dict[str, Model
         steps = sum(p.steps.values()) if _runs(p.job) == "trl" else max(p.steps.values())
         interval = p.seconds / steps * every if every else math.inf
     restart = _restart_seconds(p, models, ctx.families[p.job.family]["dtype"])
-    p.chunks = chunks(p.seconds, limit, interval, restart)
+    p.chunks = dag.chunks(p.seconds, limit, interval, restart)
     p.seconds += p.chunks.extra
 
 
@@ -532,14 +503,14 @@ def check(ctx: PlanContext, p: JobPlan) -> None:
         for name, b in mem.devices.items():
             if b.total > cap:
                 top = sorted(b.components.items(), key=lambda kv: -kv[1])[:3]
-                parts = ", ".join(f"{k} {v / GIB:.1f}" for k, v in top)
+                parts = ", ".join(f"{k} {v / hw.GIB:.1f}" for k, v in top)
                 p.flags.append(
-                    f"memory: {name} holds {b.total / GIB:.1f} GiB > {ctx.kind.name}'s "
-                    f"{cap / GIB:.1f} GiB ({mem.placement.how}; largest: {parts} GiB)"
+                    f"memory: {name} holds {b.total / hw.GIB:.1f} GiB > {ctx.kind.name}'s "
+                    f"{cap / hw.GIB:.1f} GiB ({mem.placement.how}; largest: {parts} GiB)"
                 )
     if mem is not None and mem.host > res["mem_mb"] * BYTES_PER_MB:
         p.flags.append(
-            f"host memory: {mem.host / GIB:.1f} GiB > resources.{row}.mem_mb {res['mem_mb']} MB"
+            f"host memory: {mem.host / hw.GIB:.1f} GiB > resources.{row}.mem_mb {res['mem_mb']} MB"
         )
     c = p.chunks
     if c is not None:
@@ -573,9 +544,9 @@ def check(ctx: PlanContext, p: JobPlan) -> None:
 # ----------------------------------------------------------------------------- the plan
 
 
-def _job_plan(ctx: PlanContext, job: Job) -> JobPlan:
+def _job_plan(ctx: PlanContext, job: dag.Job) -> JobPlan:
     """One job's plan: its work, placement, memory, price, how it completes and its flags."""
-    p = JobPlan(job, resources(ctx.config, job))
+    p = JobPlan(job, dag.resources(ctx.config, job))
     if job.rule not in PRICED:
         p.notes.append("no model compute planned (data, toy pretraining, reports: CPU minutes)")
         return p
@@ -616,10 +587,11 @@ def plan(
     the training jobs as launched by accelerate with FSDP2, one process per GPU of their row."""
     lengths = read_lengths(lengths_from) if lengths_from else MeasuredLengths()
     ctx = PlanContext(config, gpu, lengths, measurements_dir, fsdp)
-    jobs = jobs_for(config, target)
-    name = target_name(target)
+    jobs = dag.jobs_for(config, target)
+    name = dag.target_name(target)
     tables = {
-        t: {j.output for j in jobs_for(config, t)} for t in (TABLES if name == "all" else (name,))
+        t: {j.output for j in dag.jobs_for(config, t)}
+        for t in (dag.TABLES if name == "all" else (name,))
     }
     return Plan(
         gpu,
@@ -631,6 +603,6 @@ def plan(
     )
 
 
-def breakdown_gib(b: Breakdown) -> dict[str, float]:
+def breakdown_gib(b: mm.Breakdown) -> dict[str, float]:
     """A breakdown in GiB, largest first (for printing)."""
-    return {k: v / GIB for k, v in sorted(b.components.items(), key=lambda kv: -kv[1])}
+    return {k: v / hw.GIB for k, v in sorted(b.components.items(), key=lambda kv: -kv[1])}

@@ -18,8 +18,8 @@ from collections import defaultdict
 from dataclasses import asdict
 from typing import Any
 
-from agon.plan import hardware as hw
-from agon.plan import jobs as dag
+import agon.plan.hardware as hw
+import agon.plan.jobs as dag
 from agon.plan.planner import SECONDS_PER_HOUR, JobPlan, Plan, breakdown_gib
 
 GIB, HOUR = hw.GIB, SECONDS_PER_HOUR
@@ -279,7 +279,7 @@ def _groups(p: Plan) -> dict[str, dict[str, list[tuple[str, list[JobPlan]]]]]:
     for j in p.jobs:
         jb = j.job
         if j.memory is None:
-            out[jb.rule][""][()].append(j)
+            out["no model compute"][""][()].append(j)
             continue
         where = " ".join(x for x in (jb.family, jb.task, jb.variant) if x)
         out[jb.rule][where][_cells(j)].append(j)
@@ -307,7 +307,7 @@ def _total_lines(p: Plan, kinds: dict[str, Plan]) -> list[str]:
             f"{_si(s['flops_generation'] + s['flops_training']):>7} "
             f"{s['peak_memory_per_gpu'] / GIB:>8.1f} {s['flagged']:>8}"
         )
-    if len(kinds) > 1:
+    if len(kinds) > 1 and any(j.gpus_held for j in p.jobs):
         lines.append(f"{'on each GPU kind (all)':24}")
         for k, q in kinds.items():
             s, mem = q.totals(), hw.GPU_KINDS[k].memory_bytes
@@ -338,11 +338,12 @@ def _flag_lines(p: Plan) -> list[str]:
         if j.chunks is not None:
             worst[RETRIES] = max(worst[RETRIES], j.chunks.count)
             worst[NEVER] = max(worst[NEVER], j.chunks.interval / HOUR)
-    units = {MEMORY: "{:.1f} GiB", RETRIES: "{:.0f} runs", NEVER: "a checkpoint every {:.1f} h"}
+    said = {MEMORY: "up to {:.1f} GiB", RETRIES: "up to {:.0f} runs"}
+    said[NEVER] = "checkpoints up to {:.1f} h apart"
     for kind, who in by.items():
-        top = f" (up to {units[kind].format(worst[kind])})" if kind in worst else ""
-        names = ", ".join(f"{w} x{n}" for w, n in who.items())
-        lines += _wrap(f"{kind}{top}: {sum(who.values())}: {names}", "  ", "      ")
+        top = f", {said[kind].format(worst[kind])}" if kind in worst else ""
+        names = ", ".join(f"{w} {n}" for w, n in who.items())
+        lines += _wrap(f"{kind}: {sum(who.values())} jobs{top}: {names}", "  ", "      ")
     return lines
 
 
