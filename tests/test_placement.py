@@ -233,6 +233,7 @@ def test_planned_memory_per_gpu_is_the_sum_of_the_placed_parts(gpus, fsdp):
         one = next(j for j in unsharded if j.job.label == duel.job.label).memory.devices["GPU 0"]
         assert step["A.weights"] == pytest.approx(one.components["A.weights"] / gpus)
         assert {"A.vllm_reserved", "B.vllm_reserved"} <= set(step)
+        assert any(f"{gpus} ranks share each step's problems" in n for n in duel.notes)
 
 
 def test_server_mode_and_grpo_are_priced_where_they_sit():

@@ -569,6 +569,9 @@ def _job_plan(ctx: PlanContext, job: dag.Job) -> JobPlan:
         p.gpus_held = p.resources["gpus"] + where.server_gpus
         p.gpus_used = len(where.used) + where.server_gpus
     price(ctx, job, w, models, p, shape)
+    if (ranks := p.memory.placement.processes) > 1 and p.seconds:  # each rank: 1/ranks of a step
+        p.seconds /= ranks
+        p.notes.append(f"{ranks} ranks share each step's problems (communication not priced)")
     _complete(ctx, p, w, models)
     check(ctx, p)
     return p
