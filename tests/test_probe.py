@@ -290,6 +290,22 @@ def test_duel_resume_rewrites_the_final_evaluation_once(tmp_path):
     assert [strip(r) for r in after] == [strip(r) for r in before]
 
 
+def test_a_resumed_run_gives_engines_with_their_own_weights_the_checkpoints(tmp_path):
+    """A rollout engine that holds its own copy of the weights (vLLM) is handed the weights the
+    checkpoint restored before the first resumed step: else that step would sample from the
+    base model (a colocated engine) or the last weights pushed before the kill (a server)."""
+    s = _duel_settings(steps=2)
+    task = HardParityTask()
+    loop.train(task, tiny_policies("qwen3", tmp_path / "m", s), s, tmp_path / "run", duel.duel_step)
+    policies = tiny_policies("qwen3", tmp_path / "m", s)
+    synced: list[str] = []
+    for name, policy in policies.items():
+        policy.engine.sync_weights = lambda model, name=name: synced.append(name)
+    # a rerun of the finished run restores its last checkpoint; the engines get its weights
+    loop.train(task, policies, s, tmp_path / "run", duel.duel_step)
+    assert synced[:2] == ["A", "B"]
+
+
 # ----------------------------------------------------------------------------- GRPO baseline
 
 

@@ -119,6 +119,8 @@ def train(
     last = ckpt.latest_checkpoint(out_dir / "checkpoints")
     if last is not None:
         state = ckpt.load_checkpoint(last, policies, accelerator=acc)
+        for policy in policies.values():  # an engine with its own weights (vLLM) samples these
+            policy.sync_engine()
         stream.load_state_dict(state["data"])
         start = state["step"]
         log.info("resumed from %s at step %d", last, start)
