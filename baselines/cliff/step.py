@@ -1,14 +1,13 @@
 """One Cliff training step: GRPO (:func:`agon.rl.grpo_step`) with per-token advantages.
 
-Each model trains alone on the policy-gradient core, whose functions this step calls
-unchanged: :func:`~agon.rl.solo_rollout` (G samples per problem, seeded per problem, graded,
-reward = correctness, GRPO's group-normalized advantage) and :func:`~agon.rl.finish_step`
-(:func:`~agon.rl.update`: micro-batches, global normalizers, the clipped loss). The one step
-added between advantage and update: the teacher marks the first mistake of every wrong sample
-(:mod:`baselines.cliff.teacher`), its character offset becomes a token index
-(:func:`baselines.cliff.steps.char_to_token`), and each sample's advantage becomes a row of
-per-token advantages (:mod:`baselines.cliff.advantages`), which ``update`` hands to
-:func:`agon.loss.policy_loss` as a ``(B, T)`` tensor.
+Each model trains alone on the core's single-model step, :func:`agon.rl.solo_step` (G samples
+per problem, seeded per problem, graded, reward = correctness, GRPO's group-normalized
+advantage, then :func:`~agon.rl.update`: micro-batches, global normalizers, the clipped loss).
+Its one hook (:func:`cliff_hooks`, ``train_on``), between advantage and update: the teacher
+marks the first mistake of every wrong sample (:mod:`baselines.cliff.teacher`), its character
+offset becomes a token index (:func:`baselines.cliff.steps.char_to_token`), and each sample's
+advantage becomes a row of per-token advantages (:mod:`baselines.cliff.advantages`), which
+``update`` hands to :func:`agon.loss.policy_loss` as a ``(B, T)`` tensor.
 
 :func:`cliff_step` takes the core's step arguments (and its teachers), so
 :func:`agon.training.loop.train` runs it as its step, on one process or several.
@@ -30,7 +29,7 @@ from baselines.cliff.advantages import padded_token_advantages
 from baselines.cliff.steps import char_to_token
 from baselines.cliff.teacher import Marks
 
-# metrics of one model's step, besides GRPO's drafter keys (agon.rl.solo_rollout)
+# metrics of one model's step, besides GRPO's drafter keys (agon.rl.solo_rollout's)
 WRONG = "{model}/cliff/wrong"  # wrong samples (the ones a teacher is asked about)
 LOCATED = "{model}/cliff/located"  # share of wrong samples whose first mistake was found
 MISTAKE_AT = "{model}/cliff/mistake_at"  # mean place of the mistake in a located sample, 0..1

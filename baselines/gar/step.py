@@ -1,11 +1,9 @@
 """One GAR training step: GRPO (:func:`agon.rl.grpo_step`) with a gradient-alignment reward.
 
-Each model trains alone on the policy-gradient core, whose functions this step calls
-unchanged: :func:`~agon.rl.solo_rollout` (G samples per problem, seeded per problem, graded,
-GRPO's group-normalized advantage of the reward) and :func:`~agon.rl.finish_step`
-(:func:`~agon.rl.update`). The one step added between grading and advantage, as the rollout's
-``reward_fn``:
-each sample's cosine with its problem's anchor (:func:`score_rollouts`: one extra no-grad
+Each model trains alone on the core's single-model step, :func:`agon.rl.solo_step` (G samples
+per problem, seeded per problem, graded, GRPO's group-normalized advantage of the reward, then
+:func:`~agon.rl.update`). Its one hook (:func:`gar_hooks`, ``reward``), between grading and
+advantage: each sample's cosine with its problem's anchor (:func:`score_rollouts`: one extra no-grad
 forward of the policy's backbone over the anchors and the samples, then
 :func:`baselines.gar.gradients.problem_cosines` per problem), which makes the reward
 ``correct + weight * f(cosine)`` (:mod:`baselines.gar.reward`).

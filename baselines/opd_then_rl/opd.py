@@ -1,9 +1,10 @@
 """The OPD phase of OPD-then-RL: on-policy distillation by per-token reverse KL to a teacher.
 
-The student samples (the same rollout as the RL phase, :func:`agon.rl.solo_rollout`; the grade
-is only a metric here), the frozen teacher scores the student's own
-tokens, and the student is updated with the core's loss and update (:func:`agon.rl.update`,
-:func:`agon.loss.policy_loss`) on **per-token advantages**
+The student samples (the same rollout as the RL phase: the core's single-model step,
+:func:`agon.rl.solo_step`; the grade is only a metric here), the frozen teacher scores the
+student's own tokens, and the student is updated with the core's loss and update
+(:func:`agon.rl.update`, :func:`agon.loss.policy_loss`) on **per-token advantages** (the step's
+one hook, :func:`opd_hooks`, ``train_on``)
 
     A[i, t] = log pi_teacher(y_t | x, y_<t) - log pi_student_old(y_t | x, y_<t)
 
