@@ -118,12 +118,15 @@ def test_memory_limit_is_a_parameter():
     assert run_program(code, memory_mb=1024, timeout_s=10).status == "ok"
 
 
-def test_environment_is_scrubbed_and_dir_is_fresh_and_removed():
+def test_environment_is_scrubbed_and_dir_is_fresh_and_removed(tmp_path, monkeypatch):
     code = (
         "import os, json\n"
         "print(json.dumps({'env': dict(os.environ), 'cwd': os.getcwd(),"
         " 'files': os.listdir('.')}))\n"
     )
+    # the sandboxes' folders go to a temp dir of this test's own: another process's sandboxes
+    # (a workflow evaluating code beside the tests) must not count as left behind
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "agon-sbx-*")))
     a = json.loads(run_program(code).stdout)
     b = json.loads(run_program(code).stdout)
