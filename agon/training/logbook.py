@@ -213,18 +213,15 @@ def combine_ranks(
         return dict(rows[0])
     declared = declared or Declared()
     out: dict[str, Any] = {}
-    names = list(dict.fromkeys(k for r in rows for k in r))
-    missing = declared.undeclared(names)
+    found = {k: declared.find(k) for r in rows for k in r}  # each key's declaration, once
+    missing = [k for k, f in found.items() if f is None]
     if missing:
         raise KeyError(
             f"metrics keys {missing} are not declared: declare each with how processes combine "
             "it (agon.training.metrics.Key), in KEYS or in the trainer's own keys"
         )
-    for k in names:
+    for k, (decl, names_in) in found.items():  # type: ignore[misc]
         vals = [r[k] for r in rows if k in r]
-        found = declared.find(k)
-        assert found is not None
-        decl, names_in = found
         if decl.combine == "first" or not all(isinstance(v, (int, float)) for v in vals):
             out[k] = vals[0]
         elif decl.combine == "sum":
