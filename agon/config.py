@@ -161,30 +161,61 @@ def _ablation_problems(config: dict) -> list[str]:
 CONTROL_FAMILY = "control"  # the family row of the positive control's base models
 
 
-def control_config(config: dict, models: str, scheme: str | None = None) -> dict:
-    """The config the positive control's jobs run with (``control`` section): the toy section,
-    train, agon and eval with the control's changes merged in, one family ``control`` whose
-    models are ``{models}/A`` and ``{models}/B`` (the first toy family's row otherwise), the
-    control's task row alone, and, for a scheme's runs, ``agon.reward.scheme`` set to it.
-    Validated as a whole config."""
+CONTROL_ARMS = ("drafter", "curriculum")  # arm 1 (results/control.csv) and arm 2
+CONTROL_KEPT = ("out_dir", "figures_dir", "cpu_kernels", "grading", "resources")  # not the world
+
+
+CONTROL_DIRECTIONS = {"AB": ("a", "b"), "BA": ("b", "a")}  # direction -> (drafter, reader) rows
+
+
+def control_stage(config: dict, stage: str) -> tuple[str | None, float | None]:
+    """(scheme, learning rate) of a control stage: ``base`` (none), a scheme (the section's
+    rate), or ``lr{i}``: independent at the pilot's i-th learning rate."""
+    if stage == "base":
+        return None, None
+    if stage.startswith("lr") and stage[2:].isdigit():
+        rates = config["control"]["pilot"]["learning_rates"]
+        i = int(stage[2:])
+        if i >= len(rates):
+            raise ConfigError(f"control.pilot.learning_rates has no entry {i}: {rates}")
+        return "independent", float(rates[i])
+    return stage, None
+
+
+def control_config(
+    config: dict,
+    models: str,
+    scheme: str | None = None,
+    arm: str = "drafter",
+    learning_rate: float | None = None,
+) -> dict:
+    """The config the positive control's jobs run with: the ``control`` section's own task,
+    family, toy, train, agon and eval over the schema's defaults (arm ``curriculum``: with its
+    changes merged in), one family ``control`` whose models are ``{models}/A`` and
+    ``{models}/B``, and of the rest only what is not the world (where results go, the CPU
+    kernels, grading, resources). Table 1's sections never reach it, so changing table 1's world
+    leaves the control as it was. A scheme's runs get ``agon.reward.scheme``; ``learning_rate``
+    replaces ``train.learning_rate`` (the pilot's sweep). Validated as a whole config."""
+    if arm not in CONTROL_ARMS:
+        raise ConfigError(f"control: no arm {arm!r}; arms: {list(CONTROL_ARMS)}")
     ctl = config["control"]
-    toy_rows = [f for f in config["families"] if f.get("toy")]
-    if not toy_rows:
-        raise ConfigError("control: the config has no toy family to build the control's row from")
-    fam = copy.deepcopy(toy_rows[0]) | {"name": CONTROL_FAMILY}
-    fam.pop("teacher", None)
-    for row in ("a", "b"):
-        fam[f"model_{row}"] = {**fam[f"model_{row}"], "model": f"{models}/{row.upper()}"}
-    tasks = [r for r in config["tasks"] if r["name"] == ctl["task"]]
-    if not tasks:
-        raise ConfigError(f"control.task {ctl['task']!r} is not a task row of the config")
-    out = {k: copy.deepcopy(v) for k, v in config.items() if k not in ("control", "ablations")}
-    out |= {"families": [fam], "tasks": tasks, "methods": ["agon"]}
-    for section in ("toy", "train", "agon", "eval"):
-        out[section] = deep_merge(config[section], ctl.get(section) or {})
+    sections = {s: copy.deepcopy(ctl.get(s) or {}) for s in ("toy", "train", "agon", "eval")}
+    if arm == "curriculum":
+        changes = ctl.get("curriculum") or {}
+        sections = {s: deep_merge(v, changes.get(s) or {}) for s, v in sections.items()}
+    fam = {**copy.deepcopy(ctl["family"]), "name": CONTROL_FAMILY, "toy": True}
+    fam |= {f"model_{r}": {"model": f"{models}/{r.upper()}"} for r in ("a", "b")}
+    out = {k: copy.deepcopy(config[k]) for k in CONTROL_KEPT if k in config}
+    out |= {"families": [fam], "tasks": [copy.deepcopy(ctl["task"])], "methods": ["agon"]}
+    out |= sections
     if scheme is not None:
         out["agon"] = deep_merge(out["agon"], {"reward": {"scheme": scheme}})
-    return validate_config(out)
+    if learning_rate is not None:
+        out["train"]["learning_rate"] = float(learning_rate)
+    try:
+        return validate_config(out)
+    except ConfigError as err:
+        raise ConfigError(f"control ({arm}): {err}") from None
 
 
 def ablation_config(config: dict, variant: str) -> dict:

@@ -115,34 +115,36 @@ class Layout:
         stem = f"{self.out_dir}/{name}"
         return TableFiles(f"{stem}.csv", f"{stem}.md", f"{stem}.provenance.json")
 
-    # results/control.csv: the positive control (the control section)
-    def control_dir(self) -> str:
-        return f"{self.out_dir}/control"
+    # results/control*.csv: the positive control (the control section), one folder per arm
+    # (``drafter``: arm 1 and its pilot; ``curriculum``: arm 2). A stage is ``base`` (the
+    # untrained pair), a scheme, or ``lr{i}`` (the pilot's independent at its i-th rate).
+    def control_dir(self, arm: str) -> str:
+        return f"{self.out_dir}/control/{arm}"
 
-    def control_models(self) -> str:
-        """`agon toy pretrain --out` of the control world: A/, B/, report.json."""
-        return f"{self.control_dir()}/models"
+    def control_models(self, arm: str) -> str:
+        """`agon toy pretrain --out` of an arm's world: A/, B/, report.json."""
+        return f"{self.control_dir(arm)}/models"
 
-    def control_snapshot(self, stage: str) -> str:
-        """The control's config: ``pretrain``, ``eval``, or a scheme's (its training)."""
-        return f"{self.control_dir()}/config/{stage}.yaml"
+    def control_snapshot(self, arm: str, stage: str) -> str:
+        """An arm's config: ``base`` (its pretrain and evaluations) or a stage's (its runs)."""
+        return f"{self.control_dir(arm)}/config/{stage}.yaml"
 
-    def control_train_dir(self, scheme: str, seed: int | str) -> str:
-        return f"{self.control_dir()}/train/{scheme}/seed{seed}"
+    def control_train_dir(self, arm: str, stage: str, seed: int | str) -> str:
+        return f"{self.control_dir(arm)}/train/{stage}/seed{seed}"
 
-    def control_train_summary(self, scheme: str, seed: int | str) -> str:
-        return f"{self.control_train_dir(scheme, seed)}/summary.json"
+    def control_train_summary(self, arm: str, stage: str, seed: int | str) -> str:
+        return f"{self.control_train_dir(arm, stage, seed)}/summary.json"
 
-    def control_eval_dir(self, scheme: str, measure: str, seed: int | str) -> str:
-        """A control measure's evaluation: ``cascade`` or ``robust`` of a scheme's pair, or of
-        the base pair (scheme ``base``)."""
-        return f"{self.control_dir()}/eval/{scheme}/{measure}/seed{seed}"
+    def control_eval_dir(self, arm: str, stage: str, measure: str, seed: int | str) -> str:
+        """A control measure of a stage's pair (``cascade_AB``: A drafts, B reads;
+        ``robust_AB``: that direction's reader, B, on the fixed hidden-error drafts)."""
+        return f"{self.control_dir(arm)}/eval/{stage}/{measure}/seed{seed}"
 
-    def control_eval_summary(self, scheme: str, measure: str, seed: int | str) -> str:
-        return f"{self.control_eval_dir(scheme, measure, seed)}/summary.json"
+    def control_eval_summary(self, arm: str, stage: str, measure: str, seed: int | str) -> str:
+        return f"{self.control_eval_dir(arm, stage, measure, seed)}/summary.json"
 
-    def control_eval_samples(self, scheme: str, measure: str, seed: int | str) -> str:
-        return f"{self.control_eval_dir(scheme, measure, seed)}/samples.jsonl"
+    def control_eval_samples(self, arm: str, stage: str, measure: str, seed: int | str) -> str:
+        return f"{self.control_eval_dir(arm, stage, measure, seed)}/samples.jsonl"
 
     def related_figures(self) -> list[str]:
         return [f"{self.figures_dir}/related_compute.{ext}" for ext in FIGURE_FORMATS]

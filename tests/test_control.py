@@ -6,23 +6,27 @@ Every expected number is recomputed here from what the test wrote, never hard-co
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 from pathlib import Path
 
 import numpy as np
 import pytest
+from safetensors.numpy import save_file
 
 from agon.config import (
+    CONTROL_ARMS,
     ConfigError,
     control_config,
+    control_stage,
     family_for_seed,
     get_family,
     kernel_env,
     load_config,
     seeded_bases,
 )
-from agon.report.control import build_control_report, verdicts
+from agon.report.control import build_control_report, pilot_effects, table_spec, verdict
 from agon.report.mechanism import divergence, divergence_columns
 from agon.results import Layout
 from agon.systems import WrongDraftRead
@@ -49,26 +53,46 @@ def config(tmp_path_factory):
     out = tmp_path_factory.mktemp("control")
     cfg["out_dir"] = str(out / "results")
     cfg["control"]["seeds"] = [0, 1]
-    cfg["eval"]["bootstrap"] = 300
+    cfg["control"]["eval"]["bootstrap"] = 300
     return cfg
 
 
-def test_control_config_is_the_toy_world_with_its_changes(config):
-    c = control_config(config, "results/control/models", "zero_sum")
+def test_the_control_is_a_world_of_its_own(config):
+    """The control's config comes from its own section over the schema's defaults: changing
+    table 1's world (toy, tasks, train, agon, eval) leaves every control stage as it was."""
+    c = control_config(config, "results/control/drafter/models", "zero_sum")
     fam = get_family(c, "control")
-    assert fam["model_a"]["model"] == "results/control/models/A" and "teacher" not in fam
+    assert fam["model_a"]["model"] == "results/control/drafter/models/A" and "teacher" not in fam
     assert [t["name"] for t in c["tasks"]] == ["arith"] and c["methods"] == ["agon"]
     assert c["agon"]["reward"]["scheme"] == "zero_sum"
+    assert c["agon"]["train_roles"] == ["drafter"] and c["agon"]["role_schedule"] == "both"
     assert c["toy"]["models"]["A"]["mistake"]["hidden_share"] == 0.5
-    assert c["toy"]["models"]["A"]["mistake"]["op"] == config["toy"]["models"]["A"]["mistake"]["op"]
-    assert (
-        c["toy"]["reader"]["arith_copy_wrong"]
-        == config["control"]["toy"]["reader"]["arith_copy_wrong"]
-    )
     assert c["train"]["steps"] == config["control"]["train"]["steps"]
-    bad = {**config, "control": {**config["control"], "task": "nope"}}
-    with pytest.raises(ConfigError, match="control.task"):
+    changed = copy.deepcopy(config)
+    changed["toy"]["models"]["A"]["mistake"]["op"] = "+"
+    changed["toy"]["reader"]["arith_copy_wrong"] = 0.3
+    changed["tasks"][0]["params"] = {"levels": 9}
+    changed["train"] |= {"steps": 7, "learning_rate": 0.1}
+    changed["agon"]["num_reads"] = 5
+    changed["eval"]["max_problems"] = 3
+    for arm in CONTROL_ARMS:
+        for stage in ("base", "agon", "lr1"):
+            scheme, lr = control_stage(config, stage)
+            want = control_config(config, "m", scheme, arm, lr)
+            assert control_config(changed, "m", scheme, arm, lr) == want, (arm, stage)
+    cur = control_config(config, "m", "agon", "curriculum")
+    assert cur["agon"]["train_roles"] == ["drafter", "reader"]
+    assert cur["toy"]["models"]["A"]["mistake"]["hidden_share"] < 0.5
+    assert control_stage(config, "lr0") == (
+        "independent",
+        config["control"]["pilot"]["learning_rates"][0],
+    )
+    bad = copy.deepcopy(config)
+    bad["control"]["task"]["name"] = "nope"
+    with pytest.raises(ConfigError, match="control"):
         control_config(bad, "m")
+    with pytest.raises(ConfigError, match="no arm"):
+        control_config(config, "m", arm="nope")
 
 
 def test_a_family_row_may_name_its_base_models_per_seed():
@@ -125,155 +149,191 @@ def test_twins_diverge_where_their_fingerprints_first_differ(tmp_path):
     assert divergence_columns([1, 3], [0, 1])["agon_diverges_at_note"] == ""
 
 
-def _write_control(
-    config: dict, layout: Layout, n_problems: int = 40, misled: tuple = (0.1, 0.9)
+def _save(folder: Path, w: np.ndarray) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file({"w": w.astype(np.float32)}, str(folder / "model.safetensors"))
+
+
+def _write_arm(
+    config: dict,
+    layout: Layout,
+    table: str,
+    truth: dict,
+    n_problems: int = 40,
+    misled: tuple = (0.1, 0.9),
 ) -> dict:
-    """Synthetic evaluations of every scheme at every seed: cascade samples whose drafts are
-    right, hidden-wrong or visible-wrong at TRUTH's rates (a read right after a hidden and
-    after a visible wrong draft at the rates ``misled``), and robust samples; returns the
-    hidden shares and levers the report should recount."""
+    """Synthetic evaluations and runs of one control table: per direction, cascade samples
+    whose drafts are right, hidden-wrong or visible-wrong at ``truth[direction][stage]``'s
+    rates (a read right after a hidden and after a visible wrong draft at the rates
+    ``misled``), robust samples, logged pay per step, model weights (the trained ones moved by
+    a known amount); returns the hidden shares, levers, pays and moves the report should
+    recount."""
+    spec = table_spec(config, table)
+    arm, seeds = spec["arm"], spec["seeds"]
     task = get_task("arith", grading_workers=1)
     problems = task.problems("hard")[:n_problems]
     rng = random.Random(0)
+    base_w = np.ones(8)
+    for m in "AB":
+        _save(Path(layout.control_models(arm)) / m, base_w)
     counted = {}
     try:
-        for scheme in ["base", *config["control"]["schemes"]]:
-            hidden_rate, robust_rate, cascade_rate = TRUTH[scheme]
-            h = n = 0
-            reads = {"hidden": [0, 0], "visible": [0, 0]}
-            paid: dict[str, list] = {}
-            for seed in config["control"]["seeds"]:
-                for measure, rate in (("cascade", cascade_rate), ("robust", robust_rate)):
-                    d = Path(layout.control_eval_dir(scheme, measure, seed))
-                    d.mkdir(parents=True, exist_ok=True)
-                    lines = []
-                    for p in problems:
-                        for j in range(2):
-                            row = {"problem_id": p.id, "sample": j, "correct": rng.random() < rate}
-                            if measure == "cascade":
-                                if rng.random() < 0.5:  # a right draft
-                                    draft = task.solution(p)
-                                else:
-                                    style = "hidden" if rng.random() < hidden_rate else "visible"
-                                    draft = task.wrong_draft(p, rng.randrange(99), style)
-                                    h += style == "hidden"
-                                    n += 1
-                                    right = rng.random() < misled[style == "visible"]
-                                    row["correct"] = right
-                                    reads[style] = [x + y for x, y in zip(reads[style], (1, right))]
-                                row["drafts"] = [draft]
-                            lines.append(json.dumps(row))
-                    (d / "samples.jsonl").write_text("\n".join(lines) + "\n")
-                    (d / "summary.json").write_text(json.dumps({"pass@1": rate}))
-                if scheme != "base":
-                    run = Path(layout.control_train_dir(scheme, seed))
-                    run.mkdir(parents=True, exist_ok=True)
-                    (run / "summary.json").write_text(
-                        json.dumps(
-                            {
-                                "A/hidden_share_first": 0.5,
-                                "A/hidden_minus_visible_reward": 0.1 * (scheme != "independent"),
-                                "B/last_robust_pass@1": 0.4,
-                            }
-                        )
-                    )
-                    # per step: the pay drawn around 0.1 (agon, ...) or exactly 0 (independent)
+        for direction, by_stage in truth.items():
+            drafter, reader = ("A", "B") if direction == "AB" else ("B", "A")
+            for stage in spec["stages"]:
+                hidden_rate, robust_rate, cascade_rate = by_stage[stage]
+                h = n = 0
+                reads = {"hidden": [0, 0], "visible": [0, 0]}
+                paid: list = []
+                for seed in seeds:
+                    for kind, rate in (("cascade", cascade_rate), ("robust", robust_rate)):
+                        d = Path(layout.control_eval_dir(arm, stage, f"{kind}_{direction}", seed))
+                        d.mkdir(parents=True, exist_ok=True)
+                        lines = []
+                        for p in problems:
+                            for j in range(2):
+                                row = {"problem_id": p.id, "sample": j}
+                                row["correct"] = rng.random() < rate
+                                if kind == "cascade":
+                                    if rng.random() < 0.5:  # a right draft
+                                        draft = task.solution(p)
+                                    else:
+                                        style = (
+                                            "hidden" if rng.random() < hidden_rate else "visible"
+                                        )
+                                        draft = task.wrong_draft(p, rng.randrange(99), style)
+                                        h += style == "hidden"
+                                        n += 1
+                                        right = rng.random() < misled[style == "visible"]
+                                        row["correct"] = right
+                                        reads[style] = [
+                                            x + y for x, y in zip(reads[style], (1, right))
+                                        ]
+                                    row["drafts"] = [draft]
+                                lines.append(json.dumps(row))
+                        (d / "samples.jsonl").write_text("\n".join(lines) + "\n")
+                        (d / "summary.json").write_text(json.dumps({"pass@1": rate}))
+                    if stage == "base":
+                        continue
+                    run = Path(layout.control_train_dir(arm, stage, seed))
+                    moved = 0.01 * (1 + seeds.index(seed))
+                    for m in "AB":
+                        _save(run / m, base_w * (1 + moved))
+                    pay = 0.1 * (stage != "independent") * (hidden_rate != 0.5)
                     pays = [
                         {
-                            "A/drafter/hidden_minus_visible_reward": (
-                                (0.1 + rng.gauss(0, 0.05)) * (scheme != "independent")
+                            f"{drafter}/drafter/hidden_minus_visible_reward": (
+                                (pay + rng.gauss(0, 0.05)) * (stage != "independent")
                             ),
-                            "A/drafter/style_gap_pairs": float(1 + step % 3),
+                            f"{drafter}/drafter/style_gap_pairs": float(1 + step % 3),
                         }
                         for step in range(10)
                     ]
-                    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in pays))
-                    paid[scheme] = paid.get(scheme, []) + pays
-            counted[scheme] = h / n
-            if scheme in paid:
-                w = [r["A/drafter/style_gap_pairs"] for r in paid[scheme]]
-                v = [r["A/drafter/hidden_minus_visible_reward"] for r in paid[scheme]]
-                counted[f"{scheme}/pay"] = float(np.dot(w, v) / np.sum(w))
-            counted[f"{scheme}/lever"] = (
-                reads["visible"][1] / reads["visible"][0] - reads["hidden"][1] / reads["hidden"][0]
-            )
+                    old = run / "metrics.jsonl"
+                    rows = (
+                        [json.loads(x) for x in old.read_text().splitlines()]
+                        if old.is_file()
+                        else []
+                    )
+                    rows = rows or [{} for _ in pays]
+                    rows = [r | q for r, q in zip(rows, pays)]
+                    old.write_text("".join(json.dumps(r) + "\n" for r in rows))
+                    (run / "summary.json").write_text(json.dumps({"A/hidden_share_first": 0.5}))
+                    paid += pays
+                counted[f"{direction}/{stage}"] = h / n
+                if paid:
+                    w = [r[f"{drafter}/drafter/style_gap_pairs"] for r in paid]
+                    v = [r[f"{drafter}/drafter/hidden_minus_visible_reward"] for r in paid]
+                    counted[f"{direction}/{stage}/pay"] = float(np.dot(w, v) / np.sum(w))
+                    counted[f"{direction}/{stage}/moved"] = float(
+                        np.mean([0.01 * (1 + i) for i in range(len(seeds))])
+                    )
+                counted[f"{direction}/{stage}/lever"] = (
+                    reads["visible"][1] / reads["visible"][0]
+                    - reads["hidden"][1] / reads["hidden"][0]
+                )
+        for i, stage in enumerate(spec.get("sweep", [])):
+            for seed in seeds:
+                run = Path(layout.control_train_dir(arm, stage, seed))
+                for m in "AB":
+                    _save(run / m, base_w * (1 + 0.1 * (i + 1)))
+                probe = [
+                    {f"eval/hard_pass@1/{m}": 0.5 - 0.04 * i * k for m in "AB"} for k in (0, 1)
+                ]
+                (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in probe))
+                (run / "summary.json").write_text("{}")
     finally:
         task.close()
     return counted
 
 
-def test_the_control_table_recounts_its_measures_and_states_the_outcome(config):
+SEPARATES = {  # AB: the contest moves the drafter; BA: it does not
+    "AB": TRUTH,
+    "BA": {s: (0.5, 0.3, 0.6) for s in TRUTH},
+}
+
+
+def test_the_pilot_sweeps_rates_and_measures_the_expected_effect(config):
     layout = Layout(config["out_dir"])
-    counted = _write_control(config, layout)
-    written = build_control_report(config, layout)
-    rows = {r["scheme"]: r for r in _read_csv(written["csv"][0])}
-    assert list(rows) == ["base", *SCHEMES]
-    for scheme, share in counted.items():
-        if "/" in scheme:  # the lever, the pay: recounted, the pay as its steps' weighted mean
-            name, what = scheme.split("/")
-            column = {"lever": "lever", "pay": "train_style_pay"}[what]
-            assert float(rows[name][column]) == pytest.approx(share)
-            continue
-        r = rows[scheme]
-        assert float(r["hidden_share"]) == pytest.approx(share)
-        assert float(r["hidden_share_lo"]) <= share <= float(r["hidden_share_hi"])
-    agon = rows["agon"]
-    diff = float(agon["hidden_share_minus_independent"])
-    assert diff == pytest.approx(counted["agon"] - counted["independent"])
-    assert float(agon["hidden_share_minus_independent_lo"]) > 0  # 0.9 against 0.5: shown
-    assert float(agon["hidden_share_minus_independent_mde"]) > 0
-    assert (
-        "hidden_share_minus_independent" not in rows["independent"]
-        or not rows["independent"]["hidden_share_minus_independent"]
-    )
-    assert float(agon["train_style_pay_lo"]) > 0.05  # the steps' pay ~0.1: shown
-    assert float(rows["independent"]["train_style_pay"]) == 0.0
-    md = Path(written["md"][0]).read_text()
-    assert "The contest reaches the drafter" in md and "The mechanism follows" in md
-    assert json.loads(Path(written["provenance"][0]).read_text())["family"] == "control"
+    counted = _write_arm(config, layout, "control_pilot", SEPARATES)
+    written = build_control_report(config, layout, "control_pilot")
+    rows = _read_csv(written["csv"][0])
+    effects = pilot_effects(written["csv"][0])
+    assert set(effects) == {"AB", "BA"}
+    want = counted["AB/agon"] - counted["AB/independent"]
+    assert effects["AB"]["effect"] == pytest.approx(want) and effects["AB"]["mde"] > 0
+    sweep = [r for r in rows if r["direction"] == "sweep"]
+    rates = config["control"]["pilot"]["learning_rates"]
+    assert sorted({float(r["learning_rate"]) for r in sweep}) == sorted(rates)
+    top = [r for r in sweep if float(r["learning_rate"]) == rates[-1]]
+    assert float(top[0]["drafter_weight_change"]) == pytest.approx(0.1 * len(rates), rel=1e-5)
+    assert float(top[0]["probe_last"]) == pytest.approx(0.5 - 0.04 * (len(rates) - 1))
+    assert "learning-rate sweep" in Path(written["md"][0]).read_text()
 
 
-def test_a_world_without_a_lever_is_inconclusive(config):
-    """When reads after hidden wrong drafts are right as often as after visible ones, hiding
-    an error pays nothing: the control says it cannot test the implementation."""
+def test_the_control_table_measures_both_directions_and_applies_the_rule(config):
     layout = Layout(config["out_dir"])
-    counted = _write_control(config, layout, misled=(0.5, 0.5))
+    _write_arm(config, layout, "control_pilot", SEPARATES)
+    build_control_report(config, layout, "control_pilot")
+    counted = _write_arm(config, layout, "control", SEPARATES)
     written = build_control_report(config, layout)
-    rows = {r["scheme"]: r for r in _read_csv(written["csv"][0])}
-    assert float(rows["base"]["lever"]) == pytest.approx(counted["base/lever"])
-    assert float(rows["base"]["lever_lo"]) < 0 < float(rows["base"]["lever_hi"])
+    rows = {(r["scheme"], r["direction"]): r for r in _read_csv(written["csv"][0])}
+    assert [s for s, d in rows if d == "AB"] == ["base", *SCHEMES]
+    for key, want in counted.items():
+        direction, stage, *what = key.split("/")
+        column = {(): "hidden_share", ("lever",): "lever", ("pay",): "train_style_pay"}.get(
+            tuple(what), "drafter_weight_change"
+        )
+        assert float(rows[stage, direction][column]) == pytest.approx(want, rel=1e-5), key
+    ab, ba = rows["agon", "AB"], rows["agon", "BA"]
+    assert float(ab["hidden_share_minus_independent_lo"]) > 0 and ab["verdict"] == "shown"
+    assert float(ab["train_style_pay_lo"]) > 0.05
+    assert float(rows["independent", "AB"]["train_style_pay"]) == 0.0
+    assert ba["verdict"] == "inconclusive"  # BA's pilot effect is not above its MDE
     md = Path(written["md"][0]).read_text()
-    assert "Inconclusive: this control world gives the drafter no lever" in md
-    assert "falsified" not in md.split("## What it shows")[1]
+    assert "**shown**" in md and "Rule, per direction" in md
+    assert "BA (B drafts, A reads)" in md
+    prov = json.loads(Path(written["provenance"][0]).read_text())
+    assert prov["family"] == "control" and "pilot" in prov
 
 
-def test_verdicts_name_a_falsified_implementation_and_a_failed_mechanism():
-    def row(style_lo, robust_lo):
+def test_the_rule_reads_the_pilots_effect():
+    def agon(lo, hi, pay_lo):
         return {
-            "scheme": "agon",
-            **{
-                f"{m}_minus_independent{k}": v
-                for m, lo in (("hidden_share", style_lo), ("robust", robust_lo), ("cascade", -0.1))
-                for k, v in (("", lo + 0.05), ("_lo", lo), ("_hi", lo + 0.1), ("_mde", 0.05))
-            },
+            "hidden_share_minus_independent_lo": lo,
+            "hidden_share_minus_independent_hi": hi,
+            "train_style_pay_lo": pay_lo,
         }
 
-    lever = {"scheme": "base", "lever": 0.2, "lever_lo": 0.1, "lever_hi": 0.3}
-    pay = {"train_style_pay_seed0": 0.2, "train_style_pay_seed1": -0.1, "train_style_pay": 0.05}
-    # a lever and a share that does not move: the rule as first stated, and what the pay says
-    unpaid = row(-0.02, 0.1) | pay | {"train_style_pay_lo": -0.01, "train_style_pay_hi": 0.1}
-    unpaid |= {"lever": 0.01}
-    lines = verdicts([lever, unpaid, {"scheme": "independent", "train_style_pay": 0.0}])
-    assert "Not shown" in lines[0] and "falsified" in lines[0]
-    assert "+0.050 [-0.010, +0.100]" in lines[1] and "+0.000 under independent" in lines[1]
-    assert "not shown during training" in lines[1] and "+1.0 to +1.0 points" in lines[1]
-    paid = unpaid | {"train_style_pay_lo": 0.02}
-    assert "the incentive was there" in verdicts([lever, paid])[1]
-    # no lever: inconclusive, whatever the share and the pay
-    flat = lever | {"lever": 0.0, "lever_lo": -0.1}
-    assert "Inconclusive" in verdicts([flat, unpaid])[0]
-    lines = verdicts([lever, row(0.1, -0.03)])
-    assert "reaches the drafter" in lines[0] and "fails in this world" in lines[1]
+    pilot = {"effect": 0.2, "mde": 0.05}
+    assert verdict(agon(0.01, 0.1, 0.1), pilot)[0] == "shown"
+    assert verdict(agon(-0.05, 0.05, 0.1), pilot)[0] == "falsified"
+    assert verdict(agon(-0.05, 0.15, 0.1), pilot)[0] == "inconclusive"  # above half the effect
+    assert verdict(agon(-0.05, 0.05, -0.1), pilot)[0] == "inconclusive"  # not paid to hide
+    weak = {"effect": 0.04, "mde": 0.05}
+    branch, why = verdict(agon(-0.05, 0.0, 0.1), weak)
+    assert branch == "inconclusive" and "unreachable" in why
+    assert verdict(agon(-0.05, 0.05, 0.1), None)[0] == "inconclusive"
 
 
 def _read_csv(path):

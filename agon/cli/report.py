@@ -9,7 +9,7 @@ import argparse
 
 from agon.config import load_config
 from agon.report.ablations import build_ablations_report
-from agon.report.control import build_control_report
+from agon.report.control import TABLES, build_control_report
 from agon.report.related import build_related_report
 from agon.report.table1 import build_report
 from agon.results import Layout
@@ -41,8 +41,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--control",
-        action="store_true",
-        help="write results/control.csv and .md (the positive control: the control section)",
+        nargs="?",
+        const="control",
+        default=None,
+        choices=TABLES,
+        help="write a positive-control table (the control section): control (arm 1, the "
+        "default), control_pilot (its pilot) or control_curriculum (arm 2)",
     )
     p.set_defaults(func=_cli)
 
@@ -51,10 +55,10 @@ def _cli(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     config.pop("resources", None)  # resources never change results (same as the workflow)
     layout = Layout(config["out_dir"], args.figures or config["figures_dir"])
-    if args.ablations + args.related + args.control > 1:
+    if args.ablations + args.related + (args.control is not None) > 1:
         raise SystemExit("agon report: --ablations, --related and --control are reports; pass one")
     if args.control:
-        written = build_control_report(config, layout)
+        written = build_control_report(config, layout, args.control)
     elif args.ablations:
         written = build_ablations_report(config, layout)
     elif args.related:

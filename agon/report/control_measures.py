@@ -3,10 +3,10 @@
 The drafter's error style per cascade sample (``Task.error_style``: hidden or visible) counted
 per problem, with how often the read after each was right: the hidden share and the *lever*
 (how much more often a read is right after a visible wrong draft than after a hidden one).
-From the training logs: the drafter's pay for a hidden over a visible wrong draft at every
-step, with a two-level interval, and the mechanism's first and last quarter
-(``agon.training.metrics.mechanism_summary``). ``agon.report.control`` makes the table from
-them.
+From the training logs, for either direction: the drafter's pay for a hidden over a visible
+wrong draft at every step, with a two-level interval, the mechanism's first and last quarter,
+the validation probes; from the model folders, how far training moved each model.
+``agon.report.control`` makes the tables from them.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+from safetensors.numpy import load_file
 
 from agon.report.compare import RNG, SeedRates
 from agon.results import Layout, read_jsonl
@@ -26,8 +27,6 @@ from agon.training import metrics as mk
 # the drafter's mean reward for a hidden over a visible wrong draft during training: the rival
 # term's pull on the style (exactly 0 under independent), whether or not the style moved
 STYLE_PAY = "train_style_pay"
-PAY_KEY = mk.key(mk.STYLE_REWARD_GAP, model="A")  # the drafter A's per-step pay in metrics.jsonl
-PAY_WEIGHT = mk.key(mk.STYLE_GAP_WEIGHT, model="A")
 
 
 # ----------------------------------------------------------------------------- the hidden share
@@ -84,48 +83,55 @@ def style_measures(m: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def logged(
-    layout: Layout, scheme: str, seeds: Sequence[int], n_boot: int = 1000
+    layout: Layout,
+    arm: str,
+    stage: str,
+    seeds: Sequence[int],
+    drafter: str,
+    reader: str,
+    n_boot: int = 1000,
 ) -> dict[str, float]:
-    """What the scheme's runs logged of the mechanism, mean over seeds: the drafter's hidden
-    share in the first and last quarter of its steps, what it was paid for a hidden over a
-    visible wrong draft (also per seed: the rival term's pull on the style), the reader's
-    validation probe on wrong drafts before and after training
-    (agon.training.metrics.mechanism_summary). The pay's value and interval come from the
-    runs' steps (:func:`pay_interval`)."""
+    """What a stage's runs logged of one direction (``drafter`` and ``reader``: ``A`` or ``B``),
+    mean over seeds: the drafter's hidden share in the first and last quarter of its steps, the
+    reader's validation probe on wrong drafts before and after, and the drafter's pay for a
+    hidden over a visible wrong draft (also per seed) with its interval (:func:`pay_interval`)."""
     keys = {
-        "A/hidden_share_first": "train_hidden_share_first",
-        "A/hidden_share_last": "train_hidden_share_last",
-        "A/hidden_minus_visible_reward": STYLE_PAY,
-        "B/first_robust_pass@1": "train_robust_first",
-        "B/last_robust_pass@1": "train_robust_last",
+        f"{drafter}/hidden_share_first": "train_hidden_share_first",
+        f"{drafter}/hidden_share_last": "train_hidden_share_last",
+        f"{reader}/first_robust_pass@1": "train_robust_first",
+        f"{reader}/last_robust_pass@1": "train_robust_last",
     }
     out: dict[str, float] = {}
-    summaries = {k: read_summary(layout.control_train_summary(scheme, k)) for k in seeds}
+    summaries = {k: read_summary(layout.control_train_summary(arm, stage, k)) for k in seeds}
     for src, dst in keys.items():
-        vals = {k: float(s[src]) for k, s in summaries.items() if s.get(src) is not None}
+        vals = [float(s[src]) for s in summaries.values() if s.get(src) is not None]
         if vals:
-            out[dst] = float(np.mean(list(vals.values())))
-        if dst == STYLE_PAY:
-            out |= {f"{STYLE_PAY}_seed{k}": v for k, v in vals.items()}
+            out[dst] = float(np.mean(vals))
     steps = {
-        k: pay_steps(Path(layout.control_train_dir(scheme, k)) / "metrics.jsonl") for k in seeds
+        k: pay_steps(Path(layout.control_train_dir(arm, stage, k)) / "metrics.jsonl", drafter)
+        for k in seeds
     }
     steps = {k: v for k, v in steps.items() if len(v)}
+    out |= {
+        f"{STYLE_PAY}_seed{k}": float((v[:, 0] * v[:, 1]).sum() / v[:, 1].sum())
+        for k, v in steps.items()
+    }
     if steps:
         value, lo, hi = pay_interval(list(steps.values()), n_boot)
         out |= {STYLE_PAY: value, f"{STYLE_PAY}_lo": lo, f"{STYLE_PAY}_hi": hi}
     return out
 
 
-def pay_steps(metrics: Path) -> np.ndarray:
-    """(steps, 2): the drafter A's logged pay for a hidden over a visible wrong draft at each
-    step that had both, and its weight (the pairs behind it)."""
+def pay_steps(metrics: Path, drafter: str) -> np.ndarray:
+    """(steps, 2): the drafter's logged pay for a hidden over a visible wrong draft at each
+    step that had both, and its weight (the hidden-visible pairs behind it)."""
     if not metrics.is_file():
         return np.zeros((0, 2))
+    pay, weight = (mk.key(k, model=drafter) for k in (mk.STYLE_REWARD_GAP, mk.STYLE_GAP_WEIGHT))
     rows = [
-        (float(r[PAY_KEY]), float(r.get(PAY_WEIGHT, 1.0)))
+        (float(r[pay]), float(r.get(weight, 1.0)))
         for r in read_jsonl(metrics)
-        if isinstance(r.get(PAY_KEY), (int, float)) and np.isfinite(r[PAY_KEY])
+        if isinstance(r.get(pay), (int, float)) and np.isfinite(r[pay])
     ]
     return np.asarray(rows, dtype=float).reshape(-1, 2)
 
@@ -133,8 +139,9 @@ def pay_steps(metrics: Path) -> np.ndarray:
 def pay_interval(
     per_seed: Sequence[np.ndarray], n_boot: int = 1000, seed: int = RNG["control"]
 ) -> tuple[float, float, float]:
-    """The weighted mean pay over every seed's steps, with a 95% two-level bootstrap interval
-    (seeds, then steps within each drawn seed; steps of one run are treated as exchangeable)."""
+    """The mean pay over every seed's steps, each step weighted by its hidden-visible pairs,
+    with a 95% two-level bootstrap interval (seeds, then steps within each drawn seed; steps of
+    one run are treated as exchangeable)."""
     rng = np.random.default_rng(seed)
     allv = np.concatenate(per_seed)
     value = float((allv[:, 0] * allv[:, 1]).sum() / allv[:, 1].sum())
@@ -147,6 +154,27 @@ def pay_interval(
         reps[b] = num / den if den else np.nan
     lo, hi = percentile_interval(reps[np.isfinite(reps)])
     return value, lo, hi
+
+
+def probes(metrics: Path, model: str) -> tuple[float | None, float | None]:
+    """A model's validation probe (greedy pass@1 alone) before its first and after its last
+    update, from a run's ``metrics.jsonl`` (None where it was never probed)."""
+    key = mk.key(mk.HARD_PASS1, model=model)
+    vals = [float(r[key]) for r in read_jsonl(metrics) if isinstance(r.get(key), (int, float))]
+    vals = vals if metrics.is_file() else []
+    return (vals[0], vals[-1]) if vals else (None, None)
+
+
+def weight_change(base: str | Path, trained: str | Path) -> float:
+    """How far training moved a model: ||theta - theta_0|| / ||theta_0|| over every tensor of
+    its ``model.safetensors`` (0: bitwise unchanged)."""
+    a, b = (
+        load_file(Path(base) / "model.safetensors"),
+        load_file(Path(trained) / "model.safetensors"),
+    )
+    num = sum(float(np.sum((b[k].astype(np.float64) - a[k]) ** 2)) for k in a)
+    den = sum(float(np.sum(a[k].astype(np.float64) ** 2)) for k in a)
+    return float(np.sqrt(num / den))
 
 
 def read_summary(path: str | Path) -> dict:

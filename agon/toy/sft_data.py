@@ -37,12 +37,14 @@ class Mistake:
 
     Only operands in ``operands`` are affected; each affected arithmetic step is written wrong
     with probability ``arith_rate`` and each affected program line with ``code_rate``. A wrong
-    arithmetic step is written in one of two styles (:func:`agon.toy.tasks.first_error_style`):
-    *hidden* with probability ``hidden_share`` (the question's operand, the misread one's
-    result: a reader sees nothing amiss unless it recomputes) and *visible* otherwise (the
-    misread operand itself, and its right result: the mismatch with the question is on the
-    page). ``hidden_share`` 1 is the toy world of table 1; the positive control
-    (``results/control.csv``) splits them evenly, so that a drafter can learn which to write.
+    arithmetic step (the question's operand, the misread one's result) is written in one of
+    two styles (:func:`agon.toy.tasks.first_error_style`): *hidden* with probability
+    ``hidden_share`` (a reader sees nothing amiss unless it recomputes) and *visible* otherwise
+    (the step flagged ``?`` after its result: the doubt is on the page). The flag is a token
+    of its own after the result, so the style is chosen apart from what makes a step right:
+    learning to write right results leaves the share of flagged wrong ones as it was.
+    ``hidden_share`` 1 is the toy world of table 1; the positive control
+    (``results/control.csv``) splits them, so that a drafter can learn which to write.
     """
 
     op: str
@@ -90,11 +92,11 @@ def written_arith_steps(
     operand. The reader copies an aligned step that is right, from any draft (they all agree on
     it); when no aligned step is right it redoes the step with its own habit, except that with
     probability ``copy_wrong`` it copies the first draft's aligned (so wrong) step as it stands
-    (the reader anchors on a draft instead of checking it).
+    (the reader anchors on a draft instead of checking it), unless that step is flagged ``?``.
     """
     out, value = [], start
     for i, (op, k) in enumerate(ops):
-        shown = k  # the operand written (a visible mistake writes the misread one)
+        flagged = False  # a visible mistake flags its step
         aligned = [
             d[i]
             for d in keep
@@ -103,7 +105,7 @@ def written_arith_steps(
         right = next((s for s in aligned if s.correct), None)
         if right is not None:
             result = right.result
-        elif aligned and copy_wrong and rng.random() < copy_wrong:
+        elif aligned and not aligned[0].flagged and copy_wrong and rng.random() < copy_wrong:
             result = aligned[0].result
         else:
             result = apply_op(value, op, k)
@@ -111,10 +113,10 @@ def written_arith_steps(
                 result = apply_op(value, op, misread(k))
                 # hidden_share 1 draws nothing more: table 1's toy world is unchanged by it
                 if mistake.hidden_share < 1.0 and rng.random() >= mistake.hidden_share:
-                    shown = misread(k)  # visible: the misread operand is written
+                    flagged = result != apply_op(value, op, k)  # visible: a wrong step flagged
             elif slip and rng.random() < slip:
                 result = rng.choice([r for r in range(7) if r != result])
-        out.append(ArithStep(value, op, shown, result))
+        out.append(ArithStep(value, op, k, result, flagged))
         value = result
     return out
 

@@ -86,19 +86,24 @@ def parse_chain(text: str) -> tuple[str, list[tuple[str, int]]]:
 
 @dataclass(frozen=True)
 class ArithStep:
-    """One written step ``lhs op rhs = result`` of a solution (``result`` may be wrong)."""
+    """One written step ``lhs op rhs = result`` of a solution (``result`` may be wrong).
+
+    ``flagged``: the writer marked the step ``?`` after its result (``4*3=5?``), the visible
+    style of a wrong step in the positive control's world (:class:`agon.toy.sft_data.Mistake`):
+    a reader sees the doubt on the page. Table 1's world never flags a step."""
 
     lhs: int
     op: str
     rhs: int
     result: int
+    flagged: bool = False
 
     @property
     def correct(self) -> bool:
         return apply_op(self.lhs, self.op, self.rhs) == self.result
 
     def text(self) -> str:
-        return f"{self.lhs}{self.op}{self.rhs}={self.result}"
+        return f"{self.lhs}{self.op}{self.rhs}={self.result}" + ("?" if self.flagged else "")
 
 
 def arith_solution(steps: Sequence[ArithStep]) -> str:
@@ -108,20 +113,21 @@ def arith_solution(steps: Sequence[ArithStep]) -> str:
 
 
 def parse_arith_steps(text: str) -> list[ArithStep]:
-    """The ``a op b = c`` steps written in a completion (for per-operation error rates)."""
+    """The ``a op b = c`` steps written in a completion, each with its ``?`` flag if any."""
     return [
-        ArithStep(int(a), op, int(b), int(c))
-        for a, op, b, c in re.findall(r"(\d+)([-+*])(\d+)=(\d+)", text)
+        ArithStep(int(a), op, int(b), int(c), bool(q))
+        for a, op, b, c, q in re.findall(r"(\d+)([-+*])(\d+)=(\d+)(\??)", text)
     ]
 
 
 def first_error_style(
     start: int, ops: Sequence[tuple[str, int]], written: Sequence[ArithStep]
 ) -> str | None:
-    """How a written chain first departs from the gold one: ``visible`` (a step's operand is
-    not the question's: the misread is on the page), ``hidden`` (the step's inputs are right
-    and its result is wrong: only recomputing finds it), ``other`` (a step missing, out of
-    order, or a wrong final answer after right steps), None when every step is right."""
+    """How a written chain first departs from the gold one: ``visible`` (the wrong step is
+    flagged ``?``, or its operand is not the question's: either way the error is on the page),
+    ``hidden`` (the step's inputs are right, its result is wrong and it is not flagged: only
+    recomputing finds it), ``other`` (a step missing, out of order, or a wrong final answer
+    after right steps), None when every step is right."""
     value = start
     for i, (op, k) in enumerate(ops):
         if i >= len(written):
@@ -132,7 +138,7 @@ def first_error_style(
         if step.rhs != k:
             return "visible"
         if step.result != apply_op(value, op, k):
-            return "hidden"
+            return "visible" if step.flagged else "hidden"
         value = step.result
     return None
 
@@ -141,8 +147,8 @@ def wrong_arith_steps(
     start: int, ops: Sequence[tuple[str, int]], rng: random.Random, style: str
 ) -> list[ArithStep]:
     """The gold chain with one step written wrong in ``style``, continued from its value:
-    ``visible`` writes the misread operand (and computes with it), ``hidden`` writes the right
-    operand and the misread one's result. The step is one where the misread changes the result
+    ``hidden`` writes the right operand and the misread one's result, ``visible`` the same step
+    flagged ``?`` (:class:`ArithStep`). The step is one where the misread changes the result
     (not ``0*k``); a chain with none (every step multiplies 0) gets a hidden error of one more.
     The final answer is then wrong too: ``+ -`` keep a difference mod 7 and ``*`` by 1..6 cannot
     erase one (7 is prime)."""
@@ -160,10 +166,8 @@ def wrong_arith_steps(
             out.append(ArithStep(value, op, k, right))
         elif not wrong:
             out.append(ArithStep(value, op, k, (right + 1) % MOD))
-        elif style == "visible":
-            out.append(ArithStep(value, op, misread(k), apply_op(value, op, misread(k))))
         else:
-            out.append(ArithStep(value, op, k, apply_op(value, op, misread(k))))
+            out.append(ArithStep(value, op, k, apply_op(value, op, misread(k)), style == "visible"))
         value = out[-1].result
     return out
 

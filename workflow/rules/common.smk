@@ -12,10 +12,12 @@ import re
 from pathlib import Path
 
 from agon.config import (
+    CONTROL_DIRECTIONS,
     CONTROL_FAMILY,
     ConfigError,
     ablation_config,
     control_config,
+    control_stage,
     kernel_env,
     seeded_bases,
     validate_config,
@@ -382,56 +384,69 @@ def figures_dir(wildcards, output):
 
 
 # ---------------------------------------------------------------- the positive control
-# results/control.csv (workflow/rules/control.smk): the config's `control` section
+# results/control.csv, control_pilot.csv, control_curriculum.csv (workflow/rules/control.smk):
+# the config's `control` section, a world of its own (agon.config.control_config)
 
 CONTROL = config["control"]
-CONTROL_MEASURES = {"cascade": "agon", "robust": "robust_read"}  # measure -> `agon eval --system`
+CONTROL_MEASURES = [f"{m}_{d}" for m in ("cascade", "robust") for d in CONTROL_DIRECTIONS]
+CONTROL_STAGES = ["base", *CONTROL["schemes"], *(f"lr{i}" for i in range(len(CONTROL["pilot"]["learning_rates"])))]
 
 
 def control_snapshot_params(wildcards):
-    """The control's config for one stage: ``base`` (its pretrain and its evaluations) or a
-    scheme (that scheme's training runs)."""
-    scheme = None if wildcards.cstage == "base" else wildcards.cstage
-    return _canonical(control_config(config, LAYOUT.control_models(), scheme))
+    """An arm's config for one stage: ``base`` (pretrain, evaluations) or a stage's runs."""
+    scheme, lr = control_stage(config, wildcards.cstage)
+    models = LAYOUT.control_models(wildcards.arm)
+    return _canonical(control_config(config, models, scheme, wildcards.arm, lr))
 
 
-def control_models_of(scheme, seed):
-    """The model folders a control measure runs: the base pair, or a scheme's trained pair."""
-    if scheme == "base":
-        return f"{LAYOUT.control_models()}/A", f"{LAYOUT.control_models()}/B"
-    run = LAYOUT.control_train_dir(scheme, seed)
+def control_models_of(arm, stage, seed):
+    """The model folders a control measure runs: the base pair, or a stage's trained pair."""
+    if stage == "base":
+        return f"{LAYOUT.control_models(arm)}/A", f"{LAYOUT.control_models(arm)}/B"
+    run = LAYOUT.control_train_dir(arm, stage, seed)
     return f"{run}/A", f"{run}/B"
 
 
 def control_eval_inputs(wildcards):
-    """A control measure waits for its snapshot, the base pair and, for a scheme, its run."""
-    inputs = {"config": LAYOUT.control_snapshot("base"), "models": f"{LAYOUT.control_models()}/report.json"}
+    """A control measure waits for its arm's snapshot and base pair and, for a stage, its run."""
+    arm = wildcards.arm
+    inputs = {"config": LAYOUT.control_snapshot(arm, "base"), "models": f"{LAYOUT.control_models(arm)}/report.json"}
     if wildcards.scheme != "base":
-        inputs["run"] = LAYOUT.control_train_summary(wildcards.scheme, wildcards.seed)
+        inputs["run"] = LAYOUT.control_train_summary(arm, wildcards.scheme, wildcards.seed)
     return inputs
 
 
 def control_eval_command(wildcards, input):
-    """`agon eval`: the pair's cascade (A drafts, B reads), or B reading the fixed wrong drafts."""
-    a, b = control_models_of(wildcards.scheme, wildcards.seed)
-    models = (["--drafter", a, "--reader", b, "--drafter-row", "a", "--reader-row", "b"]
-              if wildcards.measure == "cascade" else ["--model", b, "--model-row", "b"])
-    return ["eval", "--config", input.config, "--family", CONTROL_FAMILY, "--task", CONTROL["task"],
-            "--system", CONTROL_MEASURES[wildcards.measure], "--seed", wildcards.seed, *models,
-            "--no-progress", "--out", LAYOUT.control_eval_dir(wildcards.scheme, wildcards.measure, wildcards.seed)]
+    """`agon eval`: a direction's cascade (its drafter drafts, its reader reads), or that
+    direction's reader on the fixed hidden-error drafts."""
+    measure, direction = wildcards.measure.split("_")
+    pair = dict(zip("ab", control_models_of(wildcards.arm, wildcards.scheme, wildcards.seed)))
+    drafter, reader = CONTROL_DIRECTIONS[direction]
+    models = (["--drafter", pair[drafter], "--reader", pair[reader], "--drafter-row", drafter, "--reader-row", reader]
+              if measure == "cascade" else ["--model", pair[reader], "--model-row", reader])
+    system = "agon" if measure == "cascade" else "robust_read"
+    return ["eval", "--config", input.config, "--family", CONTROL_FAMILY, "--task", CONTROL["task"]["name"],
+            "--system", system, "--seed", wildcards.seed, *models, "--no-progress",
+            "--out", LAYOUT.control_eval_dir(wildcards.arm, wildcards.scheme, wildcards.measure, wildcards.seed)]
 
 
 def control_train_command(wildcards, input):
-    """`agon train --method agon` with the scheme's config."""
-    return ["train", "--config", input.config, "--family", CONTROL_FAMILY, "--task", CONTROL["task"],
+    """`agon train --method agon` with the stage's config."""
+    return ["train", "--config", input.config, "--family", CONTROL_FAMILY, "--task", CONTROL["task"]["name"],
             "--method", "agon", "--seed", wildcards.seed,
-            "--out", LAYOUT.control_train_dir(wildcards.scheme, wildcards.seed)]
+            "--out", LAYOUT.control_train_dir(wildcards.arm, wildcards.scheme, wildcards.seed)]
 
 
-def control_results():
-    """Every summary results/control.csv is built from."""
-    seeds = CONTROL["seeds"]
-    runs = [LAYOUT.control_train_summary(s, seed) for s in CONTROL["schemes"] for seed in seeds]
-    evals = [LAYOUT.control_eval_summary(s, m, seed) for s in ["base", *CONTROL["schemes"]]
-             for m in CONTROL_MEASURES for seed in seeds]
+def control_results(arm, seeds, stages, measures=CONTROL_MEASURES, runs_only=()):
+    """Every summary an arm's table is built from: the runs of each stage but ``base`` and the
+    measures of each stage at each seed (``runs_only``: stages trained, never measured)."""
+    runs = [LAYOUT.control_train_summary(arm, s, k) for s in [*stages, *runs_only] if s != "base" for k in seeds]
+    evals = [LAYOUT.control_eval_summary(arm, s, m, k) for s in stages for m in measures for k in seeds]
     return runs + evals
+
+
+def control_pilot_results():
+    """The pilot: base, agon and independent at the pilot seed, and independent at each rate."""
+    rates = [f"lr{i}" for i in range(len(CONTROL["pilot"]["learning_rates"]))]
+    return control_results("drafter", [CONTROL["pilot"]["seed"]], ["base", "agon", "independent"],
+                           [m for m in CONTROL_MEASURES if m.startswith("cascade")], rates)

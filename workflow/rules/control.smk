@@ -1,26 +1,29 @@
-# results/control.csv: the toy world's positive control (the config's `control` section). One
-# pair of base models whose habitual arith error is written visible or hidden at equal rates,
-# with readers that anchor on hidden errors; every reward scheme trained at every seed; three
-# measures of each trained pair and of the base pair: the cascade, the drafter's hidden-error
-# share (from the cascade's drafts) and the reader against fixed hidden-error drafts. Not part
-# of the default target:
+# The toy world's positive control (the config's `control` section, a world of its own). Arm 1,
+# results/control.csv: one base pair whose habitual arith error is written hidden or visible
+# (flagged) at equal rates, with readers that anchor on hidden errors; the readers frozen, each
+# model drafts every step; every reward scheme trained at every seed; both directions measured:
+# each cascade (its drafter's hidden-error share from its drafts) and each reader against fixed
+# hidden-error drafts. results/control_pilot.csv: the pilot seed (the learning rate's choice and
+# the expected effect the rule reads). results/control_curriculum.csv: arm 2, exploratory.
+# None is part of the default target:
 #
-#   snakemake --cores all results/control.csv
+#   snakemake --cores all results/control_pilot.csv results/control.csv
 
 wildcard_constraints:
-    scheme=_alternation(["base", *CONTROL["schemes"]]),
+    arm=_alternation(["drafter", "curriculum"]),
+    scheme=_alternation(CONTROL_STAGES),
     measure=_alternation(CONTROL_MEASURES),
-    cstage=_alternation(["base", *CONTROL["schemes"]]),
+    cstage=_alternation(CONTROL_STAGES),
 
 
 rule control_config:
     """The control's config: ``base`` (pretrain, evaluations) or one scheme's (its runs)."""
     output:
-        LAYOUT.control_snapshot("{cstage}"),
+        LAYOUT.control_snapshot("{arm}", "{cstage}"),
     params:
         config=control_snapshot_params,
     log:
-        LAYOUT.log("control/config/{cstage}"),
+        LAYOUT.log("control/{arm}/config/{cstage}"),
     conda:
         "../envs/agon.yaml"
     threads: 1
@@ -34,17 +37,17 @@ rule control_config:
 
 
 rule control_pretrain:
-    """`agon toy pretrain` of the control world: A and B with visible and hidden errors."""
+    """`agon toy pretrain` of an arm's world: A and B with visible and hidden errors."""
     input:
-        config=LAYOUT.control_snapshot("base"),
+        config=LAYOUT.control_snapshot("{arm}", "base"),
     output:
-        model_a=directory(f"{LAYOUT.control_models()}/A"),
-        model_b=directory(f"{LAYOUT.control_models()}/B"),
-        report=f"{LAYOUT.control_models()}/report.json",
+        model_a=directory(LAYOUT.control_models("{arm}") + "/A"),
+        model_b=directory(LAYOUT.control_models("{arm}") + "/B"),
+        report=LAYOUT.control_models("{arm}") + "/report.json",
     log:
-        LAYOUT.log("control/pretrain"),
+        LAYOUT.log("control/{arm}/pretrain"),
     benchmark:
-        LAYOUT.benchmark("control/pretrain")
+        LAYOUT.benchmark("control/{arm}/pretrain")
     params:
         out=pretrain_out,
     conda:
@@ -60,18 +63,18 @@ rule control_pretrain:
 
 
 rule control_train:
-    """One scheme's duel at one seed, from the control's base pair."""
+    """One stage's duel at one seed, from its arm's base pair."""
     input:
-        config=LAYOUT.control_snapshot("{scheme}"),
-        models=f"{LAYOUT.control_models()}/report.json",
+        config=LAYOUT.control_snapshot("{arm}", "{scheme}"),
+        models=LAYOUT.control_models("{arm}") + "/report.json",
     output:
-        model_a=directory(f"{LAYOUT.control_train_dir('{scheme}', '{seed}')}/A"),
-        model_b=directory(f"{LAYOUT.control_train_dir('{scheme}', '{seed}')}/B"),
-        summary=LAYOUT.control_train_summary("{scheme}", "{seed}"),
+        model_a=directory(LAYOUT.control_train_dir("{arm}", "{scheme}", "{seed}") + "/A"),
+        model_b=directory(LAYOUT.control_train_dir("{arm}", "{scheme}", "{seed}") + "/B"),
+        summary=LAYOUT.control_train_summary("{arm}", "{scheme}", "{seed}"),
     log:
-        LAYOUT.log("control/train/{scheme}/seed{seed}"),
+        LAYOUT.log("control/{arm}/train/{scheme}/seed{seed}"),
     benchmark:
-        LAYOUT.benchmark("control/train/{scheme}/seed{seed}")
+        LAYOUT.benchmark("control/{arm}/train/{scheme}/seed{seed}")
     params:
         folder=job_folder,
         state=["checkpoints", "metrics.jsonl"],
@@ -89,15 +92,15 @@ rule control_train:
 
 
 rule control_eval:
-    """One measure of a pair: its cascade, or its reader against the fixed wrong drafts."""
+    """One measure of a pair: a direction's cascade, or its reader against the fixed drafts."""
     input:
         unpack(control_eval_inputs),
     output:
-        summary=LAYOUT.control_eval_summary("{scheme}", "{measure}", "{seed}"),
+        summary=LAYOUT.control_eval_summary("{arm}", "{scheme}", "{measure}", "{seed}"),
     log:
-        LAYOUT.log("control/eval/{scheme}/{measure}/seed{seed}"),
+        LAYOUT.log("control/{arm}/eval/{scheme}/{measure}/seed{seed}"),
     benchmark:
-        LAYOUT.benchmark("control/eval/{scheme}/{measure}/seed{seed}")
+        LAYOUT.benchmark("control/{arm}/eval/{scheme}/{measure}/seed{seed}")
     params:
         folder=job_folder,
         state=["samples.jsonl"],
@@ -114,9 +117,12 @@ rule control_eval:
 
 
 rule control_report:
-    """`agon report --control`: results/control.csv (+ provenance JSON) and its Markdown."""
+    """`agon report --control control`: results/control.csv (+ provenance JSON) and its
+    Markdown. The verdict's rule reads the pilot's effect from results/control_pilot.csv, which
+    is committed and not an input: the pilot is run before, on its own, and never rebuilt by
+    this target."""
     input:
-        control_results(),
+        control_results("drafter", CONTROL["seeds"], ["base", *CONTROL["schemes"]]),
     output:
         csv=LAYOUT.table_files("control").csv,
         md=LAYOUT.table_files("control").md,
@@ -125,6 +131,7 @@ rule control_report:
         LAYOUT.log("control_report"),
     params:
         config=snapshot("report"),
+        table="control",
     conda:
         "../envs/agon.yaml"
     threads: res("report", "threads")
@@ -134,3 +141,31 @@ rule control_report:
         gpu=res("report", "gpus"),
     script:
         "../scripts/control.py"
+
+
+use rule control_report as control_pilot_report with:
+    input:
+        control_pilot_results(),
+    output:
+        csv=LAYOUT.table_files("control_pilot").csv,
+        md=LAYOUT.table_files("control_pilot").md,
+        provenance=LAYOUT.table_files("control_pilot").provenance,
+    log:
+        LAYOUT.log("control_pilot_report"),
+    params:
+        config=snapshot("report"),
+        table="control_pilot",
+
+
+use rule control_report as control_curriculum_report with:
+    input:
+        control_results("curriculum", CONTROL["curriculum"]["seeds"], ["base", *CONTROL["schemes"]]),
+    output:
+        csv=LAYOUT.table_files("control_curriculum").csv,
+        md=LAYOUT.table_files("control_curriculum").md,
+        provenance=LAYOUT.table_files("control_curriculum").provenance,
+    log:
+        LAYOUT.log("control_curriculum_report"),
+    params:
+        config=snapshot("report"),
+        table="control_curriculum",

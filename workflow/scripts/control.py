@@ -1,4 +1,4 @@
-"""The control_report rule's entry point: `agon report --control` on the workflow's config (no
+"""The control reports' entry point: `agon report --control TABLE` on the workflow's config (no
 logic here)."""
 
 import logging
@@ -13,7 +13,7 @@ with open(smk.log[0], "w") as log:
     sys.stdout = sys.stderr = log
     logging.basicConfig(stream=log, level=logging.WARNING)
     cfg = dict(smk.params.config)
-    written = build_control_report(cfg, Layout(cfg["out_dir"]))
+    written = build_control_report(cfg, Layout(cfg["out_dir"]), smk.params.table)
     for kind, paths in written.items():
         for p in paths:
             print(f"wrote {kind}: {p}")
