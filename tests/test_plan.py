@@ -29,11 +29,13 @@ from agon.plan.dims import (
     ModelDims,
     PlanError,
     flop_params,
+    forward_flops,
+    generation_flops,
     kv_cache_bytes,
     param_breakdown,
     param_count,
+    training_flops,
 )
-from agon.plan.flops import forward_flops, generation_flops, training_flops
 from agon.plan.hardware import (
     ASSUMED,
     ASSUMED_COMPUTE_EFFICIENCY,

@@ -3,7 +3,7 @@
 For every job of the workflow's DAG (:mod:`agon.plan.jobs`), the planner computes the tokens
 generated and trained on (:mod:`agon.plan.workload`, lengths measured where an out_dir gives
 them, else the caps: :mod:`agon.plan.expect`), FLOPs of generation and training
-(:mod:`agon.plan.flops`), memory on the fullest GPU and on the host
+(:mod:`agon.plan.dims`), memory on the fullest GPU and on the host
 (:mod:`agon.plan.memory`, :mod:`agon.plan.placement`), and GPU-hours from the throughput model
 (:mod:`agon.plan.hardware`: measured efficiencies from ``bench/throughput``, else assumed ones,
 labelled so), and flags the jobs that would not fit their ``resources`` (:mod:`agon.plan.pricing`).

@@ -1,16 +1,19 @@
-"""A model's dimensions, and the parameters, FLOP-parameters and KV cache they imply.
+"""A model's dimensions, and the parameters, KV cache and FLOPs they imply.
 
-:class:`ModelDims` holds what the planner needs of an architecture: the decoder's widths, its
-layer kinds (full, sliding-window or linear attention), and the few extras of the paper's
-checkpoints (Qwen3.5's gated attention and Gated DeltaNet layers, Gemma 4's per-layer
-embeddings, KV sharing and wider global heads). It is built from a transformers config or a
-``config.json`` (:mod:`agon.plan.hf_config`), or taken from the table of published checkpoints
-(:mod:`agon.plan.published`); nothing is downloaded.
+:class:`ModelDims` holds the text decoder's widths and layer kinds (full, sliding-window or
+linear attention) and the extras of the paper's checkpoints (Qwen3.5's gated attention and
+Gated DeltaNet, Gemma 4's per-layer embeddings, KV sharing and wider global heads); it comes
+from a ``config.json`` (:mod:`agon.plan.hf_config`) or :mod:`agon.plan.published`. Parameters
+are counted module by module as transformers 5 builds these models (checked against
+``from_config`` models in ``tests/test_plan.py``); vision and audio towers are not counted.
 
-Parameter counts are computed from the dimensions, module by module, as transformers 5 builds
-these models (checked against ``from_config`` models in ``tests/test_plan.py``): embeddings,
-attention, MLP, norms, the LM head when it is not tied. Only the text decoder is counted: a
-vision or audio tower that a checkpoint also ships is not.
+FLOPs, with ``N_b`` the backbone's multiply-add parameters and ``N_h = vocab x hidden`` the
+head's: one forward over ``T`` tokens, the head on ``k`` of them, is ``2 N_b T + 2 N_h k`` plus
+attention (``4 x heads x head_dim`` per (token, attended token) pair, a sliding layer attending
+to at most its window) and each DeltaNet layer's state (``4 x value heads x key dim x value
+dim`` per token). Generation is one forward over prompt + completion with the head on the
+completion; training is forward + backward = 3 forwards, gradient checkpointing one more of the
+backbone, a reference model (``beta > 0``) one more, ``num_iterations > 1`` an old-logprob one.
 """
 
 from __future__ import annotations
@@ -21,34 +24,28 @@ FULL = "full_attention"
 SLIDING = "sliding_attention"
 LINEAR = "linear_attention"  # Qwen3.5's Gated DeltaNet: a fixed-size state, no KV cache
 LAYER_KINDS = (FULL, SLIDING, LINEAR)
-
-# architectures whose module layout :func:`param_breakdown` knows; anything else is counted as
-# a Llama-style decoder (GQA attention, gated MLP, two norms per layer), which "generic" names
+# module layouts param_breakdown knows; "generic": a Llama-style decoder (GQA, gated MLP)
 ARCHITECTURES = ("qwen3", "qwen3_5", "gemma4", "generic")
-# RMSNorm weight vectors of width hidden_size per decoder layer: pre-attention and pre-MLP,
-# and Gemma's post-attention and post-MLP norms too
+# hidden-width RMSNorms per layer: pre-attention and pre-MLP (Gemma: post-norms too)
 NORMS_PER_LAYER = {"qwen3": 2, "qwen3_5": 2, "gemma4": 4, "generic": 2}
-# Gated DeltaNet's recurrent state is kept in float32 (Qwen3.5's config: mamba_ssm_dtype)
-LINEAR_STATE_BYTES = 4
+LINEAR_STATE_BYTES = 4  # Gated DeltaNet's state is float32 (Qwen3.5's mamba_ssm_dtype)
+FLOPS_PER_MAC = 2
+BACKWARD_OVER_FORWARD = 2  # gradients for inputs and for weights
+ATTENTION_FLOPS_PER_PAIR_PER_DIM = 4  # QK^T and AV
+LINEAR_STATE_FLOPS = 4  # per token: the state's decay, rank-1 update and readout
 
 
 class PlanError(ValueError):
-    """Input the planner cannot plan with (a config, a GPU kind, a model, a measurement file);
-    every message names what is wrong and how to fix it."""
-
-
-class DimsError(PlanError):
-    """Dimensions that cannot be built or are inconsistent; the message says which field."""
+    """Input the planner cannot plan with; every message names what is wrong and the fix."""
 
 
 @dataclass(frozen=True)
 class ModelDims:
     """The dimensions of one decoder-only language model (its text decoder).
 
-    ``layer_types`` names each layer's kind (:data:`LAYER_KINDS`; empty: all full attention).
-    Full-attention layers may have their own geometry (``global_head_dim``,
-    ``global_kv_heads``: Gemma 4); ``num_kv_shared_layers`` last layers reuse an earlier
-    layer's keys and values and have no K/V projections or cache of their own (Gemma 4).
+    ``layer_types``: each layer's kind (empty: all full attention). Full-attention layers may
+    have their own geometry (``global_head_dim``, ``global_kv_heads``: Gemma 4); the last
+    ``num_kv_shared_layers`` layers reuse an earlier layer's keys and values (Gemma 4).
     """
 
     name: str
@@ -83,34 +80,29 @@ class ModelDims:
 
     def __post_init__(self) -> None:
         if self.architecture not in ARCHITECTURES:
-            raise DimsError(
+            raise PlanError(
                 f"{self.name}: architecture {self.architecture!r} not in {ARCHITECTURES}"
             )
-        for name in ("hidden_size", "intermediate_size", "num_layers", "num_heads"):
+        for name in ("hidden_size", "intermediate_size", "num_layers", "num_heads",
+                     "num_kv_heads", "head_dim", "vocab_size"):  # fmt: skip
             if int(getattr(self, name)) < 1:
-                raise DimsError(f"{self.name}: {name} must be >= 1, got {getattr(self, name)}")
-        for name in ("num_kv_heads", "head_dim", "vocab_size"):
-            if int(getattr(self, name)) < 1:
-                raise DimsError(f"{self.name}: {name} must be >= 1, got {getattr(self, name)}")
+                raise PlanError(f"{self.name}: {name} must be >= 1, got {getattr(self, name)}")
         if self.layer_types and len(self.layer_types) != self.num_layers:
-            raise DimsError(
+            raise PlanError(
                 f"{self.name}: layer_types has {len(self.layer_types)} entries for "
                 f"{self.num_layers} layers; give one kind per layer or none"
             )
-        bad = sorted(set(self.layer_types) - set(LAYER_KINDS))
-        if bad:
-            raise DimsError(f"{self.name}: unknown layer kinds {bad}; known: {LAYER_KINDS}")
+        if bad := sorted(set(self.layer_types) - set(LAYER_KINDS)):
+            raise PlanError(f"{self.name}: unknown layer kinds {bad}; known: {LAYER_KINDS}")
         if LINEAR in self.layer_types and not (
             self.linear_num_key_heads and self.linear_num_value_heads and self.linear_key_head_dim
         ):
-            raise DimsError(f"{self.name}: linear_attention layers need the linear_* dimensions")
+            raise PlanError(f"{self.name}: linear_attention layers need the linear_* dimensions")
         if not 0 <= self.num_kv_shared_layers < self.num_layers:
-            raise DimsError(
+            raise PlanError(
                 f"{self.name}: num_kv_shared_layers must be in [0, {self.num_layers}), "
                 f"got {self.num_kv_shared_layers}"
             )
-
-    # ------------------------------------------------------------------ per-layer geometry
 
     def kinds(self) -> tuple[str, ...]:
         """Each layer's kind."""
@@ -119,24 +111,16 @@ class ModelDims:
     def heads_of(self, kind: str) -> tuple[int, int]:
         """(kv heads, head dim) of an attention layer of ``kind``."""
         if kind == FULL:
-            return (
-                self.global_kv_heads or self.num_kv_heads,
-                self.global_head_dim or self.head_dim,
-            )
+            return self.global_kv_heads or self.num_kv_heads, self.global_head_dim or self.head_dim
         return self.num_kv_heads, self.head_dim
 
     def owns_kv(self, layer: int) -> bool:
-        """Whether layer ``layer`` computes (and caches) keys and values of its own."""
+        """Whether ``layer`` computes (and caches) keys and values of its own."""
         return layer < self.num_layers - self.num_kv_shared_layers
 
     def mlp_width(self, layer: int) -> int:
-        """The MLP's intermediate width at ``layer``."""
         wide = self.double_wide_mlp_shared and not self.owns_kv(layer)
         return self.intermediate_size * (2 if wide else 1)
-
-    @property
-    def linear_key_dim(self) -> int:
-        return self.linear_num_key_heads * self.linear_key_head_dim
 
     @property
     def linear_value_dim(self) -> int:
@@ -145,7 +129,12 @@ class ModelDims:
     @property
     def linear_conv_dim(self) -> int:
         """Channels of the Gated DeltaNet's depthwise convolution (q, k and v together)."""
-        return 2 * self.linear_key_dim + self.linear_value_dim
+        return 2 * self.linear_num_key_heads * self.linear_key_head_dim + self.linear_value_dim
+
+    @property
+    def linear_state(self) -> int:
+        """Elements of a Gated DeltaNet layer's state per sequence."""
+        return self.linear_num_value_heads * self.linear_key_head_dim * self.linear_value_head_dim
 
     def with_layers(self, num_layers: int) -> ModelDims:
         """The same widths with ``num_layers`` layers (the layer-kind pattern repeated, KV
@@ -195,9 +184,9 @@ def _linear_attention_params(d: ModelDims) -> tuple[int, int]:
 
 
 def param_breakdown(d: ModelDims) -> dict[str, int]:
-    """Parameters of ``d`` by component (``total`` included), as transformers builds it:
-    ``norms`` holds every norm's weights (and a DeltaNet's two per-head gate parameters), the
-    projection components only matrices (and the DeltaNet's convolution)."""
+    """Parameters of ``d`` by component (``total`` included): ``norms`` holds every norm's
+    weights (and a DeltaNet's gate parameters), the other components matrices (and the
+    DeltaNet's convolution)."""
     h = d.hidden_size
     out = {
         "embedding": d.vocab_size * h,
@@ -217,9 +206,8 @@ def param_breakdown(d: ModelDims) -> dict[str, int]:
         else:
             proj, norms = _attention_params(d, layer, kind)
             out["attention"] += proj
-        out["norms"] += norms
+        out["norms"] += norms + NORMS_PER_LAYER[d.architecture] * h
         out["mlp"] += 3 * h * d.mlp_width(layer)  # gate, up, down
-        out["norms"] += NORMS_PER_LAYER[d.architecture] * h
         if ple:  # per-layer input gate (h -> ple), projection (ple -> h) and its norm
             out["per_layer_projections"] += 2 * h * ple + h
     if ple:
@@ -235,10 +223,8 @@ def param_count(d: ModelDims) -> int:
 
 
 def flop_params(d: ModelDims) -> dict[str, int]:
-    """Parameters that cost a multiply-add per token: ``backbone`` (every projection, MLP and
-    convolution of the decoder layers, and PLE's projections) and ``head`` (the LM head's V x h,
-    tied or not). Embedding tables are looked up, not multiplied; norms and biases are ignored
-    (a few per cent of a token's FLOPs at most)."""
+    """Parameters that cost a multiply-add per token: ``backbone`` (the decoder layers' and
+    PLE's projections) and ``head`` (V x h, tied or not); lookups, norms and biases are free."""
     b = param_breakdown(d)
     backbone = b["attention"] + b["linear_attention"] + b["mlp"] + b["per_layer_projections"]
     return {"backbone": backbone, "head": d.vocab_size * d.hidden_size}
@@ -248,9 +234,8 @@ def flop_params(d: ModelDims) -> dict[str, int]:
 
 
 def kv_bytes_per_token(d: ModelDims, dtype_bytes: float, context: int) -> float:
-    """Mean KV-cache bytes per cached token of a sequence ``context`` tokens long: 2 (K and V)
-    x kv heads x head dim x bytes, summed over the layers that cache their own keys; a sliding
-    layer keeps only its window (``min(context, window)`` of the ``context`` tokens)."""
+    """Mean KV-cache bytes per token of a ``context``-token sequence: K and V of every layer
+    that caches its own, a sliding layer only its window."""
     if context <= 0:
         return 0.0
     total = 0.0
@@ -258,28 +243,82 @@ def kv_bytes_per_token(d: ModelDims, dtype_bytes: float, context: int) -> float:
         if kind == LINEAR or not d.owns_kv(layer):
             continue
         kv_heads, hd = d.heads_of(kind)
-        kept = context
-        if kind == SLIDING and d.sliding_window:
-            kept = min(context, d.sliding_window)
+        kept = min(context, d.sliding_window) if kind == SLIDING and d.sliding_window else context
         total += 2 * kv_heads * hd * dtype_bytes * kept
     return total / context
 
 
 def kv_cache_bytes(d: ModelDims, dtype_bytes: float, context: int, batch: int) -> float:
-    """KV cache (and Gated DeltaNet state) of ``batch`` sequences of ``context`` tokens:
-    ``2 x layers x kv_heads x head_dim x context x batch x bytes`` for plain full attention,
-    with the windows, shared layers and wider global heads of :func:`kv_bytes_per_token`, plus
-    each linear layer's fixed state (value heads x key dim x value dim in float32, and the
-    convolution's last ``kernel - 1`` inputs)."""
+    """KV cache of ``batch`` sequences of ``context`` tokens, plus each Gated DeltaNet layer's
+    fixed state (float32) and its convolution's last ``kernel - 1`` inputs."""
     per_seq = kv_bytes_per_token(d, dtype_bytes, context) * context
-    n_linear = sum(1 for k in d.kinds() if k == LINEAR)
-    if n_linear:
-        state = (
-            d.linear_num_value_heads
-            * d.linear_key_head_dim
-            * d.linear_value_head_dim
-            * LINEAR_STATE_BYTES
-        )
+    if n_linear := sum(1 for k in d.kinds() if k == LINEAR):
+        state = d.linear_state * LINEAR_STATE_BYTES
         conv = d.linear_conv_dim * max(d.linear_conv_kernel - 1, 0) * dtype_bytes
         per_seq += n_linear * (state + conv)
     return per_seq * batch
+
+
+# ----------------------------------------------------------------------------- FLOPs
+
+
+def context_sum(start: int, end: int, window: int | None = None) -> float:
+    """Sum over positions ``i`` in ``[start, end)`` of ``min(i + 1, window)``: the tokens each
+    attends to (causal; ``window`` None: no limit)."""
+    if end <= start:
+        return 0.0
+
+    def full(a: int, b: int) -> float:  # sum of (i + 1) for i in [a, b)
+        return (b * (b + 1) - a * (a + 1)) / 2.0
+
+    if not window:
+        return full(start, end)
+    cut = max(start, min(end, window))  # positions before `cut` see fewer than `window` tokens
+    return full(start, cut) + float(end - cut) * window
+
+
+def forward_flops(d: ModelDims, prompt: int, completion: int, head_positions: int) -> float:
+    """FLOPs of one forward over ``prompt + completion`` tokens, the head on ``head_positions``."""
+    n = flop_params(d)
+    tokens = prompt + completion
+    total = FLOPS_PER_MAC * (n["backbone"] * tokens + n["head"] * head_positions)
+    for kind in d.kinds():
+        if kind == LINEAR:
+            total += LINEAR_STATE_FLOPS * d.linear_state * tokens
+            continue
+        _, hd = d.heads_of(kind)
+        pairs = context_sum(0, tokens, d.sliding_window if kind == SLIDING else None)
+        total += ATTENTION_FLOPS_PER_PAIR_PER_DIM * d.num_heads * hd * pairs
+    return total
+
+
+def generation_flops(d: ModelDims, prompt: int, completion: int) -> float:
+    """FLOPs of sampling ``completion`` tokens after ``prompt`` (prefill and decode)."""
+    return forward_flops(d, prompt, completion, completion)
+
+
+def prefill_flops(d: ModelDims, prompt: int) -> float:
+    """FLOPs of the prefill alone (the head on the prompt's last position)."""
+    return forward_flops(d, prompt, 0, 1)
+
+
+def training_flops(
+    d: ModelDims,
+    prompt: int,
+    completion: int,
+    *,
+    gradient_checkpointing: bool = False,
+    reference_model: bool = False,
+    num_iterations: int = 1,
+) -> dict[str, float]:
+    """FLOPs of training on one sequence (the completion in the loss), by part, and ``total``."""
+    fwd = forward_flops(d, prompt, completion, completion)
+    backbone_fwd = forward_flops(d, prompt, completion, 0)
+    out = {
+        "forward_backward": (1 + BACKWARD_OVER_FORWARD) * fwd * num_iterations,
+        "recompute": backbone_fwd * num_iterations if gradient_checkpointing else 0.0,
+        "reference": fwd if reference_model else 0.0,
+        "old_logprobs": fwd if num_iterations > 1 else 0.0,
+    }
+    out["total"] = sum(out.values())
+    return out

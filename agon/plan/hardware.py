@@ -5,7 +5,7 @@
 sequences reads every weight once and each sequence's KV cache, so a step takes at least
 ``(weight bytes + B x KV bytes at the mean context) / bandwidth`` (and at least
 ``B x FLOPs per token / peak``, which binds only at large ``B``). The prefill and training are
-bound by peak FLOPs (:mod:`agon.plan.flops`). A job's time is its work over the bound, divided
+bound by peak FLOPs (:mod:`agon.plan.dims`). A job's time is its work over the bound, divided
 by an *efficiency* (the share of the bound reached).
 
 **Efficiencies.** From a measurement when there is one (:data:`MEASUREMENTS_DIR`, one JSON file
@@ -28,8 +28,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agon.plan.dims import ModelDims, PlanError, kv_cache_bytes, param_count
-from agon.plan.flops import generation_flops, prefill_flops, training_flops
+from agon.plan.dims import (
+    ModelDims,
+    PlanError,
+    generation_flops,
+    kv_cache_bytes,
+    param_count,
+    prefill_flops,
+    training_flops,
+)
 from agon.plan.memory import dtype_bytes
 from agon.provenance import atomic_write_text, git_commit, host
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from huggingface_hub import try_to_load_from_cache
 
-from agon.plan.dims import FULL, SLIDING, DimsError, ModelDims
+from agon.plan.dims import FULL, SLIDING, ModelDims, PlanError
 from agon.plan.published import PUBLISHED
 
 # model_type values (config.json) read as one of agon.plan.dims.ARCHITECTURES; any other
@@ -132,7 +132,7 @@ def dims_from_config(cfg: Any, name: str = "", source: str = "") -> ModelDims:
     heads = _get(text, "num_attention_heads")
     layers = _get(text, "num_hidden_layers")
     if hidden is None or heads is None or layers is None:
-        raise DimsError(
+        raise PlanError(
             f"{name or 'config'}: needs hidden_size, num_attention_heads and num_hidden_layers "
             f"(model_type {model_type!r}); is this a causal language model's config?"
         )
@@ -212,7 +212,7 @@ def load_dims(
     if model in published:
         return published[model]
     known = ", ".join(sorted(published))
-    raise DimsError(
+    raise PlanError(
         f"model {model!r}: no config.json at that path or in the Hugging Face cache, and not "
         f"in the planner's table of published checkpoints ({known}); point the row at a local "
         "folder holding the model's config.json, or add its dimensions to agon/plan/published.py"

@@ -4,7 +4,7 @@
 :func:`plan` walks the DAG's jobs (:mod:`agon.plan.jobs`), builds each one's work
 (:mod:`agon.plan.workload`) with the models' dimensions (:mod:`agon.plan.dims`), places its
 parts where the trainer puts them (:func:`agon.engines.placement.place`) and prices it:
-FLOPs (:mod:`agon.plan.flops`), memory on each GPU and on the host (:mod:`agon.plan.memory`:
+FLOPs (:mod:`agon.plan.dims`), memory on each GPU and on the host (:mod:`agon.plan.memory`:
 the sum of what the placement puts on each), and time.
 
 **Time.** Generation phases are timed on their engine (a vLLM engine keeps as many sequences
@@ -35,8 +35,15 @@ from agon.config import ablation_config
 from agon.engines.placement import Placement, place, place_eval
 from agon.evaluation.from_config import EVAL_VLLM_SHARE
 from agon.methods import BUDGET_REFERENCE, COLUMNS
-from agon.plan.dims import ModelDims, PlanError, kv_cache_bytes, param_count
-from agon.plan.flops import forward_flops, generation_flops, training_flops
+from agon.plan.dims import (
+    ModelDims,
+    PlanError,
+    forward_flops,
+    generation_flops,
+    kv_cache_bytes,
+    param_count,
+    training_flops,
+)
 from agon.plan.hf_config import dims_from_config, load_dims
 from agon.plan.lengths import MeasuredLengths, expect, read_lengths
 
