@@ -1,22 +1,12 @@
-# long: the throughput model in one reading: GPU kinds and their bounds, measurements, efficiencies.
-"""GPU kinds, their bounds, and the throughput table: measured, then extrapolated, else assumed.
+"""GPU kinds, their bounds, and the efficiencies a job's time is divided by.
 
-**Bounds.** Decoding is bound by memory bandwidth: each decode step of ``B`` concurrent
-sequences reads every weight once and each sequence's KV cache, so a step takes at least
-``(weight bytes + B x KV bytes at the mean context) / bandwidth`` (and at least
-``B x FLOPs per token / peak``, which binds only at large ``B``). The prefill and training are
-bound by peak FLOPs (:mod:`agon.plan.dims`). A job's time is its work over the bound, divided
-by an *efficiency* (the share of the bound reached).
-
-**Efficiencies.** From a measurement when there is one (:data:`MEASUREMENTS_DIR`, one JSON file
-per measurement, written by :func:`write_measurement`): efficiency = measured tokens/s over the
-bound at the measurement's own model and shape. It is then applied to the bound of the job's
-model and shape on the GPU kind asked: another size or shape scales decode by the bandwidth
-bound and training by the FLOP bound; a measurement on another GPU kind carries over by the
-ratio of the two kinds' bounds. With no measurement the efficiency is an assumption
-(:data:`ASSUMED_DECODE_EFFICIENCY`, :data:`ASSUMED_COMPUTE_EFFICIENCY`), and every line that uses
-it says "assumed, not measured". The ``cpu`` kind has no nominal bounds: only its own
-measurements, scaled by the ratio of bytes read per decode step and of FLOPs per trained token.
+A decode step of ``B`` sequences reads every weight and each sequence's KV cache once: it takes
+at least ``(weight bytes + B x KV bytes) / bandwidth`` (and ``B x FLOPs per token / peak``);
+the prefill and training are bound by peak FLOPs. A job's time is its work over the bound
+divided by an efficiency: measured tokens/s over the bound at the measurement's own model and
+shape (:func:`write_measurement`, files in :data:`MEASUREMENTS_DIR`), carried to another size
+or GPU kind by the ratio of the bounds; else assumed, and labelled "assumed, not measured". The
+``cpu`` kind has no nominal bounds: only its own measurements, in units of 1 B/s and 1 FLOP/s.
 """
 
 from __future__ import annotations
@@ -42,23 +32,17 @@ from agon.provenance import atomic_write_text, git_commit, host
 
 MEASUREMENT_FORMAT = 1
 ENGINES = ("vllm", "hf")
-# where measurements live, beside the package (bench/throughput/README.md defines the format)
+# bench/throughput/README.md defines the format
 MEASUREMENTS_DIR = Path(__file__).resolve().parents[2] / "bench" / "throughput"
 
-# Assumptions, used only without a measurement, and labelled "assumed, not measured" wherever
-# used. Decode: vLLM's continuous batching with paged attention is taken to reach half the
-# bandwidth bound; transformers' generate a quarter (a Python loop per token, padded rows).
-# Compute: 0.4 of peak dense bf16 FLOPs for training and prefill, a typical model-FLOPs
-# utilization of well-tuned training. Neither is a measurement of this code.
+# Without a measurement, assumed (not measured): vLLM's paged continuous batching reaches half
+# the bandwidth bound, transformers' generate a quarter (a Python loop per token, padded rows);
+# training and prefill 0.4 of peak bf16 FLOPs, a well-tuned training run's utilization.
 ASSUMED_DECODE_EFFICIENCY = {"vllm": 0.5, "hf": 0.25}
 ASSUMED_COMPUTE_EFFICIENCY = 0.4
 ASSUMED = "assumed, not measured"
 SAME_PARAMS_REL = 0.01  # a measured model "is" the job's model within this parameter difference
-# A kind without nominal bounds (cpu) is priced in units of 1 B/s and 1 FLOP/s: its own
-# measurement's efficiency is then relative to that unit, which cancels in the estimate
-UNIT_BOUND = 1.0
-
-
+UNIT_BOUND = 1.0  # a kind without nominal bounds (cpu): its measurements' unit, which cancels
 GIB = 2**30  # memory is counted in bytes and shown in GiB, the unit a GPU reports its own in
 
 
@@ -66,12 +50,9 @@ GIB = 2**30  # memory is counted in bytes and shown in GiB, the unit a GPU repor
 class GpuKind:
     """A device kind: memory, bandwidth and dense bf16 peak (None: no nominal bound, ``cpu``).
 
-    ``memory_bytes`` is what the device reports as its total (CUDA's total memory, what vLLM's
-    ``gpu_memory_utilization`` is a share of), not the marketed size: an H200 sold as 141 GB
-    shows 143,771 MiB in nvidia-smi and about 139.7 GiB (150.0e9 bytes) to CUDA, an H100 80GB
-    81,559 MiB and about 79.2 GiB (85.0e9), an A100 80GB 81,920 MiB and 79.15 GiB (85.0e9):
-    nvidia-smi's total less what the driver keeps (about 0.5 to 0.9 GiB; the H200's figure is
-    nvidia-smi's less the H100's difference, not read off an H200)."""
+    ``memory_bytes`` is CUDA's total (what ``gpu_memory_utilization`` is a share of), not the
+    marketed size: nvidia-smi's total less what the driver keeps (0.5-0.9 GiB; the H200's is
+    its 143,771 MiB less the H100's difference, not read off an H200)."""
 
     name: str
     memory_bytes: float | None
@@ -91,20 +72,17 @@ GPU_KINDS: dict[str, GpuKind] = {
         GpuKind("cpu", None, None, None, "this machine's CPU: its own measurements only"),
     )
 }
-# vLLM's default cap on sequences in flight (EngineArgs.max_num_seqs); its KV room may hold fewer
-VLLM_MAX_NUM_SEQS = 256
-# what a vLLM engine keeps inside its share besides weights and KV cache (its forward's
-# activations, CUDA graphs): an assumption, not a measurement
+VLLM_MAX_NUM_SEQS = 256  # EngineArgs.max_num_seqs: vLLM's default cap on sequences in flight
+# a vLLM share's room besides weights and KV (activations, CUDA graphs): assumed, not measured
 VLLM_OVERHEAD_BYTES = 2 * GIB
 
 
 def vllm_concurrency(
     d: ModelDims, share: float, device_bytes: float, dtype: str, prompt: float, completion: float
 ) -> tuple[float, float]:
-    """(sequences in flight, KV room in bytes) of a vLLM engine holding ``share`` of a
-    ``device_bytes`` GPU: the room its share leaves after the weights and
-    :data:`VLLM_OVERHEAD_BYTES`, over one sequence's KV at the mean context (at most
-    :data:`VLLM_MAX_NUM_SEQS`; 0 when the room holds no sequence of ``prompt + completion``)."""
+    """(sequences in flight, KV room in bytes) of a vLLM engine holding ``share`` of the GPU:
+    the room left by the weights and overhead over one sequence's KV at the mean context (at
+    most :data:`VLLM_MAX_NUM_SEQS`; 0 when it holds no whole ``prompt + completion``)."""
     b = dtype_bytes(dtype, d.checkpoint_dtype)
     room = share * device_bytes - param_count(d) * b - VLLM_OVERHEAD_BYTES
     if room < kv_cache_bytes(d, b, max(int(prompt + completion), 1), 1):
@@ -114,7 +92,6 @@ def vllm_concurrency(
 
 
 def get_gpu_kind(name: str) -> GpuKind:
-    """The GPU kind called ``name``; a clear error naming the known ones otherwise."""
     if name not in GPU_KINDS:
         raise PlanError(
             f"unknown GPU kind {name!r}; known: {sorted(GPU_KINDS)} (add a row to "
@@ -124,23 +101,6 @@ def get_gpu_kind(name: str) -> GpuKind:
 
 
 # ----------------------------------------------------------------------------- bounds
-
-
-def _decode_step_seconds(
-    d: ModelDims, kind: GpuKind, concurrency: float, prompt: float, completion: float, b: int
-) -> tuple[float, float]:
-    """(bandwidth-bound, FLOP-bound) seconds of one decode step of ``concurrency`` sequences at
-    their mean context. Without a nominal bound (``cpu``) the bandwidth is :data:`UNIT_BOUND`
-    and the FLOP term is left out: a measurement's efficiency then absorbs the unit."""
-    context = int(prompt + completion / 2)
-    read = param_count(d) * b + kv_cache_bytes(d, b, max(context, 1), 1) * concurrency
-    bw = kind.bandwidth or UNIT_BOUND
-    if completion <= 0:
-        return 0.0, 0.0
-    per_token = generation_flops(d, int(prompt), int(completion)) - prefill_flops(d, int(prompt))
-    per_token /= completion
-    flop_s = concurrency * per_token / kind.peak_flops if kind.peak_flops else 0.0
-    return read / bw, flop_s
 
 
 def generation_seconds(
@@ -155,24 +115,25 @@ def generation_seconds(
     decode_eff: float,
     compute_eff: float,
 ) -> float:
-    """Seconds to sample ``sequences`` completions of ``completion`` tokens after ``prompt``
-    tokens, ``concurrency`` at a time: decode steps at the larger of the bandwidth and FLOP
-    bounds over their efficiencies, plus the prefill at the FLOP bound."""
+    """Seconds to sample ``sequences`` completions, ``concurrency`` at a time: decode steps at
+    the larger of the two bounds over their efficiencies, plus the prefill."""
     if sequences <= 0 or completion <= 0:
         return 0.0
     b = dtype_bytes(dtype, d.checkpoint_dtype)
     concurrency = max(1.0, min(concurrency, sequences))
-    bw_s, flop_s = _decode_step_seconds(d, kind, concurrency, prompt, completion, b)
-    step = max(bw_s / decode_eff, flop_s / compute_eff if flop_s else 0.0)
-    steps = sequences * completion / concurrency
+    context = max(int(prompt + completion / 2), 1)  # the mean context
+    read = param_count(d) * b + kv_cache_bytes(d, b, context, 1) * concurrency
+    step = read / (kind.bandwidth or UNIT_BOUND) / decode_eff  # cpu: in UNIT_BOUND
     prefill = 0.0
     if kind.peak_flops:
-        prefill = sequences * prefill_flops(d, int(prompt)) / (kind.peak_flops * compute_eff)
-    return steps * step + prefill
+        one = prefill_flops(d, int(prompt))
+        per_token = (generation_flops(d, int(prompt), int(completion)) - one) / completion
+        step = max(step, concurrency * per_token / kind.peak_flops / compute_eff)
+        prefill = sequences * one / (kind.peak_flops * compute_eff)
+    return sequences * completion / concurrency * step + prefill
 
 
 def training_seconds(flops: float, kind: GpuKind, eff: float) -> float:
-    """Seconds for ``flops`` of training at ``eff`` of the kind's peak (``cpu``: the unit)."""
     return flops / ((kind.peak_flops or UNIT_BOUND) * eff)
 
 
@@ -200,7 +161,6 @@ class Measurement:
     gpu_memory_utilization: float | None = None  # a vLLM engine's share of the GPU
 
 
-# a measurement file's fields: those it must have (with their types), and those it may
 REQUIRED = {"gpu_kind": str, "engine": str, "dtype": str, "batch": int, "prompt_tokens": int,
             "new_tokens": int, "date": str}  # fmt: skip
 OPTIONAL = ("generation_tokens_per_s", "training_tokens_per_s", "concurrency",
@@ -231,16 +191,12 @@ def write_measurement(
     commit: str | None = None,
     machine: dict[str, Any] | None = None,
 ) -> Path:
-    """Write one throughput measurement as ``DIR/<date>-<kind>-<model>-<engine>-b<batch>.json``
-    (atomically) and return its path. ``generation_tokens_per_s``: completion tokens sampled
-    per second with ``batch`` sequences in flight, each ``prompt_tokens`` + ``new_tokens``;
-    ``training_tokens_per_s``: completion tokens trained on per second (forward + backward of
-    such sequences). A vLLM generation rate needs the sequences vLLM kept in flight
-    (``concurrency``) or its ``gpu_memory_utilization`` (the KV room it had): its efficiency is
-    taken over the bound at that concurrency, since a job's own concurrency is cut to its KV
-    room already and the limit must not count twice. ``date`` (ISO, default today),
-    ``commit`` (default this checkout's HEAD) and ``machine`` (default
-    :func:`agon.provenance.host`) go in the provenance."""
+    """Write one measurement as ``DIR/<date>-<kind>-<model>-<engine>-b<batch>.json`` and return
+    its path. The rates are completion tokens per second: sampled with ``batch`` sequences of
+    ``prompt_tokens + new_tokens``, or trained on. A vLLM rate needs the ``concurrency`` it kept
+    or its ``gpu_memory_utilization``: a job's own concurrency is cut to its KV room already,
+    so the efficiency is taken at that concurrency. ``date``, ``commit`` and ``machine``
+    default to today, this checkout's HEAD and :func:`agon.provenance.host`."""
     get_gpu_kind(gpu_kind)  # a known kind, or a clear error
     if engine not in ENGINES:
         raise PlanError(f"engine {engine!r}: expected one of {ENGINES}")
@@ -305,7 +261,7 @@ def _measurement(path: Path) -> Measurement:
 
 
 def read_measurements(directory: str | Path | None = None) -> list[Measurement]:
-    """Every measurement file (``*.json``) in ``directory`` (default :data:`MEASUREMENTS_DIR`)."""
+    """Every ``*.json`` measurement in ``directory`` (default :data:`MEASUREMENTS_DIR`)."""
     folder = Path(directory) if directory is not None else MEASUREMENTS_DIR
     if not folder.is_dir():
         return []
@@ -327,21 +283,9 @@ class Efficiency:
     assumed: bool
 
 
-def _pick(measured: list[Measurement], engine: str, dims: ModelDims) -> Measurement | None:
-    """The newest measurement, preferring the same engine, then the same architecture."""
-    if not measured:
-        return None
-
-    def rank(m: Measurement) -> tuple:
-        return (m.engine == engine, m.dims.architecture == dims.architecture, m.date)
-
-    return max(measured, key=rank)
-
-
 def measured_concurrency(m: Measurement) -> float:
-    """The sequences a measured engine kept in flight: as recorded, else for vLLM as many as
-    its share's KV room held (:func:`vllm_concurrency`, the rule a job's concurrency follows),
-    else the batch (transformers decodes its batch's rows together)."""
+    """The sequences a measured engine kept in flight: as recorded, else for vLLM what its KV
+    room held (:func:`vllm_concurrency`), else the batch."""
     kind = GPU_KINDS[m.gpu_kind]
     if m.concurrency:
         return float(min(m.batch, m.concurrency))
@@ -355,8 +299,7 @@ def measured_concurrency(m: Measurement) -> float:
 
 
 def _measured_generation_eff(m: Measurement) -> float:
-    """Measured tokens/s over the bound at the concurrency the engine had (not the batch asked
-    for: a KV-limited engine's lower rate is its concurrency, not its efficiency)."""
+    """Measured tokens/s over the bound at the concurrency the engine had (not its batch)."""
     kind = GPU_KINDS[m.gpu_kind]
     bound = generation_seconds(
         m.dims, kind, sequences=m.batch, prompt=m.prompt_tokens, completion=m.new_tokens,
@@ -389,8 +332,8 @@ def efficiency(
     kind: str, engine: str, dims: ModelDims, measurements: list[Measurement]
 ) -> Efficiency:
     """The efficiencies for ``dims`` on ``engine`` and GPU ``kind``: from the newest matching
-    measurement on that kind, else on another kind with nominal bounds (not from or to ``cpu``),
-    else assumed. Each label says which, and by what rule."""
+    measurement on that kind, else on another kind with bounds (never from or to ``cpu``),
+    else assumed; each label says which."""
     gk = get_gpu_kind(kind)
     same = [m for m in measurements if m.gpu_kind == kind]
     other = [
@@ -399,13 +342,16 @@ def efficiency(
         if m.gpu_kind != kind and gk.peak_flops and GPU_KINDS[m.gpu_kind].peak_flops
     ]
 
-    def choose(pred) -> Measurement | None:
-        return _pick([m for m in same if pred(m)], engine, dims) or _pick(
-            [m for m in other if pred(m)], engine, dims
-        )
+    def choose(rate: str) -> Measurement | None:  # the newest, same engine, then architecture
+        for pool in (same, other):
+            if found := [m for m in pool if getattr(m, rate)]:
+                arch = dims.architecture
+                return max(
+                    found, key=lambda m: (m.engine == engine, m.dims.architecture == arch, m.date)
+                )
+        return None
 
-    gen_m = choose(lambda m: m.generation_tokens_per_s)
-    train_m = choose(lambda m: m.training_tokens_per_s)
+    gen_m, train_m = choose("generation_tokens_per_s"), choose("training_tokens_per_s")
     if gen_m is not None:
         e = _measured_generation_eff(gen_m)
         decode = compute = e

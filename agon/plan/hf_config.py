@@ -1,14 +1,7 @@
-"""Dims from a transformers config, and a transformers config from dims.
-
-:func:`dims_from_config` reads any decoder's config (an object, or a ``config.json`` mapping);
-:func:`load_dims` gives a family row's model from its own ``config.json`` wherever one is
-reachable without a download (its local folder, else the Hugging Face cache at the row's
-revision), and only then from the table of :mod:`agon.plan.published`. The other way,
-tests that build a real-width, 1-2 layer random-weight model on CPU take a paper checkpoint's
-dimensions from the planner (``PUBLISHED[name].with_layers(2)``), build the model from
-:func:`transformers_config`, and ask :func:`agon.plan.memory.estimate_step_memory` what one
-training step of it should hold; ``dims_from_config`` of the result gives the same dims back.
-"""
+"""Dims from a transformers config (:func:`dims_from_config`; :func:`load_dims`: a family row's
+model from its local or cached ``config.json``, else :mod:`agon.plan.published`, never a
+download), and a transformers config from dims (:func:`transformers_config`: the real-width,
+1-2 layer random-weight test models)."""
 
 from __future__ import annotations
 
@@ -22,8 +15,7 @@ from huggingface_hub import try_to_load_from_cache
 from agon.plan.dims import FULL, SLIDING, ModelDims, PlanError
 from agon.plan.published import PUBLISHED
 
-# model_type values (config.json) read as one of agon.plan.dims.ARCHITECTURES; any other
-# decoder is counted as a generic Llama-style one
+# config.json model_type -> agon.plan.dims.ARCHITECTURES (anything else: "generic")
 MODEL_TYPES = {
     "qwen3": "qwen3",
     "qwen3_5": "qwen3_5",
@@ -32,14 +24,12 @@ MODEL_TYPES = {
     "gemma4_text": "gemma4",
 }
 
-# a test model needs no long context; transformers configs require some positions
 TEST_MAX_POSITIONS = 4096
 
 
 def transformers_config(d: ModelDims, **overrides: Any) -> Any:
-    """The transformers config (``Qwen3Config``, ``Qwen3_5TextConfig``, ``Gemma4TextConfig``,
-    or ``LlamaConfig`` for a generic decoder) of dims ``d``; ``overrides`` replace or add
-    fields (e.g. ``vocab_size`` for a small test tokenizer)."""
+    """The transformers config of dims ``d`` (``LlamaConfig`` for a generic decoder);
+    ``overrides`` replace or add fields (e.g. ``vocab_size`` for a small test tokenizer)."""
     # lazy: transformers: off agon plan's import; the planner itself never needs it
     import transformers
 
@@ -91,16 +81,9 @@ def _get(cfg: Any, key: str, default: Any = None) -> Any:
     return getattr(cfg, key, default)
 
 
-def _text_config(cfg: Any) -> Any:
-    """The text decoder's config of a multimodal config (``text_config``), else ``cfg``."""
-    sub = _get(cfg, "text_config")
-    return sub if sub is not None else cfg
-
-
 def _global_overrides(text: Any, layer_types: tuple[str, ...]) -> tuple[int | None, int | None]:
-    """(head dim, kv heads) of the full-attention layers where they differ (Gemma 4): from a
-    config.json's ``global_head_dim`` / ``num_global_key_value_heads``, or from a transformers
-    object's ``per_layer_config`` (which those keys become when the config is built)."""
+    """(head dim, kv heads) of the full-attention layers where they differ (Gemma 4): the
+    config.json keys, or a built config's ``per_layer_config``."""
     hd, kv = _get(text, "global_head_dim"), _get(text, "num_global_key_value_heads")
     per_layer = _get(text, "per_layer_config") or {}
     # transformers writes the layer indices as strings, zero-padded to the widest ("05")
@@ -117,15 +100,13 @@ def _global_overrides(text: Any, layer_types: tuple[str, ...]) -> tuple[int | No
 
 
 def dims_from_config(cfg: Any, name: str = "", source: str = "") -> ModelDims:
-    """The dimensions of a transformers config: a ``PretrainedConfig`` (e.g. ``Qwen3Config``,
-    ``Qwen3_5TextConfig``, ``Gemma4TextConfig``, or a multimodal config holding one as
-    ``text_config``), a ``config.json`` mapping, or any object with those attributes. Works
-    for any layer count, so a real-width test model of 1-2 layers is described exactly."""
+    """The dimensions of a transformers config: a ``PretrainedConfig`` (a multimodal one's
+    ``text_config``), a ``config.json`` mapping, or any object with those attributes."""
     if not isinstance(cfg, Mapping) and hasattr(cfg, "to_dict"):
         # a PretrainedConfig: its dict form, since Gemma 4's object refuses to read a per-layer
         # attribute (head_dim) globally
         cfg = cfg.to_dict()
-    text = _text_config(cfg)
+    text = cfg if _get(cfg, "text_config") is None else _get(cfg, "text_config")
     model_type = str(_get(text, "model_type") or _get(cfg, "model_type") or "")
     arch = MODEL_TYPES.get(model_type, "generic")
     hidden = _get(text, "hidden_size")
@@ -181,9 +162,7 @@ def dims_from_config(cfg: Any, name: str = "", source: str = "") -> ModelDims:
 
 
 def cached_config(model: str, revision: str | None = None, cache_dir: str | None = None):
-    """The path of hub model ``model``'s ``config.json`` in the Hugging Face cache at
-    ``revision`` (default: the cached ``main``), or None when it is not cached (or ``model`` is
-    no hub id). Never downloads."""
+    """Hub model ``model``'s cached ``config.json`` at ``revision`` (default ``main``), or None."""
     try:
         found = try_to_load_from_cache(model, "config.json", cache_dir, revision)
     except ValueError:  # not a hub id (a local path that holds no config.json)
@@ -197,9 +176,8 @@ def load_dims(
     revision: str | None = None,
     cache_dir: str | None = None,
 ) -> ModelDims:
-    """The dimensions of a family row's ``model``: its own ``config.json`` in its local folder,
-    else in the Hugging Face cache (:func:`cached_config`), else the ``published`` table's
-    row (by hub id; default :data:`agon.plan.published.PUBLISHED`). Never downloads."""
+    """The dimensions of a family row's ``model``: its ``config.json`` in its folder or the
+    Hugging Face cache, else its ``published`` row (default :data:`PUBLISHED`)."""
     published = PUBLISHED if published is None else published
     config_json = Path(model) / "config.json"
     where = str(config_json)

@@ -1,23 +1,12 @@
 """Published dimensions of the paper's checkpoints, for planning without a download.
 
-Each row is what the model's own ``config.json`` / model card states (text decoder only), with
-its source in a comment and the total the authors publish (``PUBLISHED_PARAMS``), which
-``tests/test_plan.py`` checks the computed count against within ``PARAMS_TOLERANCE``. It is the
-fallback: the model's own ``config.json``, in a local folder or the Hugging Face cache, always
-wins (:func:`agon.plan.hf_config.load_dims`). Each row is also checked field by field against a
-vendored copy of the model's ``config.json`` (``tests/fixtures/published_configs``), read
-through the same code path: today those copies are transcriptions of these rows (their hub
-revision unknown), to be replaced by the hub's files when one can be fetched.
-
-What is left out, on purpose: vision and audio towers (Qwen3.5 and Gemma 4 ship them; the
-planner counts the text decoder that is trained), and Qwen3.5's multi-token-prediction layer
-(in the checkpoint, not loaded by ``Qwen3_5ForCausalLM``). Gemma 4 E4B is counted with its
-per-layer embeddings (PLE: a 262,144 x 42·256 table plus its projections), which are stored,
-trained and optimized like any weight but cost no FLOPs (a lookup).
-
-Numbers that could not be found are not invented: no row here lacks one (every field below has
-a source), but the Gemma 4 31B row's sliding-layer KV heads and MLP width come from a training
-framework's model script rather than Google's own card, and say so.
+Each row is what the model's ``config.json`` / card states (text decoder only), its source in a
+comment, with the total the authors publish (``PUBLISHED_PARAMS``, checked in
+``tests/test_plan.py`` within ``PARAMS_TOLERANCE``, and field by field against the vendored
+``tests/fixtures/published_configs``: for now transcriptions of these rows). A ``config.json``
+in a local folder or the Hugging Face cache always wins (:func:`agon.plan.hf_config.load_dims`).
+Left out: vision and audio towers, and Qwen3.5's multi-token-prediction layer. Gemma 4 E4B's
+per-layer embeddings count as weights (stored, trained, optimized) but cost no FLOPs.
 """
 
 from __future__ import annotations
@@ -53,9 +42,8 @@ def _qwen3(name: str, hidden: int, inter: int, layers: int, heads: int, tied: bo
 def _qwen3_5(
     name: str, hidden: int, inter: int, blocks: int, q_heads: int, v_heads: int, tied: bool
 ) -> ModelDims:
-    """A Qwen3.5 dense checkpoint: ``blocks`` x (3 Gated DeltaNet layers + 1 gated attention
-    layer); gated attention with 4 KV heads of 256 and q_proj doubled for the output gate;
-    DeltaNet with 16 QK heads and ``v_heads`` V heads of 128, a width-4 convolution."""
+    """A Qwen3.5 dense checkpoint: ``blocks`` x (3 Gated DeltaNet + 1 gated attention layers);
+    attention: 4 KV heads of 256; DeltaNet: 16 QK and ``v_heads`` V heads of 128, kernel 4."""
     return ModelDims(
         name=name,
         architecture="qwen3_5",
