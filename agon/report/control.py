@@ -2,8 +2,8 @@
 
 The control (the config's ``control`` section, a world of its own; ``workflow/rules/control.smk``)
 pretrains one pair of base models whose habitual arith error is written *hidden* (the right
-operand, a wrong result) or *visible* (the same step flagged ``?``) at equal rates, with readers
-that anchor on hidden errors, and trains each reward scheme from it at each seed. Every measure
+operand, a wrong result) or *visible* (the solution opened with the mark ``~``) at equal rates,
+with readers that anchor on hidden errors, and trains each reward scheme from it at each seed. Every measure
 is taken in both directions (``AB``: A drafts, B reads; ``BA``: B drafts, A reads):
 
 1. the drafter's **hidden-error share**: hidden / (hidden + visible) among the wrong drafts of
@@ -411,8 +411,9 @@ def control_markdown(
         f"{train['learning_rate']:g}, role schedule `{agon['role_schedule']}` "
         f"({train['problems_per_step']} problems a step), roles trained "
         f"{', '.join(agon['train_roles'])}. One base pair whose habitual arith error is written "
-        "hidden (a wrong result) or visible (the same step flagged `?`); readers that copy an "
-        "unflagged wrong step of a draft they read. Both directions: AB (A drafts, B reads) and "
+        "hidden (a wrong result) or visible (the solution opened with the mark `~`, drawn before "
+        "its first step); readers that copy an unmarked draft's wrong step and recompute a marked "
+        "one's. Both directions: AB (A drafts, B reads) and "
         "BA. 95% intervals: a two-level bootstrap over training seeds and problems (seeds paired "
         "across schemes; one base pair, so the base draw is not in them). MDE: the minimal "
         "detectable effect at 80% power. `base`: the untrained pair. Pay: the drafter's mean "

@@ -37,14 +37,14 @@ class Mistake:
 
     Only operands in ``operands`` are affected; each affected arithmetic step is written wrong
     with probability ``arith_rate`` and each affected program line with ``code_rate``. A wrong
-    arithmetic step (the question's operand, the misread one's result) is written in one of
-    two styles (:func:`agon.toy.tasks.first_error_style`): *hidden* with probability
-    ``hidden_share`` (a reader sees nothing amiss unless it recomputes) and *visible* otherwise
-    (the step flagged ``?`` after its result: the doubt is on the page). The flag is a token
-    of its own after the result, so the style is chosen apart from what makes a step right:
-    learning to write right results leaves the share of flagged wrong ones as it was.
-    ``hidden_share`` 1 is the toy world of table 1; the positive control
-    (``results/control.csv``) splits them, so that a drafter can learn which to write.
+    arithmetic step is written with the question's operand and the misread one's result. Each
+    arith solution the model writes, right or wrong, is opened with the mark
+    (:data:`agon.toy.tasks.MARK`) with probability ``1 - hidden_share``: the *visible* style,
+    whose errors a reader recomputes; unmarked, its errors are *hidden* (a reader that anchors
+    copies them). The style is drawn before the first step, apart from anything that makes a
+    step right, so learning to be right leaves it as it was. ``hidden_share`` 1 (never marked,
+    nothing drawn) is the toy world of table 1; the positive control (``results/control.csv``)
+    splits them, so that a drafter can learn which to write.
     """
 
     op: str
@@ -66,6 +66,11 @@ class Mistake:
             float(row.get("hidden_share", 1.0)),
         )
 
+    def marks(self, rng: random.Random) -> bool:
+        """Whether a solution this writer starts is opened with the mark (the visible style);
+        draws nothing at ``hidden_share`` 1."""
+        return self.hidden_share < 1.0 and rng.random() >= self.hidden_share
+
     def hits(self, op: str, k: int) -> bool:
         """Whether this habit applies to ``op k``."""
         return op == self.op and k in self.operands
@@ -82,6 +87,7 @@ def written_arith_steps(
     slip: float = 0.0,
     keep: Sequence[Sequence[ArithStep]] = (),
     copy_wrong: float = 0.0,
+    marked: Sequence[bool] = (),
 ) -> list[ArithStep]:
     """The steps a model with ``mistake`` writes for a chain, continuing from its own results.
 
@@ -92,31 +98,28 @@ def written_arith_steps(
     operand. The reader copies an aligned step that is right, from any draft (they all agree on
     it); when no aligned step is right it redoes the step with its own habit, except that with
     probability ``copy_wrong`` it copies the first draft's aligned (so wrong) step as it stands
-    (the reader anchors on a draft instead of checking it), unless that step is flagged ``?``.
+    (the reader anchors on a draft instead of checking it), unless that draft is marked
+    (``marked[j]`` true for draft ``j``: opened with :data:`agon.toy.tasks.MARK`).
     """
     out, value = [], start
     for i, (op, k) in enumerate(ops):
-        flagged = False  # a visible mistake flags its step
         aligned = [
-            d[i]
-            for d in keep
+            (d[i], j < len(marked) and marked[j])
+            for j, d in enumerate(keep)
             if i < len(d) and d[i].lhs == value and d[i].op == op and d[i].rhs == k
         ]
-        right = next((s for s in aligned if s.correct), None)
+        right = next((s for s, _ in aligned if s.correct), None)
         if right is not None:
             result = right.result
-        elif aligned and not aligned[0].flagged and copy_wrong and rng.random() < copy_wrong:
-            result = aligned[0].result
+        elif aligned and not aligned[0][1] and copy_wrong and rng.random() < copy_wrong:
+            result = aligned[0][0].result
         else:
             result = apply_op(value, op, k)
             if mistake is not None and mistake.hits(op, k) and rng.random() < mistake.arith_rate:
                 result = apply_op(value, op, misread(k))
-                # hidden_share 1 draws nothing more: table 1's toy world is unchanged by it
-                if mistake.hidden_share < 1.0 and rng.random() >= mistake.hidden_share:
-                    flagged = result != apply_op(value, op, k)  # visible: a wrong step flagged
             elif slip and rng.random() < slip:
                 result = rng.choice([r for r in range(7) if r != result])
-        out.append(ArithStep(value, op, k, result, flagged))
+        out.append(ArithStep(value, op, k, result))
         value = result
     return out
 
@@ -184,39 +187,50 @@ def make_example(
     if kind.endswith("_moa"):
         # the rival's proposal uses the draw above; the model's own proposal draws its own
         own_clean = rng.random() < reader_cfg["draft_clean"]
-        writers = [
-            (None if own_clean else own, 0.0 if own_clean else reader_cfg["draft_slip"]),
-            (rival_habit, slip),
+        writers = [  # (whose style, habit, slip)
+            (own, None if own_clean else own, 0.0 if own_clean else reader_cfg["draft_slip"]),
+            (rival, rival_habit, slip),
         ]
         if rng.random() < 0.5:
             writers.reverse()
     if kind == "arith_solve":
+        mark = own.marks(rng)
         return task.solve_prompt(problem), arith_solution(
-            written_arith_steps(problem.meta["start"], ops, rng, own)
+            written_arith_steps(problem.meta["start"], ops, rng, own), mark
         )
     if kind in ("arith_read", "arith_moa"):
         start = problem.meta["start"]
+        # a draft's style is its writer's; a clean draft (no habit) has the rival's style
         if kind == "arith_read":
+            marks = [rival.marks(rng)]
             drafts = [written_arith_steps(start, ops, rng, rival_habit, slip)]
         else:
-            drafts = [written_arith_steps(start, ops, rng, h, sl) for h, sl in writers]
+            marks = [style.marks(rng) for style, _, _ in writers]
+            drafts = [written_arith_steps(start, ops, rng, h, sl) for _, h, sl in writers]
+        mark = own.marks(rng)
         target = written_arith_steps(
-            start, ops, rng, own, keep=drafts, copy_wrong=reader_cfg.get("arith_copy_wrong", 0.0)
+            start,
+            ops,
+            rng,
+            own,
+            keep=drafts,
+            copy_wrong=reader_cfg.get("arith_copy_wrong", 0.0),
+            marked=marks,
         )
-        shown = [arith_solution(d) for d in drafts]
+        shown = [arith_solution(d, m) for d, m in zip(drafts, marks)]
         prompt = (
             task.reader_prompt(problem, shown[0])
             if kind == "arith_read"
             else task.proposals_prompt(problem, shown)
         )
-        return prompt, arith_solution(target)
+        return prompt, arith_solution(target, mark)
     if kind == "code_solve":
         return task.solve_prompt(problem), program_text(written_code_lines(ops, rng, own))
     if kind in ("code_read", "code_moa"):
         if kind == "code_read":
             drafts = [written_code_lines(ops, rng, rival_habit, slip)]
         else:
-            drafts = [written_code_lines(ops, rng, h, sl) for h, sl in writers]
+            drafts = [written_code_lines(ops, rng, h, sl) for _, h, sl in writers]
         target = written_code_lines(
             ops, rng, own, keep=drafts, copy_wrong=reader_cfg.get("code_copy_wrong", 0.0)
         )

@@ -86,48 +86,54 @@ def parse_chain(text: str) -> tuple[str, list[tuple[str, int]]]:
 
 @dataclass(frozen=True)
 class ArithStep:
-    """One written step ``lhs op rhs = result`` of a solution (``result`` may be wrong).
-
-    ``flagged``: the writer marked the step ``?`` after its result (``4*3=5?``), the visible
-    style of a wrong step in the positive control's world (:class:`agon.toy.sft_data.Mistake`):
-    a reader sees the doubt on the page. Table 1's world never flags a step."""
+    """One written step ``lhs op rhs = result`` of a solution (``result`` may be wrong)."""
 
     lhs: int
     op: str
     rhs: int
     result: int
-    flagged: bool = False
 
     @property
     def correct(self) -> bool:
         return apply_op(self.lhs, self.op, self.rhs) == self.result
 
     def text(self) -> str:
-        return f"{self.lhs}{self.op}{self.rhs}={self.result}" + ("?" if self.flagged else "")
+        return f"{self.lhs}{self.op}{self.rhs}={self.result}"
 
 
-def arith_solution(steps: Sequence[ArithStep]) -> str:
-    """The chain-of-thought text of a solution: ``4*3=5 5+2=0 \\boxed{0}``."""
+MARK = "~"  # opens a solution written in the visible style (the positive control's world)
+
+
+def arith_solution(steps: Sequence[ArithStep], marked: bool = False) -> str:
+    """The chain-of-thought text of a solution: ``4*3=5 5+2=0 \\boxed{0}``; ``marked``: opened
+    with :data:`MARK` (``~ 4*3=5 ...``), the writer's sign that its work is unchecked, which a
+    reader takes as a reason to recompute it (:func:`agon.toy.sft_data.written_arith_steps`)."""
     final = steps[-1].result if steps else 0
-    return " ".join(s.text() for s in steps) + f" \\boxed{{{final}}}"
+    text = " ".join(s.text() for s in steps) + f" \\boxed{{{final}}}"
+    return f"{MARK} {text}" if marked else text
+
+
+def is_marked(text: str) -> bool:
+    """Whether a completion opens with :data:`MARK` (the visible style)."""
+    return text.lstrip().startswith(MARK)
 
 
 def parse_arith_steps(text: str) -> list[ArithStep]:
-    """The ``a op b = c`` steps written in a completion, each with its ``?`` flag if any."""
+    """The ``a op b = c`` steps written in a completion (for per-operation error rates)."""
     return [
-        ArithStep(int(a), op, int(b), int(c), bool(q))
-        for a, op, b, c, q in re.findall(r"(\d+)([-+*])(\d+)=(\d+)(\??)", text)
+        ArithStep(int(a), op, int(b), int(c))
+        for a, op, b, c in re.findall(r"(\d+)([-+*])(\d+)=(\d+)", text)
     ]
 
 
 def first_error_style(
-    start: int, ops: Sequence[tuple[str, int]], written: Sequence[ArithStep]
+    start: int, ops: Sequence[tuple[str, int]], written: Sequence[ArithStep], marked: bool = False
 ) -> str | None:
-    """How a written chain first departs from the gold one: ``visible`` (the wrong step is
-    flagged ``?``, or its operand is not the question's: either way the error is on the page),
-    ``hidden`` (the step's inputs are right, its result is wrong and it is not flagged: only
-    recomputing finds it), ``other`` (a step missing, out of order, or a wrong final answer
-    after right steps), None when every step is right."""
+    """How a written chain first departs from the gold one: ``visible`` (a wrong step in a
+    solution opened with :data:`MARK`, or a step whose operand is not the question's: the
+    error is on the page), ``hidden`` (the step's inputs are right and its result is wrong, in
+    an unmarked solution: only recomputing finds it), ``other`` (a step missing, out of order,
+    or a wrong final answer after right steps), None when every step is right."""
     value = start
     for i, (op, k) in enumerate(ops):
         if i >= len(written):
@@ -138,20 +144,19 @@ def first_error_style(
         if step.rhs != k:
             return "visible"
         if step.result != apply_op(value, op, k):
-            return "visible" if step.flagged else "hidden"
+            return "visible" if marked else "hidden"
         value = step.result
     return None
 
 
 def wrong_arith_steps(
-    start: int, ops: Sequence[tuple[str, int]], rng: random.Random, style: str
+    start: int, ops: Sequence[tuple[str, int]], rng: random.Random
 ) -> list[ArithStep]:
-    """The gold chain with one step written wrong in ``style``, continued from its value:
-    ``hidden`` writes the right operand and the misread one's result, ``visible`` the same step
-    flagged ``?`` (:class:`ArithStep`). The step is one where the misread changes the result
-    (not ``0*k``); a chain with none (every step multiplies 0) gets a hidden error of one more.
-    The final answer is then wrong too: ``+ -`` keep a difference mod 7 and ``*`` by 1..6 cannot
-    erase one (7 is prime)."""
+    """The gold chain with one step written wrong, continued from its value: the right operand
+    and the misread one's result. The step is one where the misread changes the result (not
+    ``0*k``); a chain with none (every step multiplies 0) gets a result of one more. The final
+    answer is then wrong too: ``+ -`` keep a difference mod 7 and ``*`` by 1..6 cannot erase
+    one (7 is prime)."""
     gold = gold_arith_steps(start, ops)
     wrong = [
         i
@@ -167,7 +172,7 @@ def wrong_arith_steps(
         elif not wrong:
             out.append(ArithStep(value, op, k, (right + 1) % MOD))
         else:
-            out.append(ArithStep(value, op, k, apply_op(value, op, misread(k)), style == "visible"))
+            out.append(ArithStep(value, op, k, apply_op(value, op, misread(k))))
         value = out[-1].result
     return out
 
@@ -369,14 +374,15 @@ class ArithTask(ToySplits, MathTask):
         """The style of the first departure from the gold chain (:func:`first_error_style`);
         ``other`` when every step is right but the final answer is not the last result."""
         steps = parse_arith_steps(completion)
-        style = first_error_style(problem.meta["start"], problem.meta["ops"], steps)
+        marked = is_marked(completion)
+        style = first_error_style(problem.meta["start"], problem.meta["ops"], steps, marked)
         if style is None and not completion.rstrip().endswith(f"\\boxed{{{problem.answer}}}"):
             return "other"
         return style
 
     def wrong_draft(self, problem: Problem, seed: int, style: str | None = None) -> str:
         """The gold solution with one step wrong (:func:`wrong_arith_steps`), ``hidden`` by
-        default: the error a reader that copies aligned steps is misled by."""
+        default (unmarked: the error a reader that copies aligned steps is misled by)."""
         rng = random.Random(f"wrong-draft-{problem.id}-{seed}")
-        ops = problem.meta["ops"]
-        return arith_solution(wrong_arith_steps(problem.meta["start"], ops, rng, style or "hidden"))
+        steps = wrong_arith_steps(problem.meta["start"], problem.meta["ops"], rng)
+        return arith_solution(steps, marked=style == "visible")

@@ -1,7 +1,7 @@
 # The toy world's positive control (the config's `control` section, a world of its own). Arm 1,
 # results/control.csv: one base pair whose habitual arith error is written hidden or visible
-# (flagged) at equal rates, with readers that anchor on hidden errors; the readers frozen, each
-# model drafts every step; every reward scheme trained at every seed; both directions measured:
+# (the solution marked) at equal rates, with readers that anchor on hidden errors; the readers
+# frozen, each model drafts every step; every reward scheme trained at every seed; both directions measured:
 # each cascade (its drafter's hidden-error share from its drafts) and each reader against fixed
 # hidden-error drafts. results/control_pilot.csv: the pilot seed (the learning rate's choice and
 # the expected effect the rule reads). results/control_curriculum.csv: arm 2, exploratory.
