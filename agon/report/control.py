@@ -3,8 +3,9 @@
 The control (the config's ``control`` section, a world of its own; ``workflow/rules/control.smk``)
 pretrains one pair of base models whose habitual arith error is written *hidden* (the right
 operand, a wrong result) or *visible* (the solution opened with the mark ``~``) at equal rates,
-with readers that anchor on hidden errors, and trains each reward scheme from it at each seed. Every measure
-is taken in both directions (``AB``: A drafts, B reads; ``BA``: B drafts, A reads):
+with readers that anchor on hidden errors, and trains each reward scheme from it at each seed.
+Every measure is taken in both directions (``AB``: A drafts, B reads; ``BA``: B drafts, A
+reads):
 
 1. the drafter's **hidden-error share**: hidden / (hidden + visible) among the wrong drafts of
    the direction's cascade, classified by :meth:`agon.tasks.base.Task.error_style`;
