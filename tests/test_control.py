@@ -26,7 +26,13 @@ from agon.config import (
     load_config,
     seeded_bases,
 )
-from agon.report.control import build_control_report, pilot_effects, table_spec, verdict
+from agon.report.control import (
+    build_control_report,
+    pilot_effects,
+    rate_rule,
+    table_spec,
+    verdict,
+)
 from agon.report.mechanism import divergence, divergence_columns
 from agon.results import Layout
 from agon.systems import WrongDraftRead
@@ -288,7 +294,10 @@ def test_the_pilot_sweeps_rates_and_measures_the_expected_effect(config):
     top = [r for r in sweep if float(r["learning_rate"]) == rates[-1]]
     assert float(top[0]["drafter_weight_change"]) == pytest.approx(0.1 * len(rates), rel=1e-5)
     assert float(top[0]["probe_last"]) == pytest.approx(0.5 - 0.04 * (len(rates) - 1))
-    assert "learning-rate sweep" in Path(written["md"][0]).read_text()
+    md = Path(written["md"][0]).read_text()
+    assert "learning-rate sweep" in md
+    # probes fall 0.04 per step of the sweep: the first two rates keep within 5 points
+    assert rate_rule(sweep) == sorted(rates)[1] and f"The rule picks {sorted(rates)[1]:g}" in md
 
 
 def test_the_control_table_measures_both_directions_and_applies_the_rule(config):

@@ -270,6 +270,27 @@ def _sweep_rows(config: dict, layout: Layout, stage: str, seeds) -> list[dict]:
     return rows
 
 
+RATE_RULE_DROP = 0.05  # the most a model's validation probe may fall over the sweep's run
+
+
+def rate_rule(sweep: Sequence[Mapping[str, Any]]) -> float | None:
+    """The pilot's learning-rate rule: the largest rate of the sweep at which no independent
+    model's validation probe ends more than :data:`RATE_RULE_DROP` below where it started."""
+    rates = sorted({float(r["learning_rate"]) for r in sweep})
+    ok = [
+        lr
+        for lr in rates
+        if all(
+            r["probe_first"] is not None
+            and r["probe_last"] is not None
+            and float(r["probe_last"]) >= float(r["probe_first"]) - RATE_RULE_DROP
+            for r in sweep
+            if float(r["learning_rate"]) == lr
+        )
+    ]
+    return max(ok) if ok else None
+
+
 # ----------------------------------------------------------------------------- reading
 
 
@@ -472,6 +493,13 @@ def control_markdown(
             cells = [f"{r['learning_rate']:g}", r["drafter"], short(r["probe_first"])]
             cells += [short(r["probe_last"]), f"{r['drafter_weight_change']:.2e}"]
             lines.append(table_row(cells))
+        pick = rate_rule(sweep)
+        lines += [
+            "",
+            f"The rule picks {pick:g}; the config trains at {train['learning_rate']:g}."
+            if pick is not None
+            else "No rate of the sweep meets the rule.",
+        ]
     lines += ["", "## What it shows", ""]
     if table == "control":
         lines += [RULE, ""]
