@@ -1,31 +1,15 @@
 # long: the memory model in one reading: a step's, generation's, each device's under the placement.
-"""Memory of one training step, and of generation, for any :class:`~agon.plan.dims.ModelDims`.
+"""Memory of a training step and of generation for any :class:`~agon.plan.dims.ModelDims`, and
+of each device under a job's placement.
 
-:func:`estimate_step_memory` answers "what does one optimizer step of this model hold on its
-device", for any dims (a paper checkpoint, or the same widths with 1-2 layers as a CPU test
-builds them), batch, lengths and precision, as a breakdown by component (bytes):
-
-- ``weights``, ``gradients``, ``optimizer_states`` (AdamW's two moments): in the model dtype
-  today (pure bf16: 2 + 2 + 4 bytes per parameter); with ``master_dtype="float32"`` the
-  weights, gradients and moments are float32 (4 + 4 + 8) and the forward runs under bf16
-  autocast, whose weight cache holds a bf16 copy of every weight during forward and backward
-  (``autocast_weight_copies``, 2 per parameter);
-- ``reference_model``: a frozen copy in the model dtype when ``beta > 0``;
-- ``activations`` of one micro-batch (``micro_batch`` sequences of prompt + completion
-  tokens; packed rows hold the same tokens without padding): every layer's saved tensors
-  (:func:`layer_activation_bytes`) without gradient checkpointing; with it, each layer's
-  input plus one layer's saved tensors, recomputed during the backward;
-- ``logits_chunk``: the fused log-prob head's tile (TRL's kernel: at most
-  :data:`HEAD_TOKEN_TILE` completion tokens x :data:`HEAD_VOCAB_TILE` vocabulary entries in
-  the compute dtype; the full tokens x vocab logits never exist), and ``head_gradient``: its
-  backward's float32 accumulators (vocab x hidden for the head's weight, tokens x hidden for the
-  hidden states).
-
-Attention is taken to be a memory-efficient kernel (SDPA / flash): no tokens x tokens scores
-are kept. The activation count follows what transformers' modules save
-(:func:`layer_activation_bytes`); measured against the tensors autograd keeps for 1-2 layer
-real-width Qwen3, Qwen3.5 and Gemma 4 models (bf16, SDPA, CPU) it is within about 15 per cent
-(``tests/test_plan.py``). Fused kernels (Liger, flash-linear-attention) keep less.
+:func:`estimate_step_memory`: what one optimizer step holds (bytes by component): weights,
+gradients and AdamW's two moments in the master dtype (``float32`` masters add autocast's bf16
+weight cache), a frozen reference model, one micro-batch's saved activations (every layer's, or
+with gradient checkpointing each layer's input and one layer's), the fused log-prob head's
+logits tile (TRL's kernel: the full tokens x vocab logits never exist) and its backward's
+float32 accumulators. Attention is a memory-efficient kernel (no tokens x tokens scores); the
+activation count follows what transformers' modules save, within about 15 per cent of what
+autograd keeps for 1-2 layer real-width models (``tests/test_plan.py``).
 """
 
 from __future__ import annotations
@@ -36,18 +20,15 @@ from agon.engines.placement import Part, Placement
 from agon.plan.dims import LINEAR, ModelDims, PlanError, kv_cache_bytes, param_count
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-# TRL 1.16's fused LM head (trl/kernels/chunked_logprob.py): tiles of TOKEN_CHUNK_SIZE tokens
-# x _CHUNKED_LOGPROB_CHUNK_SIZE vocabulary entries, the only logits that exist at once
+# TRL 1.16's fused LM head (trl/kernels/chunked_logprob.py): tokens x vocabulary tiles
 HEAD_TOKEN_TILE = 4096
 HEAD_VOCAB_TILE = 32768
-FP32_BYTES = 4  # norms' upcast inputs, the head's backward accumulators, the sampler's logits
-# float32 value-width tensors that transformers' torch reference chunked delta rule keeps per
-# token (what runs without flash-linear-attention's kernels), fitted to its saved tensors at
-# Qwen3.5-4B's widths (tests/test_plan.py checks the layer's total); fused kernels keep less
+FP32_BYTES = 4
+# float32 value-width tensors transformers' torch chunked delta rule keeps per token, fitted at
+# Qwen3.5-4B's widths (tests/test_plan.py); flash-linear-attention's kernels keep less
 DELTANET_FP32_COPIES = 19
-ADAM_MOMENTS = 2  # AdamW keeps exp_avg and exp_avg_sq per parameter, in the parameter's dtype
-# train.bf16_update: kahan keeps one 16-bit compensation buffer per weight (stochastic
-# rounding and plain updates keep nothing more)
+ADAM_MOMENTS = 2  # exp_avg and exp_avg_sq, in the parameter's dtype
+# train.bf16_update: kahan keeps a 16-bit compensation buffer per weight
 BF16_UPDATE_BYTES = {"plain": 0, "kahan": 2, "stochastic_rounding": 0}
 
 
@@ -59,6 +40,11 @@ def dtype_bytes(dtype: str, default: str = "bfloat16") -> int:
     return DTYPE_BYTES[name]
 
 
+def weight_bytes(d: ModelDims, dtype: str) -> int:
+    """``d``'s weights in the config dtype ``dtype``."""
+    return param_count(d) * dtype_bytes(dtype, d.checkpoint_dtype)
+
+
 @dataclass(frozen=True)
 class Breakdown:
     """Bytes by component, and what they assume."""
@@ -68,7 +54,6 @@ class Breakdown:
 
     @property
     def total(self) -> float:
-        """Every component together."""
         return float(sum(self.components.values()))
 
     def plus(self, other: Breakdown, prefix: str = "") -> Breakdown:
@@ -80,18 +65,13 @@ class Breakdown:
 
 
 def _norm_bytes(width: int, act: int) -> int:
-    """What an RMSNorm over ``width`` keeps per token: its float32 input (the norm's backward),
-    the normalized value (the weight's gradient) and its output (the next op's input)."""
+    """What an RMSNorm keeps per token: its float32 input, the normalized value, its output."""
     return FP32_BYTES * width + 2 * act * width
 
 
 def layer_activation_bytes(d: ModelDims, layer: int, kind: str, act: int) -> int:
-    """Bytes autograd keeps per token for one decoder layer as transformers' modules run it
-    (``act`` bytes per activation): each RMSNorm (:func:`_norm_bytes`; q/k norms over the
-    query and key widths), v, the attention output twice (the kernel's and o_proj's input),
-    Qwen3.5's output gate, the MLP's gate, up, activation and product; Gemma's post-norms,
-    value norm and per-layer-embedding gate; a Gated DeltaNet's projections, convolution and
-    the float32 intermediates of the chunked delta rule (:data:`DELTANET_FP32_COPIES`)."""
+    """Bytes autograd keeps per token for one decoder layer as transformers runs it (``act``
+    bytes per activation)."""
     h = d.hidden_size
     n = _norm_bytes(h, act)  # the input norm
     if kind == LINEAR:
@@ -114,8 +94,7 @@ def layer_activation_bytes(d: ModelDims, layer: int, kind: str, act: int) -> int
 
 
 def activation_bytes(d: ModelDims, tokens: float, act: int, gradient_checkpointing: bool) -> float:
-    """Saved activations of one forward over ``tokens`` tokens (see the module docstring), the
-    final norm included."""
+    """Saved activations of one forward over ``tokens`` tokens, the final norm included."""
     per_layer = [layer_activation_bytes(d, i, k, act) for i, k in enumerate(d.kinds())]
     if gradient_checkpointing:
         kept = d.num_layers * d.hidden_size * act + max(per_layer)
@@ -137,17 +116,10 @@ def estimate_step_memory(
     trainable: bool = True,
     bf16_update: str = "plain",
 ) -> Breakdown:
-    """What one optimizer step of ``d`` holds on its device, by component (bytes).
-
-    ``micro_batch`` sequences of ``prompt_tokens + completion_tokens`` go through each
-    forward/backward; the log-prob head scores the completion tokens only. ``dtype`` is the
-    model's (the family row's, ``auto`` read as bf16); ``master_dtype`` the dtype of the
-    weights the optimizer updates (None: the model dtype; ``float32``: fp32 master weights and
-    moments with ``dtype`` autocast). ``trainable=False`` leaves out gradients, optimizer and
-    backward buffers (a frozen model scoring tokens). ``bf16_update`` (``train.bf16_update``):
-    how 16-bit weights take AdamW's update; ``kahan`` adds its compensation buffer
-    (``kahan_buffer``, :data:`BF16_UPDATE_BYTES` per parameter) to 16-bit weights.
-    """
+    """What one optimizer step of ``d`` holds on its device, by component (bytes): a
+    micro-batch of ``micro_batch`` sequences, the head on their completions; ``master_dtype``:
+    the optimizer's weights (None: ``dtype``); ``trainable=False``: a frozen model scoring
+    tokens; ``bf16_update``: ``train.bf16_update`` (kahan adds its buffer to 16-bit weights)."""
     if micro_batch < 1 or prompt_tokens < 0 or completion_tokens < 0:
         raise PlanError(
             f"micro_batch must be >= 1 and token counts >= 0, got micro_batch={micro_batch}, "
@@ -195,10 +167,8 @@ def estimate_generation_memory(
     dtype: str = "bfloat16",
     include_weights: bool = True,
 ) -> Breakdown:
-    """What transformers ``generate`` holds for ``batch`` rows decoded to ``context`` tokens
-    (prompt + new, rows padded to the longest): the weights (unless they are already counted,
-    a trained model's), the KV cache at its largest, and the sampler's float32 logits of the
-    last position of every row."""
+    """What transformers ``generate`` holds for ``batch`` rows padded to ``context`` tokens:
+    the weights (unless counted already), the KV cache and the sampler's float32 logits."""
     b = dtype_bytes(dtype, d.checkpoint_dtype)
     comps: dict[str, float] = {}
     if include_weights:
@@ -209,8 +179,7 @@ def estimate_generation_memory(
 
 
 def vllm_reserved(share: float, device_bytes: float) -> Breakdown:
-    """A colocated vLLM engine's reservation: ``gpu_memory_utilization`` x the GPU's memory,
-    taken at start and held (its own copy of the weights and its KV cache live inside it)."""
+    """A vLLM engine's reservation (its weights and KV cache inside), held from its start."""
     return Breakdown(
         {"vllm_reserved": float(share * device_bytes)},
         (f"vLLM reserves {share:g} of the GPU's memory per colocated engine",),
@@ -219,15 +188,12 @@ def vllm_reserved(share: float, device_bytes: float) -> Breakdown:
 
 # ----------------------------------------------------------------------------- placed memory
 #
-# A job's memory is the sum of what agon.engines.placement.place puts on each device. Weights,
-# optimizer moments, a reference model and a vLLM engine's share stay for the whole run; the
-# gradients, activations and head buffers of an update, and the KV cache of a transformers
-# rollout, come and go, and rollouts and updates alternate, so a device holds the persistent
-# part plus the larger transient one. GRPO on TRL holds one model at a time (a phase each).
+# A device holds the sum of what agon.engines.placement.place puts on it: the persistent part
+# (weights, moments, reference model, a vLLM share) plus the larger of the transient sets that
+# alternate (an update's gradients and activations, a transformers rollout's KV cache). GRPO
+# on TRL holds one model at a time (a phase each).
 
-# Host memory of one process besides model weights: a Python process with torch and
-# transformers imported holds about a gigabyte resident (an assumption, not a measurement;
-# the toy world's jobs run within their 4000 MB)
+# a process with torch and transformers imported, besides weights: assumed, not measured
 HOST_PROCESS_BYTES = 2**30
 PERSISTENT = (
     "weights", "optimizer_states", "kahan_buffer", "reference_model", "vllm_reserved",
@@ -247,7 +213,6 @@ class Device:
     transients: list[Breakdown] = field(default_factory=list)
 
     def add(self, b: Breakdown, prefix: str = "") -> None:
-        """Split ``b`` into persistent components and one transient set."""
         keep = {k: v for k, v in b.components.items() if k in PERSISTENT}
         rest = {prefix + k: v for k, v in b.components.items() if k not in PERSISTENT}
         self.persistent = self.persistent.plus(Breakdown(keep, b.assumptions), prefix)
@@ -263,7 +228,7 @@ class Device:
 @dataclass(frozen=True)
 class Memory:
     """A job's memory: each device's peak (``GPU 0``, ``server A``, ``CPU``), the host's, the
-    placement it follows and what each part holds."""
+    placement and what each part holds."""
 
     devices: dict[str, Breakdown]
     host: float
@@ -271,14 +236,13 @@ class Memory:
     placed: tuple[tuple[Part, list[Breakdown]], ...]
 
     @property
-    def per_device(self) -> Breakdown:
-        """The fullest device's breakdown."""
+    def per_device(self) -> Breakdown:  # the fullest device's
         return max(self.devices.values(), key=lambda b: b.total)
 
 
 @dataclass(frozen=True)
 class TrainShape:
-    """What a training job's memory depends on beyond the dims (from the config)."""
+    """What a training job's memory depends on beyond the dims."""
 
     dtype: str
     master_dtype: str | None
@@ -295,7 +259,6 @@ class TrainShape:
 
 
 def device_name(part: Part) -> str:
-    """The device a part's memory counts on."""
     if part.kind == "server":
         return f"server {part.model}"
     return "CPU" if part.gpu is None else f"GPU {part.gpu}"
@@ -308,11 +271,8 @@ def part_memory(
     device_bytes: float,
     helpers: list[Breakdown],
 ) -> list[Breakdown]:
-    """What ``part`` holds: a policy its weights, gradients, reference model and an update's
-    transients; an optimizer AdamW's moments (and a Kahan buffer), ``1 / shards`` of the
-    sharded ones; a vLLM engine or server its share of its GPU; a live engine the KV cache of
-    a rollout; the helpers their weights and engines (each its own breakdown: their
-    transients alternate)."""
+    """What ``part`` holds (the sharded components ``1 / shards`` of them); the helpers each
+    their own breakdown, since their transients alternate."""
     if part.kind == "helpers":
         return list(helpers)
     if part.kind == "server":
@@ -341,9 +301,8 @@ def placed_memory(
     parts: dict[tuple[str, int], list[Breakdown]],
     extra_transient: Breakdown | None = None,
 ) -> dict[str, Breakdown]:
-    """Each device's peak: the sum of what the placement puts on it (``parts``: each part's
-    breakdowns, by name and rank), phase by phase (the larger phase wins); ``extra_transient``
-    joins every transient set of a device that holds a policy."""
+    """Each device's peak over the phases: the sum of the ``parts`` (by name and rank) the
+    placement puts on it; ``extra_transient`` joins each transient set beside a policy."""
     phases = sorted({p.phase for p in placement.parts if p.phase}) or [None]
     peaks: dict[str, Breakdown] = {}
     for phase in phases:
@@ -374,28 +333,28 @@ def train_memory(
     helpers: list[Breakdown],
     extra_transient: Breakdown | None = None,
 ) -> Memory:
-    """A training job's memory under ``placement`` (:func:`agon.engines.placement.place`),
-    ``helpers`` (teachers) where it puts them; the host holds each process, the weights of
-    every model (a model's state dict is staged through host memory when its folder is saved)
-    and, per engine in a process of its own, the policy's staged weights; on the CPU,
-    everything."""
+    """A training job's memory under ``placement`` (:func:`agon.engines.placement.place`); the
+    host holds each process with every model's weights (a state dict is staged through it when
+    saved) and, per engine in a process of its own, the policy's staged weights."""
     cap = device_bytes or 0.0
     parts = {
         (p.name, p.rank): part_memory(p, models.get(p.model), s, cap, helpers)
         for p in placement.parts
     }
-    devices = placed_memory(placement, parts, extra_transient)
-    bytes_of = {
-        m: param_count(d) * dtype_bytes(s.dtype, d.checkpoint_dtype) for m, d in models.items()
-    }
-    weights = sum(bytes_of.values())
+    bytes_of = {m: weight_bytes(d, s.dtype) for m, d in models.items()}
     staged = sum(
         bytes_of[p.model]
         for p in placement.parts
         if p.kind == "engine" and p.engine == "vllm" and placement.gpus and p.phase is None
     )
-    host = placement.processes * (HOST_PROCESS_BYTES + weights) + staged
+    host = placement.processes * (HOST_PROCESS_BYTES + sum(bytes_of.values())) + staged
     host += sum(h.components.get("helper_weights", 0.0) for h in helpers)
+    return _memory(placement, parts, host, extra_transient)
+
+
+def _memory(placement: Placement, parts: dict, host: float, extra: Breakdown | None = None):
+    """The :class:`Memory` of ``parts`` placed; on the CPU the host holds everything too."""
+    devices = placed_memory(placement, parts, extra)
     if not placement.gpus:
         host += sum(b.total for b in devices.values())
     placed = tuple((p, parts[p.name, p.rank]) for p in placement.parts)
@@ -412,10 +371,8 @@ def eval_memory(
     share: float = 0.45,
 ) -> Memory:
     """An evaluation's memory under ``placement`` (:func:`agon.engines.placement.place_eval`:
-    one engine per distinct model; an untrained pair of one checkpoint with two personas is
-    loaded once and serves both): on vLLM each engine holds ``share`` of the GPU, its weights
-    and paged KV cache inside it; on transformers each model's weights, and the KV cache of
-    its largest generate call (its rows at the prompt + ``max_new``)."""
+    one engine per distinct model): a vLLM engine holds ``share`` of the GPU; transformers
+    each model's weights and the KV cache of its largest generate call."""
     engines = [p.model for p in placement.parts]
     parts = {}
     for p in placement.parts:
@@ -423,9 +380,6 @@ def eval_memory(
         if p.engine == "vllm":
             parts[p.name, p.rank] = [vllm_reserved(share, device_bytes or 0.0)]
             continue
-        calls = [
-            g for g in generations if (g.model if g.model in engines else engines[0]) == p.model
-        ]
         kv = [
             estimate_generation_memory(
                 d,
@@ -434,29 +388,20 @@ def eval_memory(
                 dtype=dtype,
                 include_weights=False,
             )  # fmt: skip
-            for g in calls
+            for g in generations
+            if (g.model if g.model in engines else engines[0]) == p.model
         ]
-        weights = Breakdown(
-            {"weights": float(param_count(d) * dtype_bytes(dtype, d.checkpoint_dtype))}
-        )
+        weights = Breakdown({"weights": float(weight_bytes(d, dtype))})
         parts[p.name, p.rank] = [
             weights.plus(max(kv, key=lambda b: b.total, default=Breakdown({})))
         ]
-    devices = placed_memory(placement, parts)
-    host = HOST_PROCESS_BYTES + sum(
-        param_count(loaded[m]) * dtype_bytes(dtype, loaded[m].checkpoint_dtype) for m in engines
-    )
-    if not placement.gpus:
-        host += sum(b.total for b in devices.values())
-    placed = tuple((p, parts[p.name, p.rank]) for p in placement.parts)
-    return Memory(devices, host, placement, placed)
+    host = HOST_PROCESS_BYTES + sum(weight_bytes(loaded[m], dtype) for m in engines)
+    return _memory(placement, parts, host)
 
 
 def helper_memory(d: ModelDims, dtype: str, rows: int, context: int, generates: bool) -> Breakdown:
     """A frozen helper model (a teacher): its weights, and its KV cache when it generates."""
-    b = Breakdown(
-        {"helper_weights": float(param_count(d) * dtype_bytes(dtype, d.checkpoint_dtype))}
-    )
+    b = Breakdown({"helper_weights": float(weight_bytes(d, dtype))})
     if generates:
         gen = estimate_generation_memory(
             d, batch=rows, context=context, dtype=dtype, include_weights=False
@@ -466,6 +411,5 @@ def helper_memory(d: ModelDims, dtype: str, rows: int, context: int, generates: 
 
 
 def logits_transient(name: str, tokens: float, vocab_chunk: int) -> Breakdown:
-    """A helper's chunked float32 logits (GAR's cosines, ``gar.vocab_chunk``): at most
-    ``tokens`` x ``vocab_chunk`` of them at once, as component ``name``."""
+    """A helper's chunked float32 logits (GAR's cosines): ``tokens`` x ``vocab_chunk`` at once."""
     return Breakdown({name: float(tokens * vocab_chunk * FP32_BYTES)})
