@@ -1,23 +1,14 @@
 # long: a job's plan top to bottom (work, placement, memory, time, restarts, flags) and its context
 """The plan of a config: per job its tokens, FLOPs, memory, hours and flags; totals per table.
 
-:func:`plan` walks the DAG's jobs (:mod:`agon.plan.jobs`), builds each one's work
-(:mod:`agon.plan.workload`) with the models' dimensions (:mod:`agon.plan.dims`), places its
-parts where the trainer puts them (:func:`agon.engines.placement.place`) and prices it:
-FLOPs (:mod:`agon.plan.dims`), memory on each GPU and on the host (:mod:`agon.plan.memory`:
-the sum of what the placement puts on each), and time.
-
-**Time.** Generation phases are timed on their engine (a vLLM engine keeps as many sequences
-in flight as its share's KV room holds, at most vLLM's ``max_num_seqs``; transformers decodes
-its batch's rows together), training-side work (updates, recomputation, reference and teacher
-forwards) at the FLOP bound; phases add up, one after another (one process drives its
-models). The throughput model is :mod:`agon.plan.hardware`: a measured efficiency when there
-is one, else an assumed one, and the plan says which. A job longer than its ``resources``
-runtime completes in chunks (:func:`agon.plan.jobs.chunks`), whose restarts it pays for.
-
-**GPU-hours.** A job *holds* the GPUs of its ``resources`` row (and a server's GPU each) for
-its wall time, and *uses* those its placement puts something on: GRPO on TRL trains on one of
-the two GPUs a train job holds.
+For each job of the DAG (:mod:`agon.plan.jobs`): its work (:mod:`agon.plan.workload`), its
+parts placed where the trainer puts them (:mod:`agon.engines.placement`), their memory
+(:mod:`agon.plan.memory`) and time. Generation phases are timed on their engine (vLLM keeps
+what its share's KV room holds in flight, transformers its batch), training-side work at the
+FLOP bound (:mod:`agon.plan.hardware`); phases add up. A job longer than its runtime completes
+in chunks and pays for its restarts (:func:`agon.plan.jobs.chunks`). A job *holds* its
+``resources`` GPUs (and a server's GPU each) for its wall time and *uses* those its placement
+puts something on.
 """
 
 from __future__ import annotations
@@ -41,7 +32,6 @@ from agon.plan.dims import (
     forward_flops,
     generation_flops,
     kv_cache_bytes,
-    param_count,
     training_flops,
 )
 from agon.plan.hf_config import dims_from_config, load_dims
@@ -52,19 +42,15 @@ SECONDS_PER_HOUR = 3600.0
 SECONDS_PER_MINUTE = 60.0  # resources' runtime is in minutes
 BYTES_PER_MB = 1e6  # Snakemake's mem_mb is in megabytes (10^6 bytes)
 PRICED = ("train", "evaluate", "ablation_train", "ablation_eval")
+EVALS = ("evaluate", "ablation_eval")
 RESTORED = ("weights", "optimizer_states", "kahan_buffer")  # what a checkpoint gives back
 
 
 def precision_note(shape: mm.TrainShape, learning_rate: float) -> str | None:
-    """Where pure 16-bit weights lose AdamW's steps (``None`` with float32 masters or weights,
-    or with an update that keeps them: ``train.bf16_update`` kahan or stochastic_rounding).
-
-    AdamW's first steps are about the learning rate per weight. A weight |w| in [2^e, 2^(e+1))
-    with a b-bit significand moves by a step only above half its unit in the last place,
-    2^(e-b): every weight below 2^b x lr in size moves, none at or above 2^(b+1) x lr, and in
-    between its binade decides. At lr 1e-6 in bfloat16 no weight above 5.1e-4 moves: about 98%
-    of weights drawn like a 0.02-std initialization stay where they are.
-    """
+    """Where pure 16-bit weights lose AdamW's steps (None where masters, weights or
+    ``train.bf16_update`` keep them). A step of about lr moves a weight in [2^e, 2^(e+1)) with a
+    b-bit significand only above half its last place, 2^(e-b): every weight below 2^b x lr
+    moves, none from 2^(b+1) x lr up (in bfloat16 at lr 1e-6: none above 5.1e-4)."""
     bits = SIGNIFICANT_BITS.get(shape.dtype)
     if shape.master_dtype or bits is None or getattr(shape, "bf16_update", "plain") != "plain":
         return None
@@ -107,12 +93,10 @@ class JobPlan:
 
     @property
     def gpu_hours(self) -> float:
-        """Wall hours x the GPUs held."""
         return (self.seconds or 0.0) / SECONDS_PER_HOUR * self.gpus_held
 
     @property
     def gpu_hours_used(self) -> float:
-        """Wall hours x the GPUs that hold something."""
         return (self.seconds or 0.0) / SECONDS_PER_HOUR * self.gpus_used
 
 
@@ -139,12 +123,12 @@ class PlanContext:
 
     @cache  # noqa: B019 (one context per plan call; the cache dies with it)
     def dims(self, family: str, key: str, model: str | None = None) -> ModelDims:
-        """Dims of a family's model ``key``: A, B or its teacher row; or of ``model``, a helper's
-        model the config names (a method's section, agon.registry.Helper's ``model_key``)."""
+        """Dims of a family's model ``key`` (A, B or teacher), or of ``model``, a helper's model
+        the config names (agon.registry.Helper's ``model_key``)."""
         fam = self.families[family]
         row: dict = {}
         if model:
-            pass
+            pass  # named by the config
         elif key in ("A", "B"):
             row = fam[f"model_{key.lower()}"]
             model = row["model"]
@@ -172,22 +156,16 @@ class PlanContext:
         """A toy model not built yet: its shape from the config's ``toy`` section."""
         toy = self.config["toy"]
         m = dict(toy["model"])
+        head_dim = m["hidden_size"] // m["num_attention_heads"]
         return dims_from_config(
-            {
-                **m,
-                "model_type": "qwen3",
-                "vocab_size": toy["tokenizer"]["vocab_size"],
-                "head_dim": m["hidden_size"] // m["num_attention_heads"],
-                "tie_word_embeddings": True,
-                "dtype": "float32",
-            },
+            {**m, "model_type": "qwen3", "vocab_size": toy["tokenizer"]["vocab_size"],
+             "head_dim": head_dim, "tie_word_embeddings": True, "dtype": "float32"},
             name=name,
             source="the config's toy.model section (built by agon toy pretrain)",
-        )
+        )  # fmt: skip
 
     @cache  # noqa: B019 (as above: one context per plan call)
     def efficiency(self, kind: str, engine: str, dims: ModelDims) -> hw.Efficiency:
-        """The efficiencies of ``dims`` on ``engine`` and GPU ``kind`` (agon.plan.hardware)."""
         return hw.efficiency(kind, engine, dims, self.measurements)
 
 
@@ -227,9 +205,7 @@ class Plan:
 
 
 def _duel_agon(config: dict, job: dag.Job) -> dict:
-    """The ``agon`` section a duel job runs with (an ablation variant's changes applied). A
-    duel method's own settings (agon_independent's reward scheme) change no work: its drafts
-    and reads follow the section's ``num_reads`` and ``role_schedule``."""
+    """The ``agon`` section a duel job runs with (an ablation variant's changes applied)."""
     if job.rule == "ablation_train":
         return ablation_config(config, job.variant)["agon"]
     return config["agon"]
@@ -248,10 +224,9 @@ def _reference(ctx: PlanContext, fam: dict, task: dict) -> dict:
 
 
 def _workload(ctx: PlanContext, job: dag.Job) -> wl.Workload:
-    """The work of a train or evaluate job (agon.plan.workload)."""
     fam, task = ctx.families[job.family], ctx.tasks[job.task]
     e = expect(fam, task["name"], ctx.lengths)
-    if job.rule in ("evaluate", "ablation_eval"):
+    if job.rule in EVALS:
         return wl.eval_workload(ctx.config, fam, task, e, ctx.lengths, job.system)
     if job.rule == "ablation_train" or wl.method_row(job.method).runs == "duel":
         return wl.duel_workload(
@@ -262,7 +237,6 @@ def _workload(ctx: PlanContext, job: dag.Job) -> wl.Workload:
 
 
 def _models(ctx: PlanContext, job: dag.Job, w: wl.Workload) -> dict[str, ModelDims]:
-    """The dims of every model the job's work names (A, B, and its helpers)."""
     keys = {g.model for g in w.generations} | {t.model for t in w.trainings}
     keys |= {s.model for s in w.scorings} | {"A", "B"}
     return {k: ctx.dims(job.family, k, w.models.get(k)) for k in keys}
@@ -274,9 +248,8 @@ def _runs(job: dag.Job) -> str:
 
 
 def _train_shape(ctx: PlanContext, job: dag.Job, fam: dict, w: wl.Workload) -> mm.TrainShape:
-    """What a training job's memory depends on: its micro-batch (TRL's for GRPO, which falls
-    back to the whole step when micro_batch_size holds no whole group), its longest prompt,
-    precision, checkpointing, reference model and rollout engine."""
+    """What a training job's memory depends on (for GRPO, TRL's micro-batch: the whole step
+    when micro_batch_size holds no whole group)."""
     tr, grpo = ctx.config["train"], ctx.config.get(wl.TRL_SECTION) or {}
     trl = _runs(job) == "trl"
     mb = tr["micro_batch_size"]
@@ -308,8 +281,7 @@ def _train_shape(ctx: PlanContext, job: dag.Job, fam: dict, w: wl.Workload) -> m
 def _placement(
     ctx: PlanContext, job: dag.Job, w: wl.Workload, shape: mm.TrainShape | None
 ) -> Placement:
-    """Where the job's parts sit: an evaluation's engines (place_eval), a training job's
-    policies, optimizers, engines and helpers (place), as the trainer builds them."""
+    """Where the job's parts sit, as the trainer or evaluation builds them."""
     fam, gpus = ctx.families[job.family], dag.resources(ctx.config, job)["gpus"]
     if shape is None:
         col = COLUMNS[job.system]
@@ -336,8 +308,7 @@ def _memory(
     models: dict[str, ModelDims],
     shape: mm.TrainShape | None,
 ) -> mm.Memory:
-    """The job's memory (agon.plan.memory) under its placement, the helpers the workload holds
-    included (Cliff's two teacher engines, OPD's teacher, GAR's float32 logit chunks)."""
+    """The job's memory under its placement, the workload's helpers included."""
     fam = ctx.families[job.family]
     where = _placement(ctx, job, w, shape)
     cap = ctx.kind.memory_bytes if where.gpus else None
@@ -402,10 +373,7 @@ def price(
         if not g.helper:
             p.concurrency[g.what] = rows
             p.kv_room[g.model] = max(p.kv_room.get(g.model, 0.0), room)
-        try:
-            eff = ctx.efficiency(device, g.engine, d)
-        except PlanError as err:  # no measurement for a kind without bounds (the CPU)
-            p.notes.append(f"no time estimate: {err}")
+        if (eff := _efficiency(ctx, p, device, g.engine, d)) is None:
             seconds = None
             continue
         s = hw.generation_seconds(
@@ -413,55 +381,51 @@ def price(
             concurrency=rows, dtype=dtype, decode_eff=eff.decode, compute_eff=eff.compute,
         )  # fmt: skip
         seconds = None if seconds is None else seconds + s
-        p.throughput.append(f"{g.what}: {eff.generation_label}")
-        p.assumed |= hw.ASSUMED in eff.generation_label
-        p.phases.append({"phase": g.what, "kind": "generate", "flops": flops, "seconds": s})
+        _phase(p, g.what, "generate", flops, s, eff.generation_label)
     gc = shape.gradient_checkpointing if shape else False
     engine = shape.engine if shape else "hf"
+    work = []  # training-side (what, dims, FLOPs): updates, then no-grad forwards
     for t in w.trainings:
-        d = models[t.model]
         f = training_flops(
-            d, int(t.prompt), int(t.completion), gradient_checkpointing=gc,
+            models[t.model], int(t.prompt), int(t.completion), gradient_checkpointing=gc,
             reference_model=tr["beta"] > 0, num_iterations=tr["num_iterations"],
         )["total"] * t.sequences  # fmt: skip
         p.tokens_trained += t.sequences * t.completion
-        seconds = _train_time(ctx, device, kind, engine, t.what, d, f, seconds, p)
+        work.append((t.what, models[t.model], f))
     for sc in w.scorings:
         d = models[sc.model]
         f = sc.sequences * forward_flops(d, int(sc.prompt), int(sc.completion), int(sc.completion))
-        seconds = _train_time(ctx, device, kind, engine, sc.what, d, f, seconds, p)
+        work.append((sc.what, d, f))
+    for what, d, f in work:
+        p.flops_training += f
+        if (eff := _efficiency(ctx, p, device, engine, d)) is None:
+            seconds = None
+            continue
+        s = hw.training_seconds(f, kind, eff.train)
+        seconds = None if seconds is None else seconds + s
+        _phase(p, what, "train", f, s, eff.training_label)
     p.seconds = seconds
 
 
-def _train_time(
-    ctx: PlanContext,
-    device: str,
-    kind: hw.GpuKind,
-    engine: str,
-    what: str,
-    d: ModelDims,
-    flops: float,
-    seconds: float | None,
-    p: JobPlan,
-) -> float | None:
-    """Add ``flops`` of training-side work to ``p``; return the job's seconds so far."""
-    p.flops_training += flops
+def _efficiency(ctx: PlanContext, p: JobPlan, device: str, engine: str, d: ModelDims):
+    """The efficiencies of a phase, or None (said in ``p``'s notes) where none can be had: no
+    measurement for a kind without bounds (the CPU)."""
     try:
-        eff = ctx.efficiency(device, engine, d)
+        return ctx.efficiency(device, engine, d)
     except PlanError as err:
         p.notes.append(f"no time estimate: {err}")
         return None
-    s = hw.training_seconds(flops, kind, eff.train)
-    p.throughput.append(f"{what}: {eff.training_label}")
-    p.assumed |= hw.ASSUMED in eff.training_label
-    p.phases.append({"phase": what, "kind": "train", "flops": flops, "seconds": s})
-    return None if seconds is None else seconds + s
+
+
+def _phase(p: JobPlan, what: str, kind: str, flops: float, seconds: float, label: str) -> None:
+    p.throughput.append(f"{what}: {label}")
+    p.assumed |= hw.ASSUMED in label
+    p.phases.append({"phase": what, "kind": kind, "flops": flops, "seconds": seconds})
 
 
 def _restart_seconds(p: JobPlan, models: dict[str, ModelDims], dtype: str) -> float:
-    """A restart: a process start, its checkpoint and models read back (each trained model's
-    weights and AdamW moments, each other model's and engine's weights) and each vLLM
-    engine's warm-up (assumed constants: agon.plan.jobs)."""
+    """A restart: a process start, its checkpoint and models read back, and each vLLM engine's
+    warm-up (assumed constants: agon.plan.jobs)."""
     loaded = vllm = 0.0
     for part, held in p.memory.placed:
         comps = [c for b in held for c in b.components.items()]
@@ -470,7 +434,7 @@ def _restart_seconds(p: JobPlan, models: dict[str, ModelDims], dtype: str) -> fl
         elif part.kind in ("engine", "helpers") and part.engine != "live":
             d = models.get(part.model)
             if d is not None:
-                loaded += param_count(d) * mm.dtype_bytes(dtype, d.checkpoint_dtype)
+                loaded += mm.weight_bytes(d, dtype)
             loaded += sum(v for k, v in comps if k == "helper_weights")
             vllm += part.engine == "vllm"
     return (
@@ -481,12 +445,11 @@ def _restart_seconds(p: JobPlan, models: dict[str, ModelDims], dtype: str) -> fl
 
 
 def _complete(ctx: PlanContext, p: JobPlan, w: wl.Workload, models: dict[str, ModelDims]) -> None:
-    """A job longer than its runtime row: how it completes (agon.plan.jobs.chunks), its
-    restarts and redone work added to its time."""
+    """A job longer than its runtime row: how it completes, restarts and redone work added."""
     limit = p.resources["runtime"] * SECONDS_PER_MINUTE
     if not p.seconds or p.seconds <= limit or p.memory is None:
         return
-    if p.job.rule in ("evaluate", "ablation_eval"):
+    if p.job.rule in EVALS:
         samples = max((g.sequences for g in w.generations), default=1.0)
         interval = p.seconds * ctx.config["eval"]["batch_size"] / samples
     else:
@@ -565,7 +528,7 @@ def _job_plan(ctx: PlanContext, job: dag.Job) -> JobPlan:
         p.flags.append(f"not planned: {err}")
         return p
     fam = ctx.families[job.family]
-    shape = None if job.rule in ("evaluate", "ablation_eval") else _train_shape(ctx, job, fam, w)
+    shape = None if job.rule in EVALS else _train_shape(ctx, job, fam, w)
     p.notes += w.notes
     if shape is not None and (note := precision_note(shape, ctx.config["train"]["learning_rate"])):
         p.warnings.append(note)
@@ -611,8 +574,3 @@ def plan(
         lengths_from and str(lengths_from),
         fsdp,
     )
-
-
-def breakdown_gib(b: mm.Breakdown) -> dict[str, float]:
-    """A breakdown in GiB, largest first (for printing)."""
-    return {k: v / hw.GIB for k, v in sorted(b.components.items(), key=lambda kv: -kv[1])}

@@ -20,7 +20,8 @@ from typing import Any
 
 import agon.plan.hardware as hw
 import agon.plan.jobs as dag
-from agon.plan.planner import SECONDS_PER_HOUR, JobPlan, Plan, breakdown_gib
+from agon.plan.memory import Breakdown
+from agon.plan.planner import SECONDS_PER_HOUR, JobPlan, Plan
 
 GIB, HOUR = hw.GIB, SECONDS_PER_HOUR
 # what a flag is about, for the page's summary: a marker in its text, and the reason it names
@@ -47,6 +48,11 @@ def _si(x: float) -> str:
 
 def _wrap(text: str, first: str = "  - ", rest: str = "    ") -> list[str]:
     return textwrap.wrap(text, WRAP, initial_indent=first, subsequent_indent=rest)
+
+
+def breakdown_gib(b: Breakdown) -> dict[str, float]:
+    """A breakdown in GiB, largest first."""
+    return {k: v / GIB for k, v in sorted(b.components.items(), key=lambda kv: -kv[1])}
 
 
 def length_kind(j: JobPlan) -> str:
