@@ -1,21 +1,11 @@
-"""The jobs of the workflow's DAG for a target, derived from the config as the Snakefile does.
+"""The jobs of the workflow's DAG for a target, derived from the config with the functions
+``workflow/rules/common.smk`` uses, so they are the jobs ``snakemake -n`` lists
+(``tests/test_plan.py`` compares them); the config-snapshot jobs are left out.
 
-``workflow/rules/common.smk`` fans the DAG out over families x tasks x methods x seeds from
-:mod:`agon.methods`; :func:`jobs_for` does the same with the same functions, so the planner
-lists the jobs ``snakemake -n`` lists (``tests/test_plan.py`` compares them): the toy base
-models (toy families only; the toy teacher when a teacher-distilling method trains on one),
-the packaged checkpoints' preparation, each (family, task) data split, the training runs
-(table 1's trained methods; a budget-matched method pulls in its reference run), the
-evaluations (each column at its seeds), the ablation variants, and each table's report job.
-The local config-snapshot jobs are left out (they write a YAML file and cost nothing).
-
-**A job longer than its runtime row** (:func:`chunks`) completes in chunks: the scheduler stops
-it at its time limit, the SLURM profile's ``retries`` submit it again (``rerun-incomplete``),
-and it resumes from its last checkpoint (a training run's ``train.checkpoint_every`` steps, an
-evaluation's last chunk of ``eval.batch_size`` samples). Each restart costs a process start,
-loading its checkpoint and models, and each vLLM engine's warm-up (assumed constants below),
-and redoes the work since the last checkpoint; a chunk that cannot reach a checkpoint never
-moves the job on.
+A job longer than its runtime row (:func:`chunks`) is stopped at its limit, resubmitted by the
+SLURM profile's ``retries`` and resumes from its last checkpoint: each restart costs a start,
+loading its checkpoint and models, each vLLM engine's warm-up, and the work since the last
+checkpoint; a chunk that reaches no checkpoint never moves the job on.
 """
 
 from __future__ import annotations
@@ -31,7 +21,6 @@ from agon.config import seeded_bases
 from agon.methods import (
     BUDGET_MATCHED,
     BUDGET_REFERENCE,
-    COLUMNS,
     TEACHER_METHODS,
     TRAINED_METHODS,
     columns_for_methods,
@@ -43,9 +32,8 @@ from agon.results import Layout
 
 # the SLURM profile the workflow's README runs the paper with; its `retries` bound the restarts
 SLURM_PROFILE = Path(__file__).resolve().parents[2] / "profiles" / "slurm" / "config.yaml"
-# What a restart costs, assumed (not measured), and said so wherever used: a process starting
-# (imports, CUDA context, the task's data), reading a checkpoint and the models at 1 GB/s from
-# shared storage, and a vLLM engine's warm-up (memory profiling, KV allocation, CUDA graphs)
+# a restart, assumed (not measured): a process start, reading at 1 GB/s from shared storage, and
+# a vLLM engine's warm-up (memory profiling, KV allocation, CUDA graphs)
 ASSUMED_START_S = 120.0
 ASSUMED_LOAD_BYTES_PER_S = 1e9
 ASSUMED_VLLM_WARMUP_S = 120.0
@@ -85,7 +73,6 @@ class Job:
 
     @property
     def resources_row(self) -> str:
-        """The config's ``resources`` row this job is given."""
         return RESOURCE_ROWS[self.rule]
 
     @property
@@ -97,7 +84,7 @@ class Job:
 
 
 def resources(config: dict, job: Job) -> dict[str, int]:
-    """The job's resources (threads, gpus, mem_mb, runtime), as the workflow reads them."""
+    """The job's resources, as the workflow reads them."""
     row = (config.get("resources") or {}).get(job.resources_row, {})
     return {k: int(row.get(k, v)) for k, v in RESOURCE_DEFAULTS.items()}
 
@@ -115,8 +102,7 @@ def target_name(target: str) -> str:
 
 
 def _train_methods(config: dict, systems: list[str]) -> list[str]:
-    """The trained methods ``systems`` need, plus the reference run a budget-matched method
-    waits for (its job depends on it: common.smk, train_inputs), in report order."""
+    """The trained methods ``systems`` need, and the run budget-matched ones match, in order."""
     methods = set(trained_methods_for(systems))
     if config["train"]["budget"]["match"] != "steps" and methods & set(BUDGET_MATCHED):
         methods.add(BUDGET_REFERENCE)
@@ -124,8 +110,7 @@ def _train_methods(config: dict, systems: list[str]) -> list[str]:
 
 
 def pretrain_seeds(config: dict) -> list[int]:
-    """The seeds the toy base models are pretrained for: every training seed of table 1,
-    the related methods and the ablations."""
+    """The seeds the toy base models are pretrained for: every training seed."""
     seeds = [*config["seeds"], *((config.get("ablations") or {}).get("seeds") or [])]
     return sorted({int(s) for s in seeds})
 
@@ -214,13 +199,6 @@ def jobs_for(config: dict, target: str) -> list[Job]:
     return list(jobs.values())
 
 
-def column(job: Job) -> str:
-    """The column an evaluation job runs (an ablation's is Agon's cascade)."""
-    if job.system not in COLUMNS:
-        raise PlanError(f"{job.label}: unknown column {job.system!r}")
-    return job.system
-
-
 def profile_retries(path: Path = SLURM_PROFILE) -> int | None:
     """The ``retries`` of the SLURM profile (None: no profile file here)."""
     try:
@@ -231,9 +209,8 @@ def profile_retries(path: Path = SLURM_PROFILE) -> int | None:
 
 @dataclass(frozen=True)
 class Chunks:
-    """How a job longer than its runtime row completes: in ``count`` submissions (0: never, a
-    chunk reaches no checkpoint), each restart costing ``restart`` seconds, ``redone`` seconds
-    of work repeated after the kills; ``extra``: the seconds all of that adds to the job."""
+    """How a job longer than its runtime completes: ``count`` submissions (0: never), each
+    restart ``restart`` seconds, ``redone`` seconds repeated; ``extra``: all that adds."""
 
     count: int
     interval: float  # seconds between the job's checkpoints
@@ -243,10 +220,9 @@ class Chunks:
 
 
 def chunks(seconds: float, runtime_s: float, interval: float, restart: float) -> Chunks:
-    """How a job of ``seconds`` completes under a ``runtime_s`` limit, checkpointing every
-    ``interval`` seconds (``inf``: never before its end), each start costing ``restart``
-    seconds: every chunk loses its start and the work after its last checkpoint; the first
-    start is not priced (as for every job), each restart is."""
+    """How a job of ``seconds`` completes under ``runtime_s``, checkpointing every ``interval``
+    (``inf``: never): each chunk loses its start and the work after its last checkpoint; only
+    restarts are priced."""
     usable = runtime_s - restart
     per = math.floor(usable / interval) * interval if math.isfinite(interval) else 0.0
     if per <= 0:

@@ -1,25 +1,11 @@
-"""Lengths and counts of one (family, task): the caps, measured means from an existing
-``out_dir`` (``agon plan --lengths-from DIR``), problem counts.
+"""Lengths and counts of one (family, task): the caps, means measured in an existing ``out_dir``
+(``agon plan --lengths-from DIR``), problem counts; each number says where it came from.
 
-Every number says where it came from: ``measured`` (an existing out_dir, below), ``cap`` (the
-family row's ``max_new_tokens`` / ``max_prompt_tokens``: an upper bound), or ``assumed`` (a
-named constant, where the config has no number at all).
-
-Completion lengths decide most of a plan's tokens; the config gives only their cap. When runs
-of the same families and tasks exist, their files give means:
-
-- training runs' ``metrics.jsonl`` (``{out}/{family}/{task}/train/{method}/seed*/`` and the
-  ablations' ``.../ablations/{variant}/train/seed*/``): the ``{model}/{role}/mean_length`` key
-  of each step (weighted by ``{model}/{role}/completions``), per (family, task, model, role);
-  a GRPO sample counts as a draft, as in the metrics themselves; a budget-matched run's
-  ``summary.json`` (tokens generated over completions) where its metrics have nothing;
-- evaluations' ``summary.json`` (``.../eval/{system}/seed*/``): ``mean_completion_tokens`` (the
-  final answer's) and ``mean_draft_tokens`` (everything generated before it), per system;
-- evaluations' ``samples.jsonl`` of single-model systems: ``prompt_tokens``, the mean solve
-  prompt of (family, task);
-- data splits' ``split.json``: ``sizes`` of each split (how many hard test problems there are).
-
-Nothing else is read; anything missing falls back to the caps, and the plan says which was used.
+Read from an out_dir, nothing else: training runs' ``metrics.jsonl`` (``{model}/{role}/
+mean_length`` weighted by ``{model}/{role}/completions``; a GRPO sample counts as a draft), a
+budget-matched run's ``summary.json`` where its metrics have nothing, evaluations'
+``summary.json`` (``mean_completion_tokens``, ``mean_draft_tokens``) and single-model
+``samples.jsonl`` (``prompt_tokens``), and data splits' ``split.json`` (``sizes``).
 """
 
 from __future__ import annotations
@@ -40,14 +26,13 @@ MAX_PROMPT_SAMPLES = 2000  # samples.jsonl lines read per file for the mean prom
 
 @dataclass
 class Mean:
-    """A running weighted mean and where it came from."""
+    """A running weighted mean and the files it came from."""
 
     total: float = 0.0
     weight: float = 0.0
     files: set[str] = field(default_factory=set)
 
     def add(self, value: float, weight: float, path: str) -> None:
-        """Add ``value`` with ``weight`` (seen in ``path``)."""
         if weight > 0 and value == value:  # skip NaN
             self.total += value * weight
             self.weight += weight
@@ -73,7 +58,7 @@ class MeasuredLengths:
 
     def role(self, family: str, task: str, model: str, role: str, method: str | None = None):
         """(mean completion tokens, source) of ``model`` in ``role``: the method's own runs
-        first, then any run of (family, task); (None, None) when nothing was measured."""
+        first, then any run of (family, task); (None, None) when none."""
         keys = [k for k in self.roles if k[:2] == (family, task) and k[3:] == (model, role)]
         own = [k for k in keys if k[2] == method]
         for group in (own, keys):
@@ -126,9 +111,8 @@ def _metrics(lengths: MeasuredLengths, path: Path, family: str, task: str, metho
 
 
 def _summary(lengths: MeasuredLengths, path: Path, family: str, task: str, method: str) -> None:
-    """A budget-matched run's summary (``{model}/tokens_generated`` over ``{model}/completions``:
-    every sample is a draft) when its metrics.jsonl gave nothing for that model; a duel's
-    summary pools drafts and reads, so it is left out."""
+    """A budget-matched run's tokens over completions where its metrics gave nothing (a duel's
+    summary pools drafts and reads: left out)."""
     if method not in BUDGET_MATCHED:
         return
     body = _read_json(path)
@@ -190,19 +174,13 @@ def read_lengths(root: str | Path) -> MeasuredLengths:
     return out
 
 
-# A solve prompt (chat template, persona and the problem statement) when no evaluation measured
-# one: an assumption for competition math and code problems (hundreds of tokens), not a
-# measurement. `agon plan --lengths-from DIR` replaces it with the mean of DIR's samples.
+# a solve prompt (template, persona, problem) where none was measured: assumed, not measured
 ASSUMED_SOLVE_PROMPT_TOKENS = 512
-# Test-split sizes of tasks whose size no constructor parameter gives: CodeContests' test split
-# has 165 problems and its valid split 117 (the data set's card); HumanEval 164 problems in all
-# (its paper); TACO's test split 1,000 (its card). The hard split is a part of the test split,
-# so these are upper bounds.
+# published test-split sizes (CodeContests' card: 165 test, 117 valid; HumanEval's paper; TACO's
+# card), upper bounds of the hard splits within them
 TEST_SPLIT_SIZES = {"codecontests": 165, "humaneval": 164, "taco": 1000}
 VALIDATION_SPLIT_SIZES = {"codecontests": 117}
-# a task with neither a size parameter nor a row above: assumed, and labelled so
-ASSUMED_SPLIT_PROBLEMS = 500
-# constructor parameters that give a split's size, in the order they are read
+ASSUMED_SPLIT_PROBLEMS = 500  # a task with no size parameter nor row above
 TEST_SIZE_PARAMS = ("max_test", "test_size", "n_test")
 VALIDATION_SIZE_PARAMS = ("validation_size", "n_validation")
 
@@ -230,10 +208,8 @@ def _task_default(task: str, names: tuple[str, ...]) -> int | None:
 def split_size(
     task_row: dict, family: str, split: str, lengths: MeasuredLengths, cap: int | None = None
 ) -> Count:
-    """How many problems of ``split`` (``hard``, ``validation_hard``, ...) a job reads, at most
-    ``cap``: measured (a split.json, or an evaluation's problem count), else the split's size
-    from the task's parameters or its published size (an upper bound: the hard part is
-    smaller), else :data:`ASSUMED_SPLIT_PROBLEMS`."""
+    """How many problems of ``split`` a job reads, at most ``cap``: measured, else the whole
+    split's size (parameters, table, constructor default), else assumed."""
     task = task_row["name"]
     params = task_row.get("params") or {}
     test_side = split in ("hard", "test")
@@ -260,9 +236,8 @@ def split_size(
 
 
 def draft_shown(draft: float, view: str) -> float:
-    """Tokens of a ``draft``-token draft a reader sees under ``draft_view``: all of it for
-    ``full`` and (an upper bound, its thinking share unknown) ``answer_section``; the last N
-    for ``last_tokens:N``."""
+    """Tokens of a draft a reader sees under ``draft_view``: ``last_tokens:N`` the last N, else
+    all of it (for ``answer_section`` an upper bound)."""
     if view.startswith("last_tokens:"):
         return min(draft, float(view.split(":", 1)[1]))
     return draft
@@ -278,8 +253,7 @@ class Expect:
     solve_prompt: Count
 
     def reader_prompt(self, draft: float) -> float:
-        """A reader prompt: the solve prompt and the shown draft, cut to ``max_prompt_tokens``
-        (the duel and the cascade keep the tail of a draft that does not fit)."""
+        """A reader prompt: the solve prompt and the shown draft, cut to ``max_prompt_tokens``."""
         return min(
             float(self.max_prompt), self.solve_prompt.value + draft_shown(draft, self.draft_view)
         )
@@ -293,20 +267,12 @@ def expect(family_row: dict, task: str, lengths: MeasuredLengths) -> Expect:
                 f"families (name {family_row.get('name')!r}): no {key}; validate the config"
             )
     measured, source = lengths.prompt(family_row["name"], task)
-    prompt = (
-        Count(measured, source)
-        if measured is not None
-        else Count(
-            min(ASSUMED_SOLVE_PROMPT_TOKENS, family_row["max_prompt_tokens"]),
-            f"assumed {ASSUMED_SOLVE_PROMPT_TOKENS}-token solve prompt",
-        )
-    )
-    return Expect(
-        family_row["max_new_tokens"],
-        family_row["max_prompt_tokens"],
-        family_row["draft_view"],
-        prompt,
-    )
+    prompt = Count(measured, source)
+    if measured is None:
+        n = min(ASSUMED_SOLVE_PROMPT_TOKENS, family_row["max_prompt_tokens"])
+        prompt = Count(n, f"assumed {ASSUMED_SOLVE_PROMPT_TOKENS}-token solve prompt")
+    row = family_row
+    return Expect(row["max_new_tokens"], row["max_prompt_tokens"], row["draft_view"], prompt)
 
 
 def role_length(
@@ -318,8 +284,7 @@ def role_length(
     role: str,
     method: str | None = None,
 ) -> Count:
-    """Expected completion tokens of ``model`` in ``role`` (``drafter``: drafts and solo
-    samples; ``reader``): measured, else the cap."""
+    """Expected completion tokens of ``model`` in ``role``: measured, else the cap."""
     value, source = lengths.role(family, task, model, role, method)
     if value is not None:
         return Count(min(value, e.max_new), source)
@@ -329,8 +294,7 @@ def role_length(
 def eval_length(
     lengths: MeasuredLengths, e: Expect, family: str, task: str, system: str, which: str
 ) -> Count:
-    """Expected tokens of an evaluated system's final completion (``completion``) or of what
-    it generated before it (``draft``), measured or the cap."""
+    """Expected tokens of an evaluated system's ``completion`` or ``draft``: measured or the cap."""
     value, source = lengths.eval_mean(family, task, system, which)
     if value is not None:
         return Count(value, source)

@@ -1,26 +1,16 @@
-# long: every job kind's work in one reading (duel, single-model methods, declared helpers, evals).
-"""What each job computes: its generations, its training passes and its extra forwards, as
-sequence counts and mean lengths, from the config (and measured lengths where given).
+"""What each job computes: its generations, training passes and extra forwards, as sequence
+counts and mean lengths (:mod:`agon.plan.lengths`).
 
-- **The duel** (``agon``, ``agon_independent``, each ablation variant with its ``agon``
-  changes): ``train.steps`` steps of ``problems_per_step`` problems; the drafter samples
-  ``num_generations`` drafts per problem, the reader ``agon.num_reads`` reads of each draft.
-  ``role_schedule: alternate`` swaps the roles each step (A drafts on steps 0, 2, ...);
-  ``both`` runs each direction on half of the problems. Each model trains on its own
-  completions. Probes (``train.eval_every``): each model greedily on ``eval_problems``
-  problems before the first step, every ``eval_every`` steps and after the last.
-- **Budget-matched methods** (GRPO on TRL; Cliff, GAR, OPD-then-RL: ``agon.methods.BUDGET_MATCHED``)
-  train each model alone on ``P x G`` samples per step until it has generated what the same
-  model generated in the ``agon`` run (``train.budget.match``: tokens, samples or steps),
-  at most ``max_steps_factor x steps`` steps. How each runs (TRL or the in-house shell) and its
-  helpers are read from its registry row (:class:`agon.registry.Method`: ``runs``,
-  ``helpers``), never from its name: Cliff's teacher marks every sample (an upper bound: it is
-  asked about wrong ones only), GAR runs a no-grad forward over each problem's anchor and over
-  every sample, OPD's teacher scores every sample of its first ``opd_steps`` steps. A method
-  whose row declares no helpers (or that has no row) is priced as GRPO, and its plan says so.
-- **Evaluations**: ``eval.n_samples`` per hard problem; a single model answers, a cascade
-  drafts then reads, MoA runs ``moa.layers`` x ``moa.proposers`` proposals (A and B
-  alternating) and an aggregator that reads the last layer's proposals.
+- **The duel** (``agon``, ``agon_independent``, each ablation variant): per step the drafter
+  samples ``num_generations`` drafts of each of ``problems_per_step`` problems and the reader
+  ``num_reads`` reads of each; ``role_schedule`` alternates the roles by step or splits the
+  problems (``both``); each model trains on its completions; probes every ``eval_every`` steps.
+- **Budget-matched methods** (``agon.methods.BUDGET_MATCHED``) train each model alone until it
+  has generated what it did in the ``agon`` run (``train.budget.match``), at most
+  ``max_steps_factor x steps``; how each runs and its helpers' work come from its registry row
+  (:class:`agon.registry.Method`), never its name; a row with no helpers is priced as GRPO.
+- **Evaluations**: ``eval.n_samples`` per hard problem, by a single model, a cascade (drafts
+  then reads) or MoA (``layers`` x ``proposers`` proposals and an aggregator).
 """
 
 from __future__ import annotations
@@ -34,14 +24,12 @@ from agon.plan.lengths import Count, Expect, MeasuredLengths, eval_length, role_
 from agon.registry import TRAINERS, Helper, Method
 
 GREEDY_LENGTH_NOTE = "probes and teachers decode greedily to the cap"
-# TRL GRPOConfig's default share of the GPU for its colocated vLLM (vllm_gpu_memory_utilization)
-TRL_VLLM_SHARE = 0.3
+TRL_VLLM_SHARE = 0.3  # GRPOConfig's default vllm_gpu_memory_utilization
 TRL_SECTION = "grpo"  # the config section of the runs on TRL's GRPOTrainer (Method.runs "trl")
 UNDECLARED = Method("", table=None)  # a trainer registered without a row: solo, nothing declared
 
 
 def method_row(method: str) -> Method:
-    """``method``'s registry row (:data:`UNDECLARED` for a trainer registered without one)."""
     return TRAINERS.rows.get(method, UNDECLARED)
 
 
@@ -57,9 +45,8 @@ def config_value(config: dict, key: str) -> Any:
 
 @dataclass(frozen=True)
 class Generation:
-    """Sampling ``sequences`` completions of ``length`` tokens (and where that number came
-    from) after ``prompt`` tokens, on ``engine`` with ``rows`` sequences handed to it at once
-    (hf: its batch; vllm: it schedules them)."""
+    """Sampling ``sequences`` completions of ``length`` tokens after ``prompt`` tokens, on
+    ``engine``, ``rows`` sequences handed to it at once."""
 
     what: str
     model: str  # "A", "B" or a helper ("teacher")
@@ -91,14 +78,13 @@ class Training:
 
 
 class Scoring(Training):
-    """No-grad forwards of ``model`` over ``sequences`` of ``prompt + completion`` tokens,
-    its head on the completion (a teacher's log-probs, GAR's anchors)."""
+    """No-grad forwards, the head on the completion (a teacher's log-probs, GAR's anchors)."""
 
 
 @dataclass(frozen=True)
 class Resident:
-    """A helper model held beside the policies for the whole run: its frozen weights and, when
-    it ``generates``, an engine's KV cache for ``rows`` sequences of ``context`` tokens."""
+    """A helper model held for the whole run: its weights and, when it ``generates``, an
+    engine's KV cache for ``rows`` sequences of ``context`` tokens."""
 
     model: str
     rows: int
@@ -117,9 +103,8 @@ class Logits:
 
 @dataclass
 class Workload:
-    """One job's work, and per model what it spent (steps, completions, tokens generated);
-    ``models``: the helper models the config names (their plan name -> model path),
-    ``residents`` and ``logits``: the helpers' memory beside the policies."""
+    """One job's work, per model what it spent, the helper models the config names (plan name
+    -> path) and the helpers' memory beside the policies."""
 
     generations: list[Generation] = field(default_factory=list)
     trainings: list[Training] = field(default_factory=list)
@@ -197,8 +182,7 @@ def duel_workload(
 
 
 def budget_steps(config: dict, reference: dict[str, float] | None, per_step: dict[str, float]):
-    """(steps, note) of a budget-matched model whose reference spend is ``reference`` (its
-    ``agon`` run's tokens and completions) and who spends ``per_step`` per step."""
+    """(steps, note) of a budget-matched model matching ``reference`` at ``per_step``."""
     tr = config["train"]
     match, steps = tr["budget"]["match"], tr["steps"]
     cap = max(steps, math.ceil(tr["budget"]["max_steps_factor"] * steps))
@@ -220,8 +204,7 @@ def solo_workload(
     method: str,
     reference: dict[str, dict[str, float]] | None,
 ) -> Workload:
-    """A budget-matched method's run: each model alone (GRPO on TRL, or the in-house single-model
-    step of Cliff, GAR and OPD-then-RL), with the helpers' work its registry row declares."""
+    """A budget-matched method's run: each model alone, with its row's helpers' work."""
     tr = config["train"]
     p, g = tr["problems_per_step"], tr["num_generations"]
     row = method_row(method)
@@ -255,8 +238,7 @@ def solo_workload(
 
 
 def _helper_model(config: dict, h: Helper, m: str) -> tuple[str, str | None]:
-    """The plan's name of helper ``h``'s model for model ``m``, and the model's path where the
-    config names it (``h.model_key``; None: the family's row gives it)."""
+    """The plan's name of helper ``h``'s model for ``m``, and its path where the config names it."""
     named = config_value(config, h.model_key) if h.model_key else None
     if named:
         return f"{h.model_key.split('.')[0]}_teacher", str(named)
@@ -278,8 +260,7 @@ def _helper(
     steps: float,
     sample: Count,
 ) -> None:
-    """Helper ``h``'s work for model ``m`` over its ``steps`` steps, and what it holds in
-    memory (:class:`agon.registry.Helper`)."""
+    """Helper ``h``'s work for model ``m`` over ``steps`` steps, and what it holds."""
     if h.when is not None and config_value(config, h.when[0]) != h.when[1]:
         return
     tr = config["train"]
@@ -320,8 +301,7 @@ def eval_workload(
     lengths: MeasuredLengths,
     system: str,
 ) -> Workload:
-    """An evaluation of column ``system`` (an ablation's: the ``agon`` cascade), on the engine
-    the workflow's ``agon eval`` uses (``eval.backend``)."""
+    """An evaluation of column ``system`` on ``eval.backend``."""
     ev, col = config["eval"], COLUMNS[system]
     problems = split_size(task, fam["name"], ev["split"], lengths, ev.get("max_problems"))
     n = problems.value * ev["n_samples"]
