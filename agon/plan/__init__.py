@@ -1,18 +1,12 @@
 """`agon plan`: what a config costs before its first job runs.
 
-For every job of the workflow's DAG (:mod:`agon.plan.jobs`), the planner computes the tokens
-generated and trained on (:mod:`agon.plan.workload`, lengths measured where an out_dir gives
-them, else the caps: :mod:`agon.plan.expect`), FLOPs of generation and training
-(:mod:`agon.plan.dims`), memory on the fullest GPU and on the host
-(:mod:`agon.plan.memory`, :mod:`agon.plan.placement`), and GPU-hours from the throughput model
-(:mod:`agon.plan.hardware`: measured efficiencies from ``bench/throughput``, else assumed ones,
-labelled so), and flags the jobs that would not fit their ``resources`` (:mod:`agon.plan.pricing`).
-Model sizes come from a local ``config.json`` or the table of published dimensions
-(:mod:`agon.plan.published`), never from a download.
-
-For tests and benchmarks: :func:`estimate_step_memory` on any :class:`ModelDims` (e.g.
-``PUBLISHED[name].with_layers(2)``), :func:`dims_from_config` of a transformers config,
-:func:`transformers_config` of dims, :func:`write_measurement` for a throughput measurement.
+For every job of the workflow's DAG (:mod:`agon.plan.jobs`): the tokens it generates and trains
+on (:mod:`agon.plan.workload`, lengths measured where an out_dir gives them, else the caps:
+:mod:`agon.plan.lengths`), its FLOPs and model sizes (:mod:`agon.plan.dims`, from a local or
+cached ``config.json`` or :mod:`agon.plan.published`, never a download), memory on each GPU and
+the host (:mod:`agon.plan.memory`), GPU-hours (:mod:`agon.plan.hardware`: measured
+efficiencies, else assumed ones, labelled so) and the jobs that would not fit their
+``resources`` (:mod:`agon.plan.planner`); :mod:`agon.plan.render` prints the bill.
 """
 
 from __future__ import annotations
