@@ -126,7 +126,7 @@ class Layout:
         return f"{self.control_dir(arm)}/models"
 
     def control_snapshot(self, arm: str, stage: str) -> str:
-        """An arm's config: ``base`` (its pretrain and evaluations) or a stage's (its runs)."""
+        """An arm's config: ``pretrain``, ``eval`` or a training stage's (its runs)."""
         return f"{self.control_dir(arm)}/config/{stage}.yaml"
 
     def control_train_dir(self, arm: str, stage: str, seed: int | str) -> str:

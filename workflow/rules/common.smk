@@ -392,11 +392,21 @@ CONTROL_MEASURES = [f"{m}_{d}" for m in ("cascade", "robust") for d in CONTROL_D
 CONTROL_STAGES = ["base", *CONTROL["schemes"], *(f"lr{i}" for i in range(len(CONTROL["pilot"]["learning_rates"])))]
 
 
+# what the control's pretrain and evaluations read, so that a change to its training (the
+# learning rate, say) neither retrains its base pair nor remeasures it
+CONTROL_SNAPSHOT_KEEP = ["out_dir", "cpu_kernels", "families", "tasks", "methods", "grading"]
+CONTROL_SNAPSHOT_SECTIONS = {"pretrain": ["toy"], "eval": ["eval"]}
+
+
 def control_snapshot_params(wildcards):
-    """An arm's config for one stage: ``base`` (pretrain, evaluations) or a stage's runs."""
-    scheme, lr = control_stage(config, wildcards.cstage)
-    models = LAYOUT.control_models(wildcards.arm)
-    return _canonical(control_config(config, models, scheme, wildcards.arm, lr))
+    """An arm's config for one stage: ``pretrain`` or ``eval`` (only the sections those read),
+    or a training stage's (a scheme, or the pilot's ``lr{i}``)."""
+    stage = wildcards.cstage
+    scheme, lr = control_stage(config, "base" if stage in CONTROL_SNAPSHOT_SECTIONS else stage)
+    cfg = control_config(config, LAYOUT.control_models(wildcards.arm), scheme, wildcards.arm, lr)
+    if stage in CONTROL_SNAPSHOT_SECTIONS:
+        cfg = {k: cfg[k] for k in CONTROL_SNAPSHOT_KEEP + CONTROL_SNAPSHOT_SECTIONS[stage] if k in cfg}
+    return _canonical(cfg)
 
 
 def control_models_of(arm, stage, seed):
@@ -410,7 +420,7 @@ def control_models_of(arm, stage, seed):
 def control_eval_inputs(wildcards):
     """A control measure waits for its arm's snapshot and base pair and, for a stage, its run."""
     arm = wildcards.arm
-    inputs = {"config": LAYOUT.control_snapshot(arm, "base"), "models": f"{LAYOUT.control_models(arm)}/report.json"}
+    inputs = {"config": LAYOUT.control_snapshot(arm, "eval"), "models": f"{LAYOUT.control_models(arm)}/report.json"}
     if wildcards.scheme != "base":
         inputs["run"] = LAYOUT.control_train_summary(arm, wildcards.scheme, wildcards.seed)
     return inputs

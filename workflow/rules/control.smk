@@ -13,11 +13,11 @@ wildcard_constraints:
     arm=_alternation(["drafter", "curriculum"]),
     scheme=_alternation(CONTROL_STAGES),
     measure=_alternation(CONTROL_MEASURES),
-    cstage=_alternation(CONTROL_STAGES),
+    cstage=_alternation(["pretrain", "eval", *CONTROL_STAGES]),
 
 
 rule control_config:
-    """The control's config: ``base`` (pretrain, evaluations) or one scheme's (its runs)."""
+    """An arm's config: ``pretrain``, ``eval`` (only what those read) or a training stage's."""
     output:
         LAYOUT.control_snapshot("{arm}", "{cstage}"),
     params:
@@ -39,7 +39,7 @@ rule control_config:
 rule control_pretrain:
     """`agon toy pretrain` of an arm's world: A and B with visible and hidden errors."""
     input:
-        config=LAYOUT.control_snapshot("{arm}", "base"),
+        config=LAYOUT.control_snapshot("{arm}", "pretrain"),
     output:
         model_a=directory(LAYOUT.control_models("{arm}") + "/A"),
         model_b=directory(LAYOUT.control_models("{arm}") + "/B"),
