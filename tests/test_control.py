@@ -26,13 +26,9 @@ from agon.config import (
     load_config,
     seeded_bases,
 )
-from agon.report.control import (
-    build_control_report,
-    pilot_effects,
-    rate_rule,
-    table_spec,
-    verdict,
-)
+from agon.report.control import build_control_report
+from agon.report.control_measures import table_spec
+from agon.report.control_reading import pilot_effects, rate_rule, verdict
 from agon.report.mechanism import divergence, divergence_columns
 from agon.results import Layout
 from agon.systems import WrongDraftRead

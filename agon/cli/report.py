@@ -9,7 +9,8 @@ import argparse
 
 from agon.config import load_config
 from agon.report.ablations import build_ablations_report
-from agon.report.control import TABLES, build_control_report
+from agon.report.control import build_control_report
+from agon.report.control_measures import TABLES
 from agon.report.related import build_related_report
 from agon.report.table1 import build_report
 from agon.results import Layout

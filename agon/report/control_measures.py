@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from safetensors.numpy import load_file
@@ -52,6 +53,26 @@ def style_counts(
             counts[STYLE_COUNTS.index(style)] += 1
             counts[STYLE_COUNTS.index(f"{style}_read_right")] += right
     return out
+
+
+def draft_kinds(
+    task: Task, problems: Mapping[str, Problem], samples: Mapping[int, str | Path]
+) -> dict[str, float]:
+    """How a direction's cascade drafts came out, over every seed's samples: the share of
+    drafts that are right (``draft_right``), and among the wrong ones the share that are
+    neither hidden nor visible (``wrong_other``: a step missing, out of order or mangled), the
+    channel a drafter has besides the style."""
+    kinds = {"right": 0, "hidden": 0, "visible": 0, "other": 0}
+    for path in samples.values():
+        for r in read_jsonl(path):
+            problem = problems.get(r.get("problem_id"))
+            if problem is not None and r.get("drafts"):
+                kinds[task.error_style(problem, r["drafts"][0]) or "right"] += 1
+    total, wrong = sum(kinds.values()), sum(kinds.values()) - kinds["right"]
+    return {
+        "draft_right": kinds["right"] / total if total else float("nan"),
+        "wrong_other": kinds["other"] / wrong if wrong else float("nan"),
+    }
 
 
 def style_rates(
@@ -181,3 +202,27 @@ def read_summary(path: str | Path) -> dict:
     """A run's summary.json (empty if absent)."""
     p = Path(path)
     return json.loads(p.read_text()) if p.is_file() else {}
+
+
+# ----------------------------------------------------------------------------- the tables
+
+TABLES = ("control", "control_pilot", "control_curriculum")
+MEASURES = ("hidden_share", "robust", "cascade")  # the three measures, in the table's order
+CONTROL_REFERENCE = "independent"  # every scheme is compared with the duel without the contest
+
+
+def table_spec(config: dict, table: str) -> dict[str, Any]:
+    """A control table's arm, seeds, stages (``base`` first), measures and sweep stages."""
+    ctl = config["control"]
+    schemes = list(ctl["schemes"])
+    if table == "control":
+        return dict(arm="drafter", seeds=ctl["seeds"], stages=["base", *schemes], robust=True)
+    if table == "control_pilot":
+        sweep = [f"lr{i}" for i in range(len(ctl["pilot"]["learning_rates"]))]
+        stages = ["base", *(s for s in ("agon", CONTROL_REFERENCE) if s in schemes)]
+        return dict(arm="drafter", seeds=[ctl["pilot"]["seed"]], stages=stages, robust=False,
+                    sweep=sweep)  # fmt: skip
+    if table == "control_curriculum":
+        seeds = ctl["curriculum"]["seeds"]
+        return dict(arm="curriculum", seeds=seeds, stages=["base", *schemes], robust=True)
+    raise ValueError(f"no control table {table!r}; tables: {list(TABLES)}")

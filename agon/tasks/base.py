@@ -196,9 +196,9 @@ class Task(ABC):
 
     def error_style(self, problem: Problem, completion: str) -> str | None:
         """How a wrong ``completion`` of ``problem`` went wrong, where the task can tell: one of
-        :data:`ERROR_STYLES` (``visible``: the mistake is written where a reader can see it
-        against the question, e.g. a misread operand; ``hidden``: every written input is right
-        and a result is wrong, so only recomputing finds it; ``other``), or None for a right
+        :data:`ERROR_STYLES` (``visible``: the writer shows a reader where to check, e.g. the
+        toy arith's mark; ``hidden``: every written input is right and a result is wrong, so
+        only recomputing finds it; ``other``: any other departure), or None for a right
         completion or a task that cannot classify (the default). The duel's metrics report the
         drafter's hidden share (``docs/method.md``, what the toy world can show)."""
         return None

@@ -129,24 +129,25 @@ def parse_arith_steps(text: str) -> list[ArithStep]:
 def first_error_style(
     start: int, ops: Sequence[tuple[str, int]], written: Sequence[ArithStep], marked: bool = False
 ) -> str | None:
-    """How a written chain first departs from the gold one: ``visible`` (a wrong step in a
-    solution opened with :data:`MARK`, or a step whose operand is not the question's: the
-    error is on the page), ``hidden`` (the step's inputs are right and its result is wrong, in
-    an unmarked solution: only recomputing finds it), ``other`` (a step missing, out of order,
-    or a wrong final answer after right steps), None when every step is right."""
+    """How a written chain first departs from the gold one. The style is the mark
+    (:data:`MARK`): ``visible`` for any departure in a marked solution; in an unmarked one,
+    ``hidden`` when the first departing step has the question's inputs and a wrong result
+    (only recomputing finds it) and ``other`` for any other departure (an operand not the
+    question's, a step missing or out of order, a wrong final answer after right steps).
+    None when every step is right."""
     value = start
     for i, (op, k) in enumerate(ops):
         if i >= len(written):
-            return "other"
+            break
         step = written[i]
-        if step.lhs != value or step.op != op:
-            return "other"
-        if step.rhs != k:
-            return "visible"
+        if step.lhs != value or step.op != op or step.rhs != k:
+            break
         if step.result != apply_op(value, op, k):
             return "visible" if marked else "hidden"
         value = step.result
-    return None
+    else:
+        return None
+    return "visible" if marked else "other"
 
 
 def wrong_arith_steps(
@@ -371,13 +372,13 @@ class ArithTask(ToySplits, MathTask):
         return arith_solution(gold_arith_steps(problem.meta["start"], problem.meta["ops"]))
 
     def error_style(self, problem: Problem, completion: str) -> str | None:
-        """The style of the first departure from the gold chain (:func:`first_error_style`);
-        ``other`` when every step is right but the final answer is not the last result."""
+        """The style of the first departure from the gold chain (:func:`first_error_style`),
+        also when every step is right but the final answer is not the last result."""
         steps = parse_arith_steps(completion)
         marked = is_marked(completion)
         style = first_error_style(problem.meta["start"], problem.meta["ops"], steps, marked)
         if style is None and not completion.rstrip().endswith(f"\\boxed{{{problem.answer}}}"):
-            return "other"
+            return "visible" if marked else "other"
         return style
 
     def wrong_draft(self, problem: Problem, seed: int, style: str | None = None) -> str:

@@ -41,9 +41,9 @@ rule control_pretrain:
     input:
         config=LAYOUT.control_snapshot("{arm}", "pretrain"),
     output:
-        model_a=directory(LAYOUT.control_models("{arm}") + "/A"),
-        model_b=directory(LAYOUT.control_models("{arm}") + "/B"),
-        report=LAYOUT.control_models("{arm}") + "/report.json",
+        model_a=directory(f"{LAYOUT.control_models('{arm}')}/A"),
+        model_b=directory(f"{LAYOUT.control_models('{arm}')}/B"),
+        report=f"{LAYOUT.control_models('{arm}')}/report.json",
     log:
         LAYOUT.log("control/{arm}/pretrain"),
     benchmark:
@@ -66,10 +66,10 @@ rule control_train:
     """One stage's duel at one seed, from its arm's base pair."""
     input:
         config=LAYOUT.control_snapshot("{arm}", "{scheme}"),
-        models=LAYOUT.control_models("{arm}") + "/report.json",
+        models=f"{LAYOUT.control_models('{arm}')}/report.json",
     output:
-        model_a=directory(LAYOUT.control_train_dir("{arm}", "{scheme}", "{seed}") + "/A"),
-        model_b=directory(LAYOUT.control_train_dir("{arm}", "{scheme}", "{seed}") + "/B"),
+        model_a=directory(f"{LAYOUT.control_train_dir('{arm}', '{scheme}', '{seed}')}/A"),
+        model_b=directory(f"{LAYOUT.control_train_dir('{arm}', '{scheme}', '{seed}')}/B"),
         summary=LAYOUT.control_train_summary("{arm}", "{scheme}", "{seed}"),
     log:
         LAYOUT.log("control/{arm}/train/{scheme}/seed{seed}"),
