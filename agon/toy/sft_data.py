@@ -25,6 +25,20 @@ from agon.toy.tasks import (
 from agon.toy.toycode import code_line, code_program
 
 KINDS = ("arith_solve", "arith_read", "arith_moa", "code_solve", "code_read", "code_moa")
+# toy.reader.targets: what a read or MoA example's target is. ``draft`` (the default, and what a
+# config without the key means): the model's work keeping a draft's correct steps, so the base
+# models are taught to read before any RL. ``own``: the model's own solution, drawn as a solve
+# target is, whatever the drafts shown; the base models then see drafts but never a target that
+# depends on one, and what reading a draft is worth is left for the duel to teach.
+READER_TARGETS = ("draft", "own")
+
+
+def reader_targets(reader_cfg: dict) -> str:
+    """The ``toy.reader.targets`` mode of a reader section (``draft`` when it has none)."""
+    mode = reader_cfg.get("targets", "draft")
+    if mode not in READER_TARGETS:
+        raise ValueError(f"toy.reader.targets must be one of {READER_TARGETS}, got {mode!r}")
+    return mode
 
 
 # ---------------------------------------------------------------------------------------
@@ -178,9 +192,13 @@ def make_example(
     model's own habit, one with its rival's, in random order, each independently clean with
     probability ``draft_clean``, else with its habit plus ``draft_slip``. The target keeps a
     step (line) that either proposal has right, anchors on the first proposal's wrong one with
-    the ``*_copy_wrong`` probability, and is the model's own work elsewhere.
+    the ``*_copy_wrong`` probability, and is the model's own work elsewhere. Under
+    ``reader_cfg["targets"]`` ``own`` (:data:`READER_TARGETS`) the drafts are drawn and shown
+    the same way, but a read or MoA target is the model's own work throughout, as a solve
+    target is: it never copies a draft's step or line, right or wrong.
     """
     ops = problem.meta["ops"]
+    own_work = reader_targets(reader_cfg) == "own"
     clean = rng.random() < reader_cfg["draft_clean"]
     slip = 0.0 if clean else reader_cfg["draft_slip"]
     rival_habit = None if clean else rival
@@ -213,7 +231,7 @@ def make_example(
             ops,
             rng,
             own,
-            keep=drafts,
+            keep=() if own_work else drafts,
             copy_wrong=reader_cfg.get("arith_copy_wrong", 0.0),
             marked=marks,
         )
@@ -232,7 +250,11 @@ def make_example(
         else:
             drafts = [written_code_lines(ops, rng, h, sl) for _, h, sl in writers]
         target = written_code_lines(
-            ops, rng, own, keep=drafts, copy_wrong=reader_cfg.get("code_copy_wrong", 0.0)
+            ops,
+            rng,
+            own,
+            keep=() if own_work else drafts,
+            copy_wrong=reader_cfg.get("code_copy_wrong", 0.0),
         )
         shown = [program_text(d) for d in drafts]
         prompt = (
