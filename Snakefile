@@ -3,6 +3,7 @@
 #   snakemake --cores all results/table1.csv                      # the offline toy world
 #   snakemake --cores all results/ablations.csv                   # its Agon variants
 #   snakemake --cores all results/related.csv                     # Cliff, GAR, ... beside it
+#   snakemake --cores all results/regime.csv                      # can the world show the claims?
 #   snakemake -n --configfile config/paper.yaml results/table1.csv  # the paper's DAG
 #   snakemake --profile profiles/slurm --configfile config/paper.yaml  # on a SLURM cluster
 #
@@ -34,6 +35,7 @@ include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/ablations.smk"
 include: "workflow/rules/control.smk"
+include: "workflow/rules/regime.smk"
 include: "workflow/rules/plan.smk"
 
 

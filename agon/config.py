@@ -227,6 +227,18 @@ def ablation_config(config: dict, variant: str) -> dict:
     raise ConfigError(f"no ablation variant {variant!r} in config; known: {known}")
 
 
+def regime_section(config: dict) -> dict:
+    """The config's ``regime`` section with the schema's defaults filled in, or those defaults
+    alone where it has none: the schema fills no section default for it, so a world without one
+    (the positive control's) keeps its snapshots as they were (agon/regime.py)."""
+    section = copy.deepcopy(config.get("regime") or {})
+    validator = _validator_with_defaults(_schema()["properties"]["regime"])
+    errors = [e.message for e in validator.iter_errors(section)]
+    if errors:
+        raise ConfigError(f"regime: {'; '.join(errors)}")
+    return section
+
+
 def load_config(path: str | Path, overrides: dict | None = None) -> dict:
     """Read a YAML config, apply ``overrides`` (a nested dict, merged), validate and return it."""
     path = Path(path)

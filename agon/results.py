@@ -109,9 +109,27 @@ class Layout:
     def ablation_eval_samples(self, family: str, task: str, variant: str, seed: int | str) -> str:
         return f"{self.ablation_eval_dir(family, task, variant, seed)}/samples.jsonl"
 
+    # results/regime.csv: table 1's baselines on the regime's split, GRPO at a budget fixed up
+    # front (agon.regime), each in a folder of its own beside table 1's runs and evaluations
+    def regime_train_dir(self, family: str, task: str, method: str, seed: int | str) -> str:
+        return f"{self.out_dir}/{family}/{task}/regime/train/{method}/seed{seed}"
+
+    def regime_train_summary(self, family: str, task: str, method: str, seed: int | str) -> str:
+        return f"{self.regime_train_dir(family, task, method, seed)}/summary.json"
+
+    def regime_eval_dir(self, family: str, task: str, system: str, seed: int | str) -> str:
+        return f"{self.out_dir}/{family}/{task}/regime/eval/{system}/seed{seed}"
+
+    def regime_eval_summary(self, family: str, task: str, system: str, seed: int | str) -> str:
+        return f"{self.regime_eval_dir(family, task, system, seed)}/summary.json"
+
+    def regime_eval_samples(self, family: str, task: str, system: str, seed: int | str) -> str:
+        return f"{self.regime_eval_dir(family, task, system, seed)}/samples.jsonl"
+
     def table_files(self, name: str) -> TableFiles:
         """A table's files: ``{out_dir}/{name}.csv``, its Markdown, its provenance sidecar
-        (``table1``; ``related``: the methods published beside Agon; ``ablations``)."""
+        (``table1``; ``related``: the methods published beside Agon; ``ablations``;
+        ``regime``: table 1's baselines against the regime's criteria)."""
         stem = f"{self.out_dir}/{name}"
         return TableFiles(f"{stem}.csv", f"{stem}.md", f"{stem}.provenance.json")
 

@@ -134,6 +134,8 @@ def test_table_pass1_over_seeds_and_problems_recounted_from_samples(tmp_path):
     gains, rest = rest.split("## Per training seed")
     per_seed, rest = rest.split("## Training compute")
     compute, evals = rest.split("## Evaluation compute")
+    evals, regime = evals.split("## Regime")  # the regime section: tests/test_regime.py
+    assert "| fam1 | arith | base_A |" in regime
     assert table.count("| fam1 | arith |") == 1 and "agon - agon_independent" in table
     first = rows[0]
     assert f"{100 * float(first['agon_pass@1']):.1f} [" in table

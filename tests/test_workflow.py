@@ -235,6 +235,32 @@ def test_ablations_are_one_target_away(tmp_path):
     assert not any(r.startswith("ablation") for r in default)
 
 
+def test_the_regime_needs_no_agon_run(tmp_path):
+    """results/regime.csv: the baselines on the regime's split, GRPO at a budget fixed up
+    front; no agon (or any table 1) run or evaluation is in its DAG, so it can be built and
+    committed before the first agon run of a new world; not part of the default target."""
+    from agon.regime import REGIME_SYSTEMS
+
+    wd = workdir_with(tmp_path)
+    cfg = load(wd / "config" / "config.yaml")
+    jobs = dry_run_jobs(wd, "results/regime.csv")
+    counts = Counter(j["rule"] for j in jobs)
+    n_ft, seeds = len(cfg["families"]) * len(cfg["tasks"]), cfg["seeds"]
+    evals = sum(len(eval_seeds(s, seeds, True)) for s in REGIME_SYSTEMS)
+    assert counts["regime_train"] == n_ft * len(seeds)
+    assert counts["regime_evaluate"] == n_ft * evals and counts["regime_report"] == 1
+    assert not {"train", "evaluate", "report"} & set(counts)
+    outputs = {o for j in jobs for o in j["output"]}
+    assert all(
+        f"results/toy/{t}/config/regime_{s}.yaml" in outputs
+        for t in ("arith", "toycode")
+        for s in ("train", "eval")
+    )
+    assert not any("/agon" in i for j in jobs for i in j["input"])
+    default = Counter(j["rule"] for j in dry_run_jobs(wd))
+    assert not any(r.startswith("regime") for r in default)
+
+
 def test_related_methods_are_one_target_away(tmp_path):
     """results/related.csv: each related method trained per (family, task, seed) against the
     agon run of its seed, evaluated in its three columns; the toy teacher is built only for

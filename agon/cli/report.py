@@ -1,7 +1,8 @@
 """`agon report --config C`: table 1 (CSV + Markdown, with provenance) and the figures;
 `agon report --config C --ablations`: the ablations table (CSV + Markdown, with provenance);
 `agon report --config C --related`: the related methods' table and its compute figure;
-`agon report --config C --control`: the positive control's table."""
+`agon report --config C --control`: the positive control's table;
+`agon report --config C --regime`: table 1's baselines against the regime (results/regime.csv)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from agon.config import load_config
 from agon.report.ablations import build_ablations_report
 from agon.report.control import build_control_report
 from agon.report.control_measures import TABLES
+from agon.report.regime import build_regime_report
 from agon.report.related import build_related_report
 from agon.report.table1 import build_report
 from agon.results import Layout
@@ -49,6 +51,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="write a positive-control table (the control section): control (arm 1, the "
         "default), control_pilot (its pilot) or control_curriculum (arm 2)",
     )
+    p.add_argument(
+        "--regime",
+        action="store_true",
+        help="write results/regime.csv and .md: table 1's baselines on the regime's split "
+        "against its criteria (the config's regime section)",
+    )
     p.set_defaults(func=_cli)
 
 
@@ -56,9 +64,13 @@ def _cli(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     config.pop("resources", None)  # resources never change results (same as the workflow)
     layout = Layout(config["out_dir"], args.figures or config["figures_dir"])
-    if args.ablations + args.related + (args.control is not None) > 1:
-        raise SystemExit("agon report: --ablations, --related and --control are reports; pass one")
-    if args.control:
+    if args.ablations + args.related + args.regime + (args.control is not None) > 1:
+        raise SystemExit(
+            "agon report: --ablations, --related, --regime and --control are reports; pass one"
+        )
+    if args.regime:
+        written = build_regime_report(config, layout)
+    elif args.control:
         written = build_control_report(config, layout, args.control)
     elif args.ablations:
         written = build_ablations_report(config, layout)

@@ -42,6 +42,8 @@ RNG = {
     "ablation": 6,
     "related": 7,
     "control": 8,
+    "regime": 9,
+    "eight_times": 10,
 }
 
 # ----------------------------------------------------------------------------- per-seed rates
@@ -95,16 +97,7 @@ def system_stats(
     seed; ``label`` names the system in errors."""
     rates = read_seed_rates(samples)
     if rates is not None:
-        ids = sorted(rates.ids())
-        if not ids:
-            raise ValueError(f"{label}: its seeds {rates.seeds} share no evaluated problem")
-        x = rates.matrix(ids)
-        reps = two_level_bootstrap([x], n_boot=n_boot, seed=RNG["pass@1"])[0]
-        lo, hi = percentile_interval(reps)
-        stats = {"pass@1": float(x.mean()), "pass@1_se": _sd(reps), "pass@1_lo": lo}
-        stats |= {"pass@1_hi": hi, "n_problems": len(ids), "source": "samples"}
-        stats["per_seed"] = {s: float(row.mean()) for s, row in zip(rates.seeds, x)}
-        return stats, rates
+        return rate_stats(label, rates, n_boot), rates
     loaded = {s: json.loads(Path(p).read_text()) for s, p in summaries.items()}
     keys = ("pass@1", "pass@1_se", "pass@1_lo", "pass@1_hi")
     missing = [k for k in keys if any(k not in s for s in loaded.values())]
@@ -117,6 +110,21 @@ def system_stats(
     stats["source"] = "summary"
     stats["per_seed"] = {s: float(v["pass@1"]) for s, v in loaded.items()}
     return stats, None
+
+
+def rate_stats(label: str, rates: SeedRates, n_boot: int) -> dict[str, Any]:
+    """pass@1 of one system from its per-(seed, problem) ``rates`` over the problems every seed
+    has: mean, se, 95% interval (its own bootstrap), problems, per seed value."""
+    ids = sorted(rates.ids())
+    if not ids:
+        raise ValueError(f"{label}: its seeds {rates.seeds} share no evaluated problem")
+    x = rates.matrix(ids)
+    reps = two_level_bootstrap([x], n_boot=n_boot, seed=RNG["pass@1"])[0]
+    lo, hi = percentile_interval(reps)
+    stats = {"pass@1": float(x.mean()), "pass@1_se": _sd(reps), "pass@1_lo": lo}
+    stats |= {"pass@1_hi": hi, "n_problems": len(ids), "source": "samples"}
+    stats["per_seed"] = {s: float(row.mean()) for s, row in zip(rates.seeds, x)}
+    return stats
 
 
 def stats_columns(prefix: str, stats: Mapping[str, Any]) -> dict[str, Any]:

@@ -102,7 +102,11 @@ def _ratio(r: dict, key: str, notes: _Notes, where: str) -> str:
         cell += f" [{lo:.2f}, {hi:.2f}]"
     if _finite(r.get(f"{key}_mde")):
         cell += f" (MDE {r[f'{key}_mde']:.2f})"
-    return cell + notes.ref(where, r.get(f"{key}_note"))
+    if _finite(r.get(f"{key}_ceiling")):  # the largest value this world allows (agon.regime)
+        cell += f" (ceiling {float(r[f'{key}_ceiling']):.2f})"
+    shown = r.get(f"{key}_verdict", "").startswith("cannot")
+    verdict = f"{r[f'{key}_verdict']}: the paper claims {r[f'{key}_claim']:g}" if shown else ""
+    return cell + notes.ref(where, r.get(f"{key}_note")) + notes.ref(where, verdict)
 
 
 def _finite(v: Any) -> bool:

@@ -12,6 +12,10 @@ budget-matched method how close it came to its budget). Trained systems are eval
 training seed; untrained ones too where each seed has its own base models (the toy world),
 else at the first only (:func:`agon.methods.eval_seeds`).
 
+Beside each ratio its ceiling, the largest value this world allows it, and after the
+comparisons the regime's criteria on the baselines and the "eight times" claim in difference
+form (:mod:`agon.report.regime`, :mod:`agon.regime`); the Markdown ends with the regime section.
+
 Where a number is not meaningful (a ratio not defined, an interval unbounded, an effect whose
 interval holds no effect, a budget missed by more than 5%), its ``{key}_note`` column says why
 and the Markdown repeats it; an undefined number is an empty cell. :func:`build_report` writes
@@ -22,12 +26,13 @@ the table, its Markdown, the figures (:mod:`agon.report.figures`) and the proven
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from agon.config import seeded_bases
+from agon.config import regime_section, seeded_bases
 from agon.methods import (
     BUDGET_MATCHED,
     BUDGET_REFERENCE,
@@ -50,6 +55,7 @@ from agon.report.compare import (
 from agon.report.compute import compute_used, train_compute
 from agon.report.figures import plot_duel_dynamics, plot_pass1, plot_training_curves
 from agon.report.mechanism import mechanism_columns, mechanism_markdown
+from agon.report.regime import regime_columns, regime_markdown
 from agon.report.render import table_markdown
 from agon.report.write import figure_meta, result_paths, write_table
 from agon.results import Layout
@@ -174,6 +180,24 @@ def comparison_columns(
     return out
 
 
+def table1_comparisons(
+    p: Mapping[str, float], rates: Mapping[str, SeedRates | None], n_boot: int, regime: Mapping
+) -> dict[str, Any]:
+    """:func:`comparison_columns` with each ratio's ceiling right after its columns, then the
+    regime's criteria and the "eight times" claim in difference form
+    (:func:`agon.report.regime.regime_columns`)."""
+    extra = regime_columns(p, rates, n_boot, regime)
+    out: dict[str, Any] = {}
+    for key, value in comparison_columns(p, rates, n_boot).items():
+        out[key] = value
+        ratio = key.removesuffix("_note")
+        if ratio != key and f"{ratio}_ceiling" in extra:
+            out |= {
+                k: extra.pop(k) for k in (f"{ratio}_{x}" for x in ("ceiling", "claim", "verdict"))
+            }
+    return out | extra
+
+
 def training_columns(
     layout: Layout, family: str, task: str, trained: Sequence[str], seeds: Sequence[int]
 ) -> dict[str, Any]:
@@ -221,7 +245,9 @@ def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, lis
     """Write table1.csv (+ provenance JSON), table1.md and the figures; return what was written."""
     systems = columns_for_methods(config["methods"])
     trained = trained_methods_for(systems)
-    rows = build_table(config, layout)
+    rows = build_table(
+        config, layout, compare=partial(table1_comparisons, regime=regime_section(config))
+    )
     seeds = [int(s) for s in config["seeds"]]
     inputs = result_paths(
         config,
@@ -241,7 +267,8 @@ def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, lis
         rows,
         table_markdown(rows, systems, meta["config_hash"])
         + "\n".join(mechanism_markdown(rows, trained))
-        + "\n",
+        + "\n\n"
+        + regime_markdown(rows, config),
         config,
         inputs + runs,
         figures=figs,

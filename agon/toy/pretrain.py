@@ -13,6 +13,9 @@ What makes them a usable pair for the Agon method:
   mistake profile plus random slips, so the untrained cascade A drafts -> B reads already
   works in-distribution. A reader may also *anchor*: copy a wrong draft step as it stands
   (``toy.reader.{arith,code}_copy_wrong``), a habit that training the reader can remove.
+  Under ``toy.reader.targets: own`` the read (and MoA) examples keep the drafts in the prompt
+  but their targets are the model's own work: the models see the format, never a target that
+  depends on a draft, and reading is left for the duel to teach.
 - *Mixture-of-Agents, too.* MoA examples show two proposals, one with the model's own habit
   and one with its rival's, through the task's proposals prompt; the target keeps a step that
   either has right. So the untrained MoA baseline (A's and B's answers, read by one of them)
@@ -25,7 +28,8 @@ What makes them a usable pair for the Agon method:
 - *Gates.* After training, each model's greedy pass@1 on the gate split of both tasks
   (``toy.gates.split``: the hard problems of the validation split, never a test split), its
   per-operation error rates, both untrained cascades and the untrained MoA are measured,
-  printed, and written to ``DIR/report.json`` with the timings.
+  printed, checked (:mod:`agon.toy.gates`: with the config's ``regime`` section, against its
+  criteria) and written to ``DIR/report.json`` with the timings.
 
 The two models train in parallel, one process and one thread each (``toy.train.parallel``),
 which is what fits the 2-core budget. Departures from a plain SFT recipe are all named config
@@ -49,6 +53,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from agon.config import regime_section
 from agon.provenance import write_results
 from agon.toy.gates import check_gates, greedy, op_error_rates
 from agon.toy.sft import ROLES, train_with_guard
@@ -254,7 +259,8 @@ def pretrain(
         for t in tasks.values():
             t.close()
     gate_seconds = time.perf_counter() - t_gate
-    checks = check_gates(gates, cfg)
+    # table 1's world carries the regime's criteria into the gates; the control's has none
+    checks = check_gates(gates, cfg, regime_section(config) if "regime" in config else None)
     payload = {
         "seed": base_seed,
         "models": {r: str(out / r) for r in ROLES},

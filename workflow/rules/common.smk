@@ -18,6 +18,7 @@ from agon.config import (
     ablation_config,
     control_config,
     control_stage,
+    deep_merge,
     kernel_env,
     seeded_bases,
     validate_config,
@@ -36,6 +37,7 @@ from agon.methods import (
     trained_methods_for,
 )
 from agon.packaged_models import PROVENANCE, packaged
+from agon.regime import REGIME_SYSTEMS, regime_changes
 from agon.results import Layout
 
 try:
@@ -63,6 +65,9 @@ ALL_METHODS = list(TABLE1_METHODS)  # table 1's (the schema's `methods`)
 # does not read, reruns nothing else. `resources` and `seeds` are never in a snapshot:
 # resources do not change results, and each job gets its seed on the command line.
 STAGE_SECTIONS = {
+    # not `regime` yet, though the gates check its criteria where a config has it: adding it
+    # would re-pretrain every existing base pair for a change of the gates alone; it joins with
+    # the next change of the toy world, which re-pretrains them anyway
     "pretrain": ["toy", "grading"],
     "data": [],
     # a related method's own section (cliff, gar, ...) shapes its training only
@@ -71,6 +76,9 @@ STAGE_SECTIONS = {
 }
 # an ablation variant's one snapshot serves its training and its evaluation
 STAGE_SECTIONS["ablation"] = list(dict.fromkeys(STAGE_SECTIONS["train"] + STAGE_SECTIONS["eval"]))
+# results/regime.csv's stages: table 1's train and eval snapshots with the regime's changes
+# (GRPO's steps fixed up front; the regime's split), agon.regime.regime_changes
+REGIME_STAGES = {"regime_train": "train", "regime_eval": "eval"}
 
 
 def _alternation(names):
@@ -83,7 +91,7 @@ wildcard_constraints:
     task=_alternation(TASKS),
     method=_alternation(TRAINED_METHODS),
     system=_alternation(COLUMNS),
-    stage=_alternation(["data", "train", "eval"]),
+    stage=_alternation(["data", "train", "eval", *REGIME_STAGES]),
     variant=_alternation(VARIANTS) if VARIANTS else r"(?!)",
     seed=r"\d+",
 
@@ -147,6 +155,9 @@ def _snapshot(stage, family=None, task=None):
     """
     if stage == "report":  # the report reads everything that shapes table 1
         return {k: v for k, v in config.items() if k != "resources"}
+    if stage in REGIME_STAGES:
+        base = REGIME_STAGES[stage]
+        return deep_merge(_snapshot(base, family, task), regime_changes(config, base))
     # `methods` only shapes the DAG (which jobs exist); no job reads it, so every snapshot
     # carries the same full list and adding a method reruns nothing that exists.
     cfg = {"out_dir": OUT, "methods": ALL_METHODS}
@@ -261,14 +272,15 @@ def eval_inputs(wildcards):
     return inputs
 
 
-def eval_model_flags(wildcards):
-    """`agon eval` model flags: trained systems name their model folders and the family row
-    (persona, chat-template kwargs) each was trained as; untrained systems name only the row
-    (base_b: row b), so the CLI takes that row's base model with its persona."""
+def eval_model_flags(wildcards, train_dir=LAYOUT.train_dir):
+    """`agon eval` model flags: trained systems name their model folders (in ``train_dir``'s
+    run) and the family row (persona, chat-template kwargs) each was trained as; untrained
+    systems name only the row (base_b: row b), so the CLI takes that row's base model with its
+    persona."""
     spec = COLUMNS[wildcards.system]
     if not spec.train:
         return ["--model-row", spec.model.lower()] if spec.model else []
-    run = LAYOUT.train_dir(wildcards.family, wildcards.task, spec.train, wildcards.seed)
+    run = train_dir(wildcards.family, wildcards.task, spec.train, wildcards.seed)
     if spec.model:
         return ["--model", f"{run}/{spec.model}", "--model-row", spec.model.lower()]
     return ["--drafter", f"{run}/{spec.drafter}", "--reader", f"{run}/{spec.reader}",
@@ -381,6 +393,63 @@ def pretrain_seed(wildcards):
 def figures_dir(wildcards, output):
     """Where `agon report` writes the figures: the folder of the first declared figure."""
     return os.path.dirname(output.figures[0])
+
+
+# ---------------------------------------------------------------- the regime (results/regime.csv)
+# table 1's baselines on the regime's split, GRPO at a budget fixed up front
+# (workflow/rules/regime.smk; agon.regime)
+
+REGIME_TRAINED = trained_methods_for(REGIME_SYSTEMS)
+
+
+def regime_train_inputs(wildcards):
+    """A regime GRPO run: its snapshot, the split, the base models (no reference run: its
+    budget is fixed up front)."""
+    return {
+        "config": LAYOUT.snapshot(wildcards.family, wildcards.task, "regime_train"),
+        "split": LAYOUT.split(wildcards.family, wildcards.task),
+        **base_model_inputs(wildcards),
+    }
+
+
+def regime_train_command(wildcards, input):
+    """`agon train` of the regime's run of a method, without --match-run."""
+    return ["train", "--config", input.config, "--family", wildcards.family, "--task", wildcards.task,
+            "--method", wildcards.rmethod, "--seed", wildcards.seed,
+            "--out", LAYOUT.regime_train_dir(wildcards.family, wildcards.task, wildcards.rmethod, wildcards.seed)]
+
+
+def regime_eval_inputs(wildcards):
+    """A regime evaluation: the regime's eval snapshot, the split, the base models, and for a
+    trained system the regime's run."""
+    inputs = {
+        "config": LAYOUT.snapshot(wildcards.family, wildcards.task, "regime_eval"),
+        "split": LAYOUT.split(wildcards.family, wildcards.task),
+        **base_model_inputs(wildcards),
+    }
+    train = COLUMNS[wildcards.system].train
+    if train:
+        inputs["run"] = LAYOUT.regime_train_summary(wildcards.family, wildcards.task, train, wildcards.seed)
+    return inputs
+
+
+def regime_eval_command(wildcards, input):
+    """`agon eval` of a regime system, as table 1's evaluation of it with the regime's run."""
+    return ["eval", "--config", input.config, "--family", wildcards.family, "--task", wildcards.task,
+            "--system", COLUMNS[wildcards.system].eval_system, "--seed", wildcards.seed,
+            *eval_model_flags(wildcards, LAYOUT.regime_train_dir), "--backend", config["eval"]["backend"],
+            "--no-progress",
+            "--out", LAYOUT.regime_eval_dir(wildcards.family, wildcards.task, wildcards.system, wildcards.seed)]
+
+
+def regime_results():
+    """Every summary results/regime.csv is built from: each regime system's evaluation at its
+    seeds and each regime run."""
+    evals = [LAYOUT.regime_eval_summary(f, t, s, seed) for f in FAMILIES for t in TASKS for s in REGIME_SYSTEMS
+             for seed in eval_seeds(s, SEEDS, seeded_bases(FAMILIES[f]))]
+    runs = [LAYOUT.regime_train_summary(f, t, m, seed) for f in FAMILIES for t in TASKS for m in REGIME_TRAINED
+            for seed in SEEDS]
+    return evals + runs
 
 
 # ---------------------------------------------------------------- the positive control

@@ -1,0 +1,298 @@
+"""The regime (agon/regime.py): its criteria and ceilings on chosen numbers, table 1's regime
+section and results/regime.csv on synthetic results recounted here, and the toy gates that
+read the criteria instead of the ones that contradicted them."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from report_helpers import (
+    _write_eval,
+    make_config,
+    rate_matrix,
+    read_csv,
+    train_summary,
+    write_synthetic,
+)
+
+from agon.config import regime_section, validate_config
+from agon.methods import eval_seeds
+from agon.regime import (
+    DIFFERENCE,
+    REGIME_SYSTEMS,
+    ceilings,
+    criteria,
+    planned_grpo_steps,
+    readers_note,
+    regime_changes,
+)
+from agon.report.compare import RNG
+from agon.report.regime import build_regime_report
+from agon.report.table1 import build_report
+from agon.results import Layout
+from agon.stats import percentile_interval, two_level_bootstrap
+from agon.toy.gates import check_gates
+
+REGIME = regime_section({})
+IN_REGIME = {"base": 0.12, "base_b": 0.18, "moa": 0.2, "base_cascade": 0.19}
+IN_REGIME |= {"grpo": 0.3, "grpo_b": 0.3}
+
+
+def _by_name(found):
+    return {c.name: c for c in found}
+
+
+def test_the_defaults_are_the_issues_numbers():
+    assert REGIME["base_range"] == [0.05, 0.25] and REGIME["max_base_gap"] == 0.10
+    assert REGIME["grpo_min_gain"] == 0.08 and REGIME["grpo_max"] == 0.45
+    assert REGIME["untrained_gain_divisor"] == 8 and REGIME["split"] == "validation_hard"
+
+
+def test_a_world_in_the_regime_meets_every_criterion():
+    found = criteria(IN_REGIME, REGIME)
+    assert {c.name for c in found} == {
+        "base_A",
+        "base_B",
+        "base_gap",
+        "grpo_A_gain",
+        "grpo_A",
+        "grpo_B_gain",
+        "grpo_B",
+        "moa_gain",
+        "base_cascade_gain",
+    }
+    assert all(c.met for c in found)
+    moa = _by_name(found)["moa_gain"]  # over the better base, B's: (1 - 0.18) / 8
+    assert moa.value == pytest.approx(0.02) and moa.max == pytest.approx(0.82 / 8)
+
+
+@pytest.mark.parametrize(
+    "change, failed",
+    [
+        ({"base": 0.49}, {"base_A", "base_gap", "grpo_A_gain"}),  # today's arith: 49.9
+        ({"base_b": 0.04}, {"base_B"}),
+        ({"base": 0.07}, {"base_gap"}),
+        ({"grpo": 0.873}, {"grpo_A"}),  # today's GRPO
+        ({"grpo_b": 0.2}, {"grpo_B_gain"}),
+        ({"moa": 0.30}, {"moa_gain"}),  # 12 points over 18: more than 82/8
+        ({"base_cascade": 0.29}, {"base_cascade_gain"}),
+    ],
+)
+def test_each_criterion_fails_where_its_bound_is_crossed(change, failed):
+    found = criteria({**IN_REGIME, **change}, REGIME)
+    assert {c.name for c in found if not c.met} == failed
+
+
+def test_criteria_need_their_systems_and_take_intervals_from_the_right_place():
+    p = {"base": 0.1, "base_b": 0.2}
+    joint = {"base": np.array([0.1, 0.2, 0.3]), "base_b": np.array([0.3, 0.2, 0.4])}
+    found = _by_name(criteria(p, REGIME, joint, {"base": (0.05, 0.15)}))
+    assert set(found) == {"base_A", "base_B", "base_gap"}  # no GRPO, MoA, cascade
+    assert (found["base_A"].lo, found["base_A"].hi) == (0.05, 0.15)  # its own interval
+    assert found["base_B"].lo is None  # none given
+    gap = percentile_interval(np.abs(joint["base"] - joint["base_b"]))
+    assert (found["base_gap"].lo, found["base_gap"].hi) == pytest.approx(gap)
+
+
+def test_ceilings_say_what_this_world_cannot_show():
+    # today's arith: GRPO 87.3, base 49.9, MoA 76.0 (README)
+    today = {c.key: c for c in ceilings({"grpo": 0.873, "base": 0.499, "moa": 0.76}, REGIME)}
+    assert today["agon_over_grpo"].ceiling == pytest.approx(1 / 0.873)
+    assert today["agon_over_grpo"].verdict == "cannot be shown in this world"
+    assert today["agon_gain_over_moa_gain"].ceiling == pytest.approx(0.501 / 0.261)
+    assert today["agon_gain_over_moa_gain"].verdict == "cannot be shown in this world"
+    assert today[DIFFERENCE].ceiling == pytest.approx(0.501 - 8 * 0.261)
+    assert today[DIFFERENCE].verdict == "cannot be shown in this world"
+    new = {c.key: c for c in ceilings({"grpo": 0.3, "base": 0.1, "moa": 0.11}, REGIME)}
+    assert {c.verdict for c in new.values()} == {"representable"}
+    flat = {c.key: c for c in ceilings({"base": 0.1, "moa": 0.1}, REGIME)}
+    assert flat["agon_gain_over_moa_gain"].ceiling is None
+    assert flat["agon_gain_over_moa_gain"].verdict.startswith("not defined")
+    assert flat[DIFFERENCE].verdict == "representable"
+
+
+def test_the_regimes_grpo_budget_and_snapshot_changes():
+    cfg = validate_config(
+        {
+            "families": [{"name": "f", "model_a": {"model": "a"}, "model_b": {"model": "b"}}],
+            "tasks": [{"name": "arith"}],
+            "methods": ["base"],
+            "train": {"steps": 40},
+            "agon": {"num_reads": 2},
+        }
+    )
+    assert planned_grpo_steps(cfg) == 60  # 20 drafting steps + 20 x 2 reads, per model
+    cfg["train"]["steps"] = 41  # A drafts 21 times and reads 20 times: 21 + 40
+    assert planned_grpo_steps(cfg) == 20 + 21 * 2
+    cfg["agon"]["role_schedule"] = "both"
+    assert planned_grpo_steps(cfg) == 62  # ceil(41 / 2 x 3)
+    cfg["train"]["budget"]["max_steps_factor"] = 1.0
+    assert planned_grpo_steps(cfg) == 41  # the cap
+    cfg["regime"] = {"grpo_steps": 7}
+    assert regime_changes(cfg, "train") == {"train": {"steps": 7, "budget": {"match": "steps"}}}
+    assert regime_changes(cfg, "eval") == {"eval": {"split": "validation_hard"}}
+
+
+def test_readers_note_follows_the_reader_targets():
+    cfg = {"families": [{"toy": True}], "toy": {"reader": {}}}
+    assert "already taught to read" in readers_note(cfg)
+    cfg["toy"]["reader"]["targets"] = "own"
+    assert "untrained readers by construction" in readers_note(cfg)
+    assert readers_note({"families": [{"toy": False}]}) is None
+
+
+# ----------------------------------------------------------------------------- table 1
+
+
+def test_table1_has_the_regime_section_recounted_from_samples(tmp_path):
+    cfg = make_config(tmp_path / "results", seeds=(0, 1, 2))
+    layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
+    truth = write_synthetic(cfg, layout)
+    build_report(cfg, layout)
+    (r,) = read_csv(layout.table_files("table1").csv)
+    x = {s: rate_matrix(truth[("fam1", "arith", s)]) for s in truth_systems(truth)}
+    p = {s: float(m.mean()) for s, m in x.items()}
+    n_boot = cfg["eval"]["bootstrap"]
+
+    expected = {c.name: c for c in criteria(p, REGIME)}
+    for name, c in expected.items():
+        assert float(r[f"regime_{name}"]) == pytest.approx(c.value, abs=1e-9)
+        assert (r[f"regime_{name}_met"] == "True") == c.met
+    # a single system's interval is its column's; a difference's from one paired draw
+    assert r["regime_base_A_lo"] == r["base_pass@1_lo"]
+    names = [s for s in REGIME_SYSTEMS if s in x]
+    reps = dict(zip(names, _paired([x[s] for s in names], n_boot, RNG["regime"])))
+    lo, hi = percentile_interval(reps["grpo"] - reps["base"])
+    assert (float(r["regime_grpo_A_gain_lo"]), float(r["regime_grpo_A_gain_hi"])) == (
+        pytest.approx((lo, hi))
+    )
+    assert (r["regime_met"] == "True") == all(c.met for c in expected.values())
+
+    # the ceilings, right after each ratio's columns
+    cols = list(r)
+    i = cols.index("agon_over_grpo_note")
+    assert cols[i + 1 : i + 4] == [f"agon_over_grpo_{k}" for k in ("ceiling", "claim", "verdict")]
+    assert float(r["agon_over_grpo_ceiling"]) == pytest.approx(1 / p["grpo"])
+    assert float(r["agon_gain_over_moa_gain_ceiling"]) == pytest.approx(
+        (1 - p["base"]) / (p["moa"] - p["base"])
+    )
+    # "eight times" in difference form, with its paired interval
+    d = (p["agon"] - p["base"]) - 8 * (p["moa"] - p["base"])
+    assert float(r[DIFFERENCE]) == pytest.approx(d, abs=1e-9)
+    agon, moa, base = _paired([x["agon"], x["moa"], x["base"]], n_boot, RNG["eight_times"])
+    lo, hi = percentile_interval((agon - base) - 8 * (moa - base))
+    assert (float(r[f"{DIFFERENCE}_lo"]), float(r[f"{DIFFERENCE}_hi"])) == pytest.approx((lo, hi))
+
+    md = Path(layout.table_files("table1").md).read_text()
+    section = md.split("## Regime")[1]
+    for name, c in expected.items():
+        line = next(
+            ln for ln in section.splitlines() if ln.startswith(f"| fam1 | arith | {name} |")
+        )
+        assert line.endswith("| yes |" if c.met else "| **no** |")
+        assert f"| {100 * c.value:.1f} [" in line
+    ratio = (1 - p["base"]) / (p["moa"] - p["base"])
+    cell = f"(ceiling {ratio:.2f})"
+    assert cell in md.split("## Each model alone")[0]
+    verdict = "cannot be shown in this world" if ratio < 8 else "representable"
+    assert f"| {ratio:.2f} | 8 | {verdict} |" in section
+
+
+def truth_systems(truth):
+    return sorted({s for (_, _, s) in truth})
+
+
+def _paired(mats, n_boot, seed):
+    shared = len({np.atleast_2d(m).shape[0] for m in mats}) == 1
+    return two_level_bootstrap(mats, n_boot=n_boot, seed=seed, shared_seeds=shared)
+
+
+# ----------------------------------------------------------------------------- results/regime.csv
+
+
+def test_regime_csv_from_the_regime_evaluations(tmp_path):
+    cfg = make_config(tmp_path / "results", seeds=(0, 1), methods=["base", "moa", "grpo"])
+    cfg["families"][0]["toy"] = True
+    layout = Layout(cfg["out_dir"])
+    rng = random.Random(0)
+    rates = {"base": 0.1, "base_b": 0.14, "base_cascade": 0.3, "moa": 0.12}
+    rates |= {"grpo": 0.25, "grpo_b": 0.5}
+    truth = {}
+    for s in REGIME_SYSTEMS:
+        for seed in eval_seeds(s, cfg["seeds"]):
+            d = Path(layout.regime_eval_dir("fam1", "arith", s, seed))
+            truth.setdefault(s, {})[seed] = _write_eval(d, rng, rates[s], 40, 4, True, seed)
+    for seed in cfg["seeds"]:
+        run = Path(layout.regime_train_summary("fam1", "arith", "grpo", seed))
+        run.parent.mkdir(parents=True, exist_ok=True)
+        run.write_text(json.dumps(train_summary(rng, False, seed)))
+    written = build_regime_report(cfg, layout)
+    (r,) = read_csv(layout.table_files("regime").csv)
+    p = {s: float(rate_matrix(v).mean()) for s, v in truth.items()}
+    assert r["split"] == "validation_hard" and r["reader_targets"] == "draft"
+    assert int(r["grpo_steps"]) == planned_grpo_steps(cfg)
+    for s in REGIME_SYSTEMS:
+        assert float(r[f"{s}_pass@1"]) == pytest.approx(p[s], abs=1e-9)
+    found = _by_name(criteria(p, REGIME))
+    assert not found["base_cascade_gain"].met and not found["grpo_B"].met
+    for name, c in found.items():
+        assert (r[f"regime_{name}_met"] == "True") == c.met
+    assert r["regime_met"] == "False"
+    assert float(r["agon_over_grpo_ceiling"]) == pytest.approx(1 / p["grpo"])
+    assert DIFFERENCE not in r  # no agon: no difference form
+    md = written["md"][0].read_text()
+    assert "before any agon run" in md and "| fam1 | arith | grpo_B |" in md
+    assert "not in the regime: " in md and "grpo_B" in md.split("not in the regime: ")[1]
+    assert "Readers: toy.reader.targets is draft" in md
+    assert Path(layout.table_files("regime").provenance).is_file()
+
+
+# ----------------------------------------------------------------------------- the gates
+
+
+def _gate_row(a, b, cascade, moa):
+    rates = {op: {"error_rate": 0.1, "n": 10} for op in "+-*"}
+    return {
+        "A": {"pass@1": a},
+        "B": {"pass@1": b},
+        "cascade_A_drafts_B_reads": {"pass@1": cascade},
+        "moa": {"pass@1": moa},
+        "op_error_rates": {"A": rates, "B": rates},
+    }
+
+
+GATE_CFG = {
+    "gates": {"pass_range": [0.2, 0.6]},
+    "models": {"A": {"mistake": {"op": "*"}}, "B": {"mistake": {"op": "-"}}},
+}
+
+
+def test_the_gates_read_the_regimes_criteria_not_the_ones_that_contradicted_it():
+    gates = {"tasks": {"arith": _gate_row(0.1, 0.15, 0.16, 0.15)}}
+    checks = check_gates(gates, GATE_CFG, REGIME)
+    assert not any(k.endswith(("cascade_beats_both", "moa_at_least_better_base")) for k in checks)
+    assert "arith.A.hard_pass@1_in_range" not in checks  # pass_range gives way to base_range
+    regime = {k: v for k, v in checks.items() if ".regime." in k}
+    assert {k.split(".")[-1] for k in regime} == {
+        "base_A",
+        "base_B",
+        "base_gap",
+        "moa_gain",
+        "base_cascade_gain",
+    }
+    assert all(c["pass"] for c in regime.values())  # a cascade that gains little passes
+    today = check_gates({"tasks": {"arith": _gate_row(0.5, 0.45, 0.76, 0.76)}}, GATE_CFG, REGIME)
+    assert not today["arith.regime.base_A"]["pass"]
+    assert not today["arith.regime.base_cascade_gain"]["pass"]
+    # a world without a regime section (the positive control's) keeps its pass range
+    control = check_gates(gates, GATE_CFG)
+    assert control["arith.A.hard_pass@1_in_range"] == {
+        "value": 0.1,
+        "range": [0.2, 0.6],
+        "pass": False,
+    }
+    assert not any(".regime." in k for k in control)
