@@ -729,3 +729,12 @@ def test_kahan_update_adds_one_16_bit_buffer_per_weight():
     config["train"] |= {"bf16_update": "kahan", "master_dtype": "float32"}
     fp32 = job(plan(config, "results/table1.csv"), label).memory.devices["GPU 0"]
     assert "A.kahan_buffer" not in fp32.components
+
+
+def test_a_vllm_config_on_the_cpu_kind_is_flagged_not_a_crash(capsys):
+    """The paper's vLLM jobs priced on a kind with no GPU memory: each generation says vLLM
+    needs a GPU, and the plan still prints (it once divided None by a GiB)."""
+    assert main(["plan", "--config", str(PAPER), "--gpu", "cpu", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    flags = [f for j in d["jobs"] for f in j.get("flags", [])]
+    assert any("vLLM runs on a GPU; cpu has no GPU memory" in f for f in flags)

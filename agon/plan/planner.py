@@ -361,7 +361,10 @@ def price(
             rows, room = hw.vllm_concurrency(
                 d, share, ctx.kind.memory_bytes or 0.0, dtype, g.prompt, g.completion
             )
-            if not rows:
+            if not rows and not ctx.kind.memory_bytes:
+                p.flags.append(f"{g.what}: vLLM runs on a GPU; {ctx.kind.name} has no GPU memory")
+                rows = 1.0
+            elif not rows:
                 longest = int(g.prompt + g.completion)
                 cap = ctx.kind.memory_bytes / hw.GIB
                 p.flags.append(
