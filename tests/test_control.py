@@ -250,10 +250,11 @@ def _write_arm(
                     counted[f"{direction}/{stage}/moved"] = float(
                         np.mean([0.01 * (1 + i) for i in range(len(seeds))])
                     )
-                counted[f"{direction}/{stage}/lever"] = (
-                    reads["visible"][1] / reads["visible"][0]
-                    - reads["hidden"][1] / reads["hidden"][0]
-                )
+                if reads["visible"][0] and reads["hidden"][0]:  # else 0/0: no lever
+                    counted[f"{direction}/{stage}/lever"] = (
+                        reads["visible"][1] / reads["visible"][0]
+                        - reads["hidden"][1] / reads["hidden"][0]
+                    )
         for i, stage in enumerate(spec.get("sweep", [])):
             for seed in seeds:
                 run = Path(layout.control_train_dir(arm, stage, seed))
@@ -353,3 +354,21 @@ def test_style_share_is_a_ratio_of_sums():
     h = np.array([[3.0, 0.0]])
     n = np.array([[3.0, 1.0]])
     assert h.sum() / n.sum() == pytest.approx(0.75)
+
+
+def test_a_pair_that_stops_hiding_gets_undefined_cells_not_a_crash(config):
+    """A scheme whose drafter writes no hidden wrong draft in one direction: its lever (0/0)
+    has no replicate; the table says so instead of failing, and the rule reads inconclusive
+    only where its own measure is undefined."""
+    layout = Layout(config["out_dir"])
+    never_hidden = {s: v for s, v in TRUTH.items()} | {"cooperative": (0.0, 0.3, 0.7)}
+    _write_arm(config, layout, "control_pilot", SEPARATES)
+    build_control_report(config, layout, "control_pilot")
+    _write_arm(config, layout, "control", {"AB": never_hidden, "BA": SEPARATES["BA"]})
+    written = build_control_report(config, layout)
+    rows = {(r["scheme"], r["direction"]): r for r in _read_csv(written["csv"][0])}
+    coop = rows["cooperative", "AB"]
+    assert coop["lever"] == "" and "not defined" in coop["lever_note"]
+    assert float(coop["hidden_share"]) == 0.0
+    assert rows["agon", "AB"]["verdict"] == "shown"
+    assert verdict({}, None)[0] == "inconclusive"

@@ -61,13 +61,21 @@ from agon.tasks import task_from_config
 # ----------------------------------------------------------------------------- the table
 
 
+UNDEFINED = "not defined: the pair wrote no wrong drafts of one style (a share or lever of 0/0)"
+
+
 def _interval(key: str, value: float, reps: np.ndarray) -> dict[str, Any]:
+    """A measure with its interval; where no replicate is defined (0/0), none, and a note."""
+    if not np.isfinite(reps).any():
+        return {key: None, f"{key}_lo": None, f"{key}_hi": None, f"{key}_note": UNDEFINED}
     lo, hi = percentile_interval(reps)
-    return {key: value, f"{key}_lo": lo, f"{key}_hi": hi}
+    return {key: value if np.isfinite(value) else None, f"{key}_lo": lo, f"{key}_hi": hi}
 
 
 def _difference(key: str, reps: np.ndarray, value: float) -> dict[str, Any]:
     """A difference from the reference with its interval, minimal detectable effect and note."""
+    if not np.isfinite(reps).any():
+        return {key: None, f"{key}_note": UNDEFINED}
     lo, hi = percentile_interval(reps)
     mde = minimal_detectable_effect(reps)
     note = ""

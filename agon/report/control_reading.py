@@ -75,6 +75,8 @@ def pilot_effects(path: str | Path) -> dict[str, dict[str, float]]:
 def verdict(agon: Mapping[str, Any], pilot: Mapping[str, float] | None) -> tuple[str, str]:
     """(branch, why) of the rule (:data:`RULE`) for one direction's agon row."""
     key = f"hidden_share_minus_{CONTROL_REFERENCE}"
+    if agon.get(f"{key}_lo") in (None, ""):
+        return "inconclusive", "the hidden share is not defined (no wrong drafts of one style)"
     lo, hi = float(agon[f"{key}_lo"]), float(agon[f"{key}_hi"])
     if lo > 0:
         return "shown", "the interval of agon minus independent is above 0"
