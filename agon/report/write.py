@@ -10,6 +10,8 @@ and kinds of machine behind them, and the prepared checkpoints of the config's m
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -73,3 +75,14 @@ def write_table(
     }
     written["provenance"] = [write_results(files.provenance, payload, config=config, seed=None)]
     return written
+
+
+def report_job(log_path: str, config: Any, build: Callable[[dict], dict[str, list[Path]]]) -> None:
+    """A workflow report rule's body: ``build`` on the rule's config, its output and the paths
+    it wrote going to the rule's log (the report scripts hold no other logic)."""
+    with open(log_path, "w") as log:
+        sys.stdout = sys.stderr = log
+        logging.basicConfig(stream=log, level=logging.WARNING)
+        for kind, paths in build(dict(config)).items():
+            for p in paths:
+                print(f"wrote {kind}: {p}")

@@ -1,19 +1,11 @@
 """The ablations_report rule's entry point: `agon report --ablations` on the workflow's config
 (no logic here)."""
 
-import logging
-import sys
-
 from agon.report.ablations import build_ablations_report
+from agon.report.write import report_job
 from agon.results import Layout
 
 smk = snakemake  # noqa: F821 (injected by Snakemake's script directive)
-
-with open(smk.log[0], "w") as log:
-    sys.stdout = sys.stderr = log
-    logging.basicConfig(stream=log, level=logging.WARNING)
-    cfg = dict(smk.params.config)
-    written = build_ablations_report(cfg, Layout(cfg["out_dir"]))
-    for kind, paths in written.items():
-        for p in paths:
-            print(f"wrote {kind}: {p}")
+report_job(
+    smk.log[0], smk.params.config, lambda cfg: build_ablations_report(cfg, Layout(cfg["out_dir"]))
+)

@@ -1,19 +1,13 @@
 """The related_report rule's entry point: `agon report --related` on the workflow's config (no
 logic here)."""
 
-import logging
-import sys
-
 from agon.report.related import build_related_report
+from agon.report.write import report_job
 from agon.results import Layout
 
 smk = snakemake  # noqa: F821 (injected by Snakemake's script directive)
-
-with open(smk.log[0], "w") as log:
-    sys.stdout = sys.stderr = log
-    logging.basicConfig(stream=log, level=logging.WARNING)
-    cfg = dict(smk.params.config)
-    written = build_related_report(cfg, Layout(cfg["out_dir"], smk.params.figures_dir))
-    for kind, paths in written.items():
-        for p in paths:
-            print(f"wrote {kind}: {p}")
+report_job(
+    smk.log[0],
+    smk.params.config,
+    lambda cfg: build_related_report(cfg, Layout(cfg["out_dir"], smk.params.figures_dir)),
+)
