@@ -21,13 +21,14 @@ could have shown; systems evaluated at the same training seeds are paired seed b
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from agon.methods import eval_seeds
 from agon.results import problem_counts
 from agon.stats import minimal_detectable_effect, percentile_interval, two_level_bootstrap
 
@@ -125,6 +126,36 @@ def rate_stats(label: str, rates: SeedRates, n_boot: int) -> dict[str, Any]:
     stats |= {"pass@1_hi": hi, "n_problems": len(ids), "source": "samples"}
     stats["per_seed"] = {s: float(row.mean()) for s, row in zip(rates.seeds, x)}
     return stats
+
+
+def systems_columns(
+    label: str,
+    systems: Sequence[str],
+    seeds: Sequence[int],
+    seeded: bool,
+    samples: Callable[[str, int], str],
+    summary: Callable[[str, int], str],
+    n_boot: int,
+    row: dict[str, Any],
+) -> tuple[dict[str, float], dict[str, SeedRates | None]]:
+    """Each system's pass@1 over the seeds it is evaluated at (:func:`system_stats`;
+    :func:`agon.methods.eval_seeds`), from its files ``samples(system, seed)`` and
+    ``summary(system, seed)``, its columns added to ``row``; returns the point estimates and
+    the per-(seed, problem) rates."""
+    p: dict[str, float] = {}
+    rates: dict[str, SeedRates | None] = {}
+    for s in systems:
+        ss = eval_seeds(s, seeds, seeded)
+        stats, rates[s] = system_stats(
+            f"{label}/{s}",
+            {k: samples(s, k) for k in ss},
+            {k: summary(s, k) for k in ss},
+            n_boot,
+        )
+        row["n_problems"] = stats.get("n_problems")
+        row.update(stats_columns(f"{s}_", stats))
+        p[s] = stats["pass@1"]
+    return p, rates
 
 
 def stats_columns(prefix: str, stats: Mapping[str, Any]) -> dict[str, Any]:

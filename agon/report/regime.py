@@ -21,6 +21,7 @@ comparison ``{key}_ceiling``, ``{key}_claim``, ``{key}_verdict``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from agon.config import config_hash, regime_section, seeded_bases
@@ -39,8 +40,7 @@ from agon.report.compare import (
     difference_columns,
     paired_replicates,
     rate_stats,
-    stats_columns,
-    system_stats,
+    systems_columns,
 )
 from agon.report.render import INTERVAL_TEXT, head, table_row
 from agon.report.write import result_paths, write_table
@@ -242,19 +242,17 @@ def build_regime_table(config: dict, layout: Layout) -> list[dict]:
             row: dict[str, Any] = {"family": f, "task": t, "split": regime["split"]}
             row |= {"seeds": len(seeds), "grpo_steps": planned_grpo_steps(config)}
             row["reader_targets"] = mode if fam.get("toy") else ""
-            p: dict[str, float] = {}
-            rates: dict[str, SeedRates | None] = {}
-            for s in REGIME_SYSTEMS:
-                ss = eval_seeds(s, seeds, seeded_bases(fam))
-                stats, rates[s] = system_stats(
-                    f"{f}/{t}/regime/{s}",
-                    {k: layout.regime_eval_samples(f, t, s, k) for k in ss},
-                    {k: layout.regime_eval_summary(f, t, s, k) for k in ss},
-                    n_boot,
-                )
-                row["n_problems"] = stats.get("n_problems")
-                row |= stats_columns(f"{s}_", stats)
-                p[s] = stats["pass@1"]
+            seeded = seeded_bases(fam)
+            p, rates = systems_columns(
+                f"{f}/{t}/regime",
+                REGIME_SYSTEMS,
+                seeds,
+                seeded,
+                partial(layout.regime_eval_samples, f, t),
+                partial(layout.regime_eval_summary, f, t),
+                n_boot,
+                row,
+            )
             rows.append(row | regime_columns(p, rates, n_boot, regime))
     return rows
 

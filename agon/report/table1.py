@@ -49,8 +49,7 @@ from agon.report.compare import (
     holds,
     paired_replicates,
     ratio_columns,
-    stats_columns,
-    system_stats,
+    systems_columns,
 )
 from agon.report.compute import compute_used, train_compute
 from agon.report.figures import plot_duel_dynamics, plot_pass1, plot_training_curves
@@ -126,20 +125,17 @@ def build_table(
                 "split": config["eval"]["split"],
                 "seeds": len(seeds),
             }
-            rates: dict[str, SeedRates | None] = {}
-            p: dict[str, float] = {}
             seeded = seeded_bases(fam)
-            for s in systems:
-                ss = eval_seeds(s, seeds, seeded)
-                stats, rates[s] = system_stats(
-                    f"{f}/{t}/{s}",
-                    {k: layout.eval_samples(f, t, s, k) for k in ss},
-                    {k: layout.eval_summary(f, t, s, k) for k in ss},
-                    n_boot,
-                )
-                row["n_problems"] = stats.get("n_problems")
-                row.update(stats_columns(f"{s}_", stats))
-                p[s] = stats["pass@1"]
+            p, rates = systems_columns(
+                f"{f}/{t}",
+                systems,
+                seeds,
+                seeded,
+                partial(layout.eval_samples, f, t),
+                partial(layout.eval_summary, f, t),
+                n_boot,
+                row,
+            )
 
             row.update(compare(p, rates, n_boot))
             row.update(training_columns(layout, f, t, trained, seeds))
