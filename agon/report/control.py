@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from agon.config import CONTROL_DIRECTIONS, CONTROL_FAMILY, control_config, control_stage
-from agon.report.compare import RNG, holds
+from agon.report.compare import RNG, SeedRates, holds, read_seed_rates
 from agon.report.control_measures import (
     CONTROL_REFERENCE,
     MEASURES,
@@ -54,7 +54,7 @@ from agon.report.control_measures import (
 )
 from agon.report.control_reading import control_markdown, pilot_effects, verdict
 from agon.report.write import write_table
-from agon.results import Layout, read_jsonl
+from agon.results import Layout
 from agon.stats import minimal_detectable_effect, percentile_interval, two_level_bootstrap
 from agon.tasks import task_from_config
 
@@ -87,37 +87,16 @@ def _difference(key: str, reps: np.ndarray, value: float) -> dict[str, Any]:
     return {key: value, f"{key}_lo": lo, f"{key}_hi": hi, f"{key}_mde": mde, f"{key}_note": note}
 
 
-def _rates(path: Path) -> dict[str, float]:
-    """Per problem the share of correct samples of one ``samples.jsonl``."""
-    counts: dict[str, list[int]] = {}
-    for r in read_jsonl(path):
-        c = counts.setdefault(r["problem_id"], [0, 0])
-        c[0] += 1
-        c[1] += bool(r.get("correct"))
-    return {pid: right / n for pid, (n, right) in counts.items()}
-
-
-def _matrix(layout: Layout, arm: str, stage: str, measure: str, seeds, ids) -> np.ndarray:
-    """(seeds, problems) pass@1 of one measure of one stage."""
-    out = []
-    for k in seeds:
-        path = Path(layout.control_eval_samples(arm, stage, measure, k))
-        if not path.is_file():
-            raise FileNotFoundError(f"control: {path} is missing (run its workflow target)")
-        rates = _rates(path)
-        out.append([rates[i] for i in ids])
-    return np.asarray(out, dtype=float)
-
-
-def _problem_ids(layout: Layout, arm: str, stages, measures, seeds) -> list[str]:
-    """The problems every evaluation of the table shares."""
-    sets = [
-        set(_rates(Path(layout.control_eval_samples(arm, s, m, k))))
-        for s in stages
-        for m in measures
-        for k in seeds
-    ]
-    return sorted(set.intersection(*sets))
+def _seed_rates(layout: Layout, arm: str, stage: str, measure: str, seeds) -> SeedRates:
+    """One measure of one stage at every seed, read once (:func:`read_seed_rates`)."""
+    files = {k: layout.control_eval_samples(arm, stage, measure, k) for k in seeds}
+    rates = read_seed_rates(files)
+    if rates is None:
+        raise FileNotFoundError(
+            f"control: {arm}/{stage}/{measure} lacks a samples.jsonl with problem ids and "
+            "verdicts at a seed (run its workflow target)"
+        )
+    return rates
 
 
 def build_control_table(config: dict, layout: Layout, table: str = "control") -> list[dict]:
@@ -135,10 +114,15 @@ def build_control_table(config: dict, layout: Layout, table: str = "control") ->
         problems = {p.id: p for p in task.problems(ev["eval"]["split"])}
         for direction, (drafter, reader) in CONTROL_DIRECTIONS.items():
             measures = {m: f"{m}_{direction}" for m in kinds}
-            ids = _problem_ids(layout, arm, stages, measures.values(), seeds)
+            rates = {
+                (s, m): _seed_rates(layout, arm, s, name, seeds)
+                for s in stages
+                for m, name in measures.items()
+            }
+            ids = sorted(set.intersection(*(r.ids() for r in rates.values())))
             reps, value = {}, {}
-            for m, name in measures.items():
-                x = [_matrix(layout, arm, s, name, seeds, ids) for s in stages]
+            for m in measures:
+                x = [rates[s, m].matrix(ids) for s in stages]
                 reps[m] = two_level_bootstrap(x, n_boot, RNG["control"], shared_seeds=True)
                 value[m] = [float(v.mean()) for v in x]
             styles = {

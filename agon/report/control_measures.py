@@ -180,9 +180,10 @@ def pay_interval(
 def probes(metrics: Path, model: str) -> tuple[float | None, float | None]:
     """A model's validation probe (greedy pass@1 alone) before its first and after its last
     update, from a run's ``metrics.jsonl`` (None where it was never probed)."""
+    if not metrics.is_file():
+        return None, None
     key = mk.key(mk.HARD_PASS1, model=model)
     vals = [float(r[key]) for r in read_jsonl(metrics) if isinstance(r.get(key), (int, float))]
-    vals = vals if metrics.is_file() else []
     return (vals[0], vals[-1]) if vals else (None, None)
 
 
