@@ -24,6 +24,15 @@ Metric ``adamw_lr{lr}_steps{steps}.{mode}.update_error``: the distance of the we
 after the run from the float64 run's, over the float64 change's norm (0: the same change; 1: as
 far from it as the change is long). A table prints them side by side.
 
+Then, for each GPU config (:data:`GPU_CONFIGS`: bfloat16 families, lr 1e-6), pure bf16, float32
+masters, stochastic rounding and Kahan side by side, each said to be within the float32-master
+error or not, and the config's own setting (``train.master_dtype``, ``train.bf16_update``)
+marked. The float32-master error a bf16 setting is held to is ``fp32_master_fwd``'s: the
+weights the forward computes with are bfloat16 either way, and no bfloat16 weights come closer
+than ``bf16_floor``, far above the float32 masters' own error. Metrics
+``adamw_{config}.chosen.update_error`` and ``adamw_{config}.chosen_over_fp32_master_fwd`` (the
+chosen setting's error over that bound; :data:`TARGETS`: at most 1).
+
 **The toy world** (when its base models are there). From the same toy base models (seed 0's
 pair, built by the default workflow, or the folder ``AGON_BENCH_TOY_MODELS`` names), the same
 problems and the same sampling seeds, each trainer runs ``STEPS`` steps five ways:
@@ -74,8 +83,10 @@ MODES = {  # mode -> (family dtype, train.master_dtype, train.bf16_update)
     "bf16_kahan": ("bfloat16", None, "kahan"),
     "bf16_sr": ("bfloat16", None, "stochastic_rounding"),
 }
-# AdamW alone: the configs whose learning rate and steps a run takes
-RATES_FROM = ("config/paper.yaml", "config/small-gpu.yaml", "config/config.yaml")
+# AdamW alone: the configs whose learning rate and steps a run takes; the GPU configs train
+# bfloat16 weights, and their setting is held to the float32-master error
+GPU_CONFIGS = ("config/paper.yaml", "config/small-gpu.yaml")
+RATES_FROM = (*GPU_CONFIGS, "config/config.yaml")
 WEIGHTS = 1 << 14  # entries of the weight tensor
 INIT_STD = 0.02  # the usual initialization's spread
 SR_SEEDS = 5  # stochastic rounding's runs (its spread)
@@ -85,6 +96,27 @@ UPDATES = {  # mode -> (weights' dtype, train.bf16_update)
     "bf16_kahan": (torch.bfloat16, "kahan"),
     "bf16_sr": (torch.bfloat16, "stochastic_rounding"),
 }
+UPDATE_MODE = {"plain": "bf16", "kahan": "bf16_kahan", "stochastic_rounding": "bf16_sr"}
+BOUND = "fp32_master_fwd"  # the float32-master error a bf16 setting must land within
+SAID = {  # mode -> what the verdict calls it
+    "bf16": "pure bf16 (bf16_update: plain)",
+    "fp32_master": "float32 masters (master_dtype: float32)",
+    "bf16_kahan": "bf16_update: kahan",
+    "bf16_sr": "bf16_update: stochastic_rounding",
+}
+TARGETS = {
+    f"adamw_{Path(c).stem}.chosen_over_{BOUND}": ("<=", 1.0) for c in GPU_CONFIGS
+}  # each GPU config's setting within the float32-master error
+
+
+def chosen_mode(config: dict) -> str:
+    """The :data:`UPDATES` mode a config's training takes: float32 masters, else its
+    ``train.bf16_update`` on 16-bit weights (a float32 family's weights are float32 masters)."""
+    train = config["train"]
+    float32 = all(f.get("dtype") == "float32" for f in config["families"])
+    if train.get("master_dtype") == "float32" or float32:
+        return "fp32_master"
+    return UPDATE_MODE[train.get("bf16_update") or "plain"]
 
 
 def _stream(steps: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -125,35 +157,63 @@ def _change_error(change: torch.Tensor, ref: torch.Tensor) -> float:
     return float((change - ref).norm() / ref.norm())
 
 
+def adamw_errors(train: dict, modes=(*UPDATES, "bf16_floor", BOUND)) -> dict[str, float]:
+    """Each of ``modes``' update error at ``train``'s learning rate and steps, by mode
+    (stochastic rounding's mean over :data:`SR_SEEDS` seeds, with ``bf16_sr_min`` and
+    ``bf16_sr_max``)."""
+    w0, grads = _stream(train["steps"])
+    ref = _adamw_change(torch.float64, "plain", train, w0, grads)
+    out: dict[str, float] = {}
+    for mode in modes:
+        if mode == "bf16_floor":
+            start = w0.to(torch.bfloat16).double()
+            floor = (start + ref).to(torch.bfloat16).double() - start
+            out[mode] = _change_error(floor, ref)
+            continue
+        if mode == BOUND:
+            master = w0.to(torch.float32)
+            change = _adamw_change(torch.float32, "plain", train, w0, grads)
+            end = (master.double() + change).float()
+            seen = end.to(torch.bfloat16).double() - master.to(torch.bfloat16).double()
+            out[mode] = _change_error(seen, ref)
+            continue
+        dtype, update = UPDATES[mode]
+        seeds = range(SR_SEEDS) if update == "stochastic_rounding" else range(1)
+        errs = [
+            _change_error(_adamw_change(dtype, update, train, w0, grads, s), ref) for s in seeds
+        ]
+        out[mode] = sum(errs) / len(errs)
+        if len(errs) > 1:
+            out[f"{mode}_min"], out[f"{mode}_max"] = min(errs), max(errs)
+    return out
+
+
 def _adamw_errors() -> dict[str, float]:
     """Each :data:`UPDATES` mode's update error at each of :data:`RATES_FROM`'s learning rate
-    and steps, and the bfloat16 floor; printed side by side."""
+    and steps, and the bfloat16 floor, printed side by side; then each GPU config's verdict."""
     out: dict[str, float] = {}
     rows = []
     for path in RATES_FROM:
-        train = load_config(ROOT / path)["train"]
+        config = load_config(ROOT / path)
+        train = config["train"]
         lr, steps = train["learning_rate"], train["steps"]
-        w0, grads = _stream(steps)
-        ref = _adamw_change(torch.float64, "plain", train, w0, grads)
         pre = f"adamw_lr{lr:g}_steps{steps}"
-        for mode, (dtype, update) in UPDATES.items():
-            seeds = range(SR_SEEDS) if update == "stochastic_rounding" else range(1)
-            errs = [
-                _change_error(_adamw_change(dtype, update, train, w0, grads, s), ref) for s in seeds
-            ]
-            out[f"{pre}.{mode}.update_error"] = sum(errs) / len(errs)
-            if len(errs) > 1:
-                out[f"{pre}.{mode}.update_error_min"] = min(errs)
-                out[f"{pre}.{mode}.update_error_max"] = max(errs)
-        start = w0.to(torch.bfloat16).double()
-        floor = (start + ref).to(torch.bfloat16).double() - start
-        out[f"{pre}.bf16_floor.update_error"] = _change_error(floor, ref)
-        master = w0.to(torch.float32)
-        end = (master.double() + _adamw_change(torch.float32, "plain", train, w0, grads)).float()
-        seen = end.to(torch.bfloat16).double() - master.to(torch.bfloat16).double()
-        out[f"{pre}.fp32_master_fwd.update_error"] = _change_error(seen, ref)
-        rows.append((path, lr, steps, pre))
+        errors = adamw_errors(train)
+        for key, value in errors.items():  # bf16_sr_min -> bf16_sr.update_error_min
+            mode, end = key, ""
+            if key.endswith(("_min", "_max")):
+                mode, end = key[:-4], key[-4:]
+            out[f"{pre}.{mode}.update_error{end}"] = value
+        chosen = chosen_mode(config)
+        rows.append((path, lr, steps, pre, chosen))
+        if path in GPU_CONFIGS:
+            stem = f"adamw_{Path(path).stem}"
+            out[f"{stem}.chosen.update_error"] = errors[chosen]
+            out[f"{stem}.chosen_over_{BOUND}"] = errors[chosen] / errors[BOUND]
     _print_table(rows, out)
+    for path, lr, steps, pre, chosen in rows:
+        if path in GPU_CONFIGS:
+            _print_verdict(path, lr, steps, pre, chosen, out)
     return out
 
 
@@ -162,12 +222,12 @@ def _print_table(rows, out: dict[str, float]) -> None:
         f"AdamW on one fixed stream of gradients, {WEIGHTS} weights ~ N(0, {INIT_STD}): the "
         "weight change's error against float64's (0: the same change)"
     )
-    modes = [*UPDATES, "bf16_floor", "fp32_master_fwd"]
-    widths = {m: 26 if m == "bf16_sr" else 15 if m == "fp32_master_fwd" else 12 for m in modes}
+    modes = [*UPDATES, "bf16_floor", BOUND]
+    widths = {m: 26 if m == "bf16_sr" else 15 if m == BOUND else 12 for m in modes}
     print(
         f"{'config':20s} {'lr':>8s} {'steps':>6s} " + " ".join(f"{m:>{widths[m]}s}" for m in modes)
     )
-    for path, lr, steps, pre in rows:
+    for path, lr, steps, pre, _ in rows:
         cells = []
         for m in modes:
             v, lo, hi = (out.get(f"{pre}.{m}.update_error{end}") for end in ("", "_min", "_max"))
@@ -175,6 +235,24 @@ def _print_table(rows, out: dict[str, float]) -> None:
             cells.append(f"{cell:>{widths[m]}s}")
         print(f"{path:22s} {lr:>8g} {steps:>6d} " + " ".join(cells))
     print(f"bf16_sr: the mean [min, max] over {SR_SEEDS} seeds")
+
+
+def _print_verdict(path: str, lr: float, steps: int, pre: str, chosen: str, out) -> None:
+    """Each setting of a GPU config against the float32-master error, the config's marked."""
+    bound = out[f"{pre}.{BOUND}.update_error"]
+    floor = out[f"{pre}.bf16_floor.update_error"]
+    print(
+        f"{path} (lr {lr:g}, {steps} steps): within the float32-master error, {bound:.3g} "
+        f"({BOUND}: float32 masters as the bf16 forward computes with them; bf16 weights come "
+        f"no closer than {floor:.3g})?"
+    )
+    for mode, said in SAID.items():
+        err = out[f"{pre}.{mode}.update_error"]
+        verdict = "within" if err <= bound else "NOT within"
+        if mode == "fp32_master":
+            verdict += f" (the masters themselves; {bound:.3g} as the forward sees them)"
+        mark = "  <- the config's setting" if mode == chosen else ""
+        print(f"  {said:40s} {err:>9.3g}  {verdict}{mark}")
 
 
 def _config(models: Path, dtype: str, master: str | None, update: str) -> dict:
