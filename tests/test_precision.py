@@ -379,3 +379,36 @@ def test_grpo_on_trl_takes_the_bf16_update(update, library, tmp_path, monkeypatc
     assert type(opt) is adamw_class(update, {torch.bfloat16})[0]
     assert type(opt).__module__.startswith(library)
     assert float(opt.param_groups[0]["lr"]) == pytest.approx(1e-2)
+
+
+# ------------------------------------------------------------------ the GPU configs' choice
+
+REPO = Path(__file__).resolve().parents[1]
+GPU_OF = {"paper": "h200", "small-gpu": "h100"}  # the GPU kind each GPU config is written for
+MEMORY_FLAGS = ("memory:", "host memory:")  # agon plan's flags of a job that does not fit
+
+
+@pytest.mark.parametrize("name", sorted(GPU_OF))
+def test_a_gpu_config_trains_within_the_float32_master_error_and_fits_its_gpu(name):
+    """Each GPU config's precision (``train.master_dtype``, ``train.bf16_update``) lands AdamW's
+    steps at its own learning rate and steps within the float32-master error
+    (``python -m bench precision``: float32 masters as the bf16 forward computes with them), and
+    ``agon plan`` prices its table 1 jobs, that setting's optimizer state included, as fitting
+    the GPU the config is written for."""
+    from agon.plan import plan
+    from bench import bench_precision as bench
+
+    path = REPO / "config" / f"{name}.yaml"
+    config = load_config(path)
+    assert f"config/{name}.yaml" in bench.GPU_CONFIGS
+    mode = bench.chosen_mode(config)
+    errors = bench.adamw_errors(config["train"], modes=(mode, bench.BOUND))
+    assert errors[mode] <= errors[bench.BOUND], (mode, errors)
+    p = plan(config, "results/table1.csv", gpu=GPU_OF[name])
+    trains = [j for j in p.jobs if j.job.rule == "train"]
+    over = [(j.job.label, f) for j in trains for f in j.flags if f.startswith(MEMORY_FLAGS)]
+    assert trains and not over
+    duel = next(j for j in trains if j.job.method == "agon")
+    held = duel.memory.per_device.components
+    if config["train"]["bf16_update"] == "kahan" and not config["train"]["master_dtype"]:
+        assert held["A.kahan_buffer"] > 0  # priced: the buffer is what made paper's duel not fit
