@@ -1,4 +1,6 @@
-"""The reduced toy DAG, run end to end with the real commands (CI's workflow check).
+"""The reduced toy DAG (config/smoke.yaml, the smoke run), run end to end with the real
+commands, as a newcomer runs it: `snakemake --cores 2 --configfile config/smoke.yaml` (CI's
+workflow check).
 
 Everything is real but tiny: the toy pretrain (a 1-layer model, a few SFT steps), the data
 split, GRPO and Agon training (2 steps each), every table-1 system evaluated on a few hard
@@ -21,24 +23,28 @@ from test_workflow import dry_run_jobs, snakemake, workdir_with
 
 from agon.methods import COLUMNS, columns_for_methods
 
-REDUCED = yaml.safe_load((Path(__file__).parent / "fixtures" / "workflow_smoke.yaml").read_text())
+SMOKE = "config/smoke.yaml"
+REDUCED = yaml.safe_load((Path(__file__).resolve().parents[1] / SMOKE).read_text())
 
 
 def run(wd: Path, *args: str, timeout: int = 900):
     t0 = time.perf_counter()
-    res = snakemake(wd, "--cores", "2", *args, timeout=timeout)
+    # --configfile last: it takes every word after it
+    res = snakemake(wd, "--cores", "2", *args, "--configfile", SMOKE, timeout=timeout)
     return res, time.perf_counter() - t0
 
 
 # Over the ~20 s that makes a test `slow`, and kept in the default suite on purpose: it is the
 # end-to-end path (pretrain, split, both trainers, every system, the report) that CI must run.
 def test_reduced_toy_dag_end_to_end(tmp_path):
-    wd = workdir_with(tmp_path, REDUCED)
+    wd = workdir_with(tmp_path, REDUCED, name="smoke.yaml")
     res, wall = run(wd)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
     print(f"\nreduced toy DAG: {wall:.1f}s wall")
 
-    out = wd / "results"
+    # the smoke run's outputs stay in its own folder, apart from the real results
+    out, figures = wd / REDUCED["out_dir"], wd / REDUCED["figures_dir"]
+    assert out != wd / "results" and not (wd / "results" / "table1.csv").exists()
     with open(out / "table1.csv") as f:
         rows = list(csv.DictReader(f))
     assert [(r["family"], r["task"]) for r in rows] == [("toy", "arith")]
@@ -73,11 +79,13 @@ def test_reduced_toy_dag_end_to_end(tmp_path):
     assert json.loads((out / "table1.provenance.json").read_text())["provenance"]["config_hash"]
     for name in ("pass1_by_system", "training_curves", "duel_dynamics"):
         for ext in ("png", "pdf"):
-            assert (wd / "figures" / f"{name}.{ext}").stat().st_size > 5000
+            assert (figures / f"{name}.{ext}").stat().st_size > 5000
     # every rule wrote its log
     assert (out / "logs/pretrain/seed0.log").is_file() and (out / "logs/report.log").is_file()
     # the workflow's own report: table 1, the figures with their captions, the provenance
-    res = snakemake(wd, "--report", "results/report.html", timeout=300)
+    res = snakemake(
+        wd, "--report", f"{REDUCED['out_dir']}/report.html", "--configfile", SMOKE, timeout=300
+    )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     page = (out / "report.html").read_text()
     for shown in ("Table 1", "table1.csv", "pass1_by_system", "two-level bootstrap", "Provenance"):
@@ -89,7 +97,7 @@ def test_reduced_toy_dag_end_to_end(tmp_path):
     print(f"no-op rerun: {noop:.1f}s wall")
 
     # changing the toy family's row reruns its jobs, not the pretrained base models
-    cfg = yaml.safe_load((wd / "config" / "config.yaml").read_text())
+    cfg = yaml.safe_load((wd / SMOKE).read_text())
     cfg["families"][0]["max_new_tokens"] = 24
     (wd / "config" / "edited.yaml").write_text(yaml.safe_dump(cfg))
     jobs = dry_run_jobs(wd, "--configfile", "config/edited.yaml")
@@ -97,12 +105,12 @@ def test_reduced_toy_dag_end_to_end(tmp_path):
     assert "pretrain" not in rules and {"train", "evaluate", "report"} <= rules
 
     # a new family row adds only its own jobs (and the report): the existing family is untouched
-    cfg = yaml.safe_load((wd / "config" / "config.yaml").read_text())
+    cfg = yaml.safe_load((wd / SMOKE).read_text())
     cfg["families"].append({**cfg["families"][0], "name": "toy2"})
     (wd / "config" / "two.yaml").write_text(yaml.safe_dump(cfg))
     jobs = dry_run_jobs(wd, "--configfile", "config/two.yaml")
     outputs = [o for j in jobs for o in j["output"]]
-    assert not any(o.startswith("results/toy/") for o in outputs), outputs
+    assert not any(o.startswith(f"{REDUCED['out_dir']}/toy/") for o in outputs), outputs
     assert sum(o.endswith("summary.json") and "/eval/" in o for o in outputs) == len(systems)
     assert {j["rule"] for j in jobs} == {
         "config_snapshot",
