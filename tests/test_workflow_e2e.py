@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -24,7 +27,8 @@ from test_workflow import dry_run_jobs, snakemake, workdir_with
 from agon.methods import COLUMNS, columns_for_methods
 
 SMOKE = "config/smoke.yaml"
-REDUCED = yaml.safe_load((Path(__file__).resolve().parents[1] / SMOKE).read_text())
+ROOT = Path(__file__).resolve().parents[1]
+REDUCED = yaml.safe_load((ROOT / SMOKE).read_text())
 
 
 def run(wd: Path, *args: str, timeout: int = 900):
@@ -90,6 +94,27 @@ def test_reduced_toy_dag_end_to_end(tmp_path):
     page = (out / "report.html").read_text()
     for shown in ("Table 1", "table1.csv", "pass1_by_system", "two-level bootstrap", "Provenance"):
         assert shown in page, shown
+
+    # docs/results.md from this run: table 1 under its commit, each of its jobs' wall time read
+    # from the benchmark file its rule wrote; the tables this run did not make, not generated
+    docs = subprocess.run(
+        [sys.executable, "-m", "agon", "report", "--docs", "--config", SMOKE, "--out", "res.md"],
+        cwd=wd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert docs.returncode == 0, docs.stdout + docs.stderr
+    page = (wd / "res.md").read_text()
+    sidecar = json.loads((out / "table1.provenance.json").read_text())
+    n_read = len({p for ps in sidecar["code_versions"].values() for p in ps})
+    table1 = page.split("## Table 1\n", 1)[1].split("\n## ", 1)[0]
+    assert f"commit: `{sidecar['provenance']['git']['commit'][:12]}`" in table1
+    assert f"over the {n_read} jobs it read ({n_read} from Snakemake benchmark files)" in table1
+    assert "| toy | arith |" in table1
+    related = page.split("## Related methods\n", 1)[1].split("\n## ", 1)[0]
+    assert "**not generated**" in related and f"{REDUCED['out_dir']}/related.csv" in related
 
     # a second run with nothing changed does nothing
     res, noop = run(wd)

@@ -2,7 +2,9 @@
 `agon report --config C --ablations`: the ablations table (CSV + Markdown, with provenance);
 `agon report --config C --related`: the related methods' table and its compute figure;
 `agon report --config C --control`: the positive control's table;
-`agon report --config C --regime`: table 1's baselines against the regime (results/regime.csv)."""
+`agon report --config C --regime`: table 1's baselines against the regime (results/regime.csv);
+`agon report --docs [--results DIR] [--out PATH]`: docs/results.md, every published table with
+its provenance (the config, default config/config.yaml, gives DIR and the commands)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from agon.config import load_config
 from agon.report.ablations import build_ablations_report
 from agon.report.control import build_control_report
 from agon.report.control_measures import TABLES
+from agon.report.docs import DEFAULT_CONFIG, DEFAULT_OUT, write_results_page
 from agon.report.regime import build_regime_report
 from agon.report.related import build_related_report
 from agon.report.table1 import build_report
@@ -22,7 +25,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register `agon report`."""
     p = sub.add_parser("report", help="table 1 (CSV + Markdown) and the paper figures")
     p.add_argument(
-        "--config", required=True, help="agon config YAML (the one the results were made with)"
+        "--config",
+        default=None,
+        help="agon config YAML (the one the results were made with); required, apart from "
+        f"--docs (default {DEFAULT_CONFIG})",
     )
     p.add_argument(
         "--figures",
@@ -57,17 +63,44 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="write results/regime.csv and .md: table 1's baselines on the regime's split "
         "against its criteria (the config's regime section)",
     )
+    p.add_argument(
+        "--docs",
+        action="store_true",
+        help=f"write {DEFAULT_OUT}: every published table's Markdown with its provenance (commit, "
+        "config hash, machine, wall time, the command that regenerates it), a missing one "
+        "listed as not generated, and the benchmarks",
+    )
+    p.add_argument(
+        "--results",
+        default=None,
+        metavar="DIR",
+        help="with --docs: the folder the tables are read from (default: the config's out_dir)",
+    )
+    p.add_argument(
+        "--out",
+        default=DEFAULT_OUT,
+        metavar="PATH",
+        help=f"with --docs: the page to write (default {DEFAULT_OUT})",
+    )
     p.set_defaults(func=_cli)
 
 
 def _cli(args: argparse.Namespace) -> int:
+    reports = args.ablations + args.related + args.regime + (args.control is not None) + args.docs
+    if reports > 1:
+        raise SystemExit(
+            "agon report: --ablations, --related, --regime, --control and --docs are reports; "
+            "pass one"
+        )
+    if args.docs:
+        config_path = args.config or DEFAULT_CONFIG
+        results = args.results or load_config(config_path)["out_dir"]
+        return _print(write_results_page(results, args.out, config_path))
+    if args.config is None:
+        raise SystemExit("agon report: --config is required (apart from --docs)")
     config = load_config(args.config)
     config.pop("resources", None)  # resources never change results (same as the workflow)
     layout = Layout(config["out_dir"], args.figures or config["figures_dir"])
-    if args.ablations + args.related + args.regime + (args.control is not None) > 1:
-        raise SystemExit(
-            "agon report: --ablations, --related, --regime and --control are reports; pass one"
-        )
     if args.regime:
         written = build_regime_report(config, layout)
     elif args.control:
@@ -78,6 +111,10 @@ def _cli(args: argparse.Namespace) -> int:
         written = build_related_report(config, layout)
     else:
         written = build_report(config, layout, smooth=args.smooth)
+    return _print(written)
+
+
+def _print(written: dict) -> int:
     for kind, paths in written.items():
         for p in paths:
             print(f"wrote {kind}: {p}")

@@ -9,7 +9,9 @@
 - :mod:`~agon.report.render`: a table's CSV and Markdown;
 - :mod:`~agon.report.figures`: the paper's figures;
 - :mod:`~agon.report.origin`: what made a table's numbers (code versions, kinds of machine);
-- :mod:`~agon.report.write`: one write-and-provenance path for every table.
+- :mod:`~agon.report.write`: one write-and-provenance path for every table;
+- :mod:`~agon.report.docs`: docs/results.md, every published table with its provenance
+  (``agon report --docs``).
 
 Where each result lives is :mod:`agon.results`; pass@k and the bootstrap, which evaluation
 uses too, are :mod:`agon.stats`.
