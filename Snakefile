@@ -1,11 +1,17 @@
 # The Agon replication workflow (docs/method.md, docs/architecture.md).
 #
+#   snakemake --cores all --configfile config/smoke.yaml          # a first look: results/smoke/
 #   snakemake --cores all results/table1.csv                      # the offline toy world
 #   snakemake --cores all results/ablations.csv                   # its Agon variants
 #   snakemake --cores all results/related.csv                     # Cliff, GAR, ... beside it
 #   snakemake --cores all results/regime.csv                      # can the world show the claims?
-#   snakemake -n --configfile config/paper.yaml results/table1.csv  # the paper's DAG
+#   snakemake --cores all results/control.csv                     # the positive control
+#   snakemake --cores all all_tables                              # every table above (hours)
+#   agon report --docs                                            # then docs/results.md
+#   snakemake -n results/table1.csv --configfile config/paper.yaml  # the paper's DAG
 #   snakemake --profile profiles/slurm --configfile config/paper.yaml  # on a SLURM cluster
+#
+# --configfile takes every word after it: name a target before it, not after.
 #
 # The DAG fans out over families x tasks x methods x seeds; every stage lives in its own
 # rules file, Python helpers in workflow/rules/common.smk, the logic in the `agon` package.
@@ -43,3 +49,13 @@ rule all:
     input:
         table_outputs(),
     default_target: True
+
+
+# `snakemake --cores all all_tables`: every toy-world table the project publishes (table 1, the
+# regime, the positive control, the ablations, the related methods), then `agon report --docs`
+# gathers them into docs/results.md. Not the default target: it takes hours. The control's
+# pilot (committed, never rebuilt) and its exploratory arm 2 are built by name only.
+rule all_tables:
+    input:
+        [LAYOUT.table_files(name).csv for name in ("table1", "regime", "control", "ablations", "related")],
+    localrule: True

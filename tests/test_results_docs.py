@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 import pytest
+from test_workflow import dry_run_jobs, workdir_with
 
 from agon.cli import main
 from agon.config import config_hash, load_config
@@ -181,3 +182,14 @@ def test_benchmark_names_match_the_rules():
                 continue
         assert name in formatted, (path, name)
     assert benchmark_name("toy/models/seed0/report.json") is None
+
+
+def test_all_tables_target_builds_every_toy_table(tmp_path):
+    """`snakemake -n all_tables` in a fresh clone: every published toy-world table's report job
+    (the pilot, committed and never rebuilt, aside)."""
+    jobs = dry_run_jobs(workdir_with(tmp_path), "all_tables")
+    outputs = {o for j in jobs for o in j["output"]}
+    for name in ("table1", "regime", "control", "ablations", "related"):
+        assert f"results/{name}.csv" in outputs, name
+    assert "results/control_pilot.csv" not in outputs
+    assert sum(j["rule"] == "all_tables" for j in jobs) == 1
