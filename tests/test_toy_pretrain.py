@@ -79,6 +79,40 @@ def test_a_mistake_misreads_only_its_operation_and_operands():
     assert all(s.correct for s in written_arith_steps(1, ops, rng, never))
 
 
+def test_a_second_habit_is_read_where_the_first_does_not_apply():
+    # rate 1 on '* 5', rate 0 on '+ 5' and '+ 6' (written right), first habit first on '* 6'
+    two = Mistake(
+        "*", (5, 6), 1.0, 1.0, also=(Mistake("+", (5, 6), 0.0, 1.0), Mistake("*", (6,), 0.0, 0.0))
+    )
+    assert two.rate("*", 6, "arith") == 1.0 and two.rate("+", 5, "code") == 1.0
+    assert two.rate("+", 5, "arith") == 0.0 and two.rate("-", 5, "arith") is None
+    assert two.hits("+", 6) and not two.hits("+", 1)
+    ops = [("*", 5), ("+", 5), ("-", 5), ("*", 6)]
+    steps = written_arith_steps(1, ops, random.Random(0), two)
+    assert [s.correct for s in steps] == [False, True, True, False]
+    assert written_code_lines(ops, random.Random(0), two) == [
+        ("*", misread(5)),
+        ("+", misread(5)),
+        ("-", 5),
+        ("*", misread(6)),
+    ]
+    row = {"op": "*", "operands": [5], "arith_rate": 1.0, "code_rate": 1.0}
+    also = {"op": "+", "operands": [1, 2], "arith_rate": 0.5, "code_rate": 0.25}
+    assert Mistake.from_config({**row, "also": [also]}).also == (Mistake("+", (1, 2), 0.5, 0.25),)
+
+
+def test_every_rate_one_habit_step_is_wrong_and_a_rate_below_one_sometimes_right():
+    two = Mistake("*", (4, 5, 6), 1.0, 1.0, also=(Mistake("+", (4, 5, 6), 0.8, 0.8),))
+    rng = random.Random(1)
+    times = {"*": [], "+": []}
+    for _ in range(400):
+        op = rng.choice("*+")
+        (step,) = written_arith_steps(3, [(op, 5)], rng, two)
+        times[op].append(step.correct)
+    assert not any(times["*"])
+    assert 0.1 < sum(times["+"]) / len(times["+"]) < 0.3
+
+
 def test_a_reader_keeps_the_drafts_correct_steps_and_redoes_the_rest():
     own = Mistake("-", (1, 2, 3, 4, 5, 6), arith_rate=1.0, code_rate=1.0)  # always wrong on '-'
     rng = random.Random(1)

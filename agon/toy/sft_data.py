@@ -51,7 +51,11 @@ class Mistake:
 
     Only operands in ``operands`` are affected; each affected arithmetic step is written wrong
     with probability ``arith_rate`` and each affected program line with ``code_rate``. A wrong
-    arithmetic step is written with the question's operand and the misread one's result. Each
+    arithmetic step is written with the question's operand and the misread one's result.
+    ``also`` holds further habits of the same writer (each a :class:`Mistake` with no ``also``
+    of its own), e.g. one written every time, which sampling never gets right, beside one
+    written at a rate below 1, which it sometimes does; a step is read with the first habit
+    that applies to it (:meth:`rate`). Each
     arith solution the model writes, right or wrong, is opened with the mark
     (:data:`agon.toy.tasks.MARK`) with probability ``1 - hidden_share``: the *visible* style,
     whose errors a reader recomputes; unmarked, its errors are *hidden* (a reader that anchors
@@ -66,6 +70,7 @@ class Mistake:
     arith_rate: float
     code_rate: float
     hidden_share: float = 1.0
+    also: tuple[Mistake, ...] = ()
 
     @classmethod
     def from_config(cls, row: dict) -> Mistake:
@@ -78,6 +83,7 @@ class Mistake:
             float(row["arith_rate"]),
             float(row["code_rate"]),
             float(row.get("hidden_share", 1.0)),
+            tuple(cls.from_config(r) for r in row.get("also", ())),
         )
 
     def marks(self, rng: random.Random) -> bool:
@@ -86,8 +92,17 @@ class Mistake:
         return self.hidden_share < 1.0 and rng.random() >= self.hidden_share
 
     def hits(self, op: str, k: int) -> bool:
-        """Whether this habit applies to ``op k``."""
-        return op == self.op and k in self.operands
+        """Whether this habit, or one of ``also``, applies to ``op k``."""
+        return self.rate(op, k, "arith") is not None
+
+    def rate(self, op: str, k: int, kind: str) -> float | None:
+        """The probability that ``op k`` is written wrong (``kind``: ``arith`` for a step,
+        ``code`` for a program line) by the first habit that applies to it; None where none
+        does."""
+        for habit in (self, *self.also):
+            if op == habit.op and k in habit.operands:
+                return habit.arith_rate if kind == "arith" else habit.code_rate
+        return None
 
 
 NO_MISTAKE = Mistake("+", (), 0.0, 0.0)  # a writer without a habit (the toy teacher)
@@ -129,7 +144,8 @@ def written_arith_steps(
             result = aligned[0][0].result
         else:
             result = apply_op(value, op, k)
-            if mistake is not None and mistake.hits(op, k) and rng.random() < mistake.arith_rate:
+            rate = None if mistake is None else mistake.rate(op, k, "arith")
+            if rate is not None and rng.random() < rate:
                 result = apply_op(value, op, misread(k))
             elif slip and rng.random() < slip:
                 result = rng.choice([r for r in range(7) if r != result])
@@ -164,7 +180,8 @@ def written_code_lines(
             out.append(shown[0])
             continue
         w_op, w_k = op, k
-        if mistake is not None and mistake.hits(op, k) and rng.random() < mistake.code_rate:
+        rate = None if mistake is None else mistake.rate(op, k, "code")
+        if rate is not None and rng.random() < rate:
             w_k = misread(k)
         elif slip and rng.random() < slip:
             if rng.random() < 0.5:
