@@ -107,4 +107,5 @@ def test_an_unknown_mode_is_refused(tmp_path):
     (tmp_path / "c.yaml").write_text(raw)
     with pytest.raises(ConfigError, match="targets"):
         load_config(tmp_path / "c.yaml")
-    assert "targets" not in load_config("config/config.yaml")["toy"]["reader"]  # no default
+    (tmp_path / "d.yaml").write_text(raw.replace("{targets: mixed}", "{draft_clean: 0.2}"))
+    assert "targets" not in load_config(tmp_path / "d.yaml")["toy"]["reader"]  # no default

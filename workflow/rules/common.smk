@@ -65,10 +65,8 @@ ALL_METHODS = list(TABLE1_METHODS)  # table 1's (the schema's `methods`)
 # does not read, reruns nothing else. `resources` and `seeds` are never in a snapshot:
 # resources do not change results, and each job gets its seed on the command line.
 STAGE_SECTIONS = {
-    # not `regime` yet, though the gates check its criteria where a config has it: adding it
-    # would re-pretrain every existing base pair for a change of the gates alone; it joins with
-    # the next change of the toy world, which re-pretrains them anyway
-    "pretrain": ["toy", "grading"],
+    # `regime`: the toy gates check its criteria after pretraining
+    "pretrain": ["toy", "grading", *(["regime"] if "regime" in config else [])],
     "data": [],
     # a related method's own section (cliff, gar, ...) shapes its training only
     "train": ["grading", "eval", "train", "agon", "grpo", *(m for m in RELATED if m in config)],
