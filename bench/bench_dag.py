@@ -1,7 +1,7 @@
 """The workflow's overhead: a rerun with nothing to do, and building the paper's DAG.
 
 ``dag.noop_rerun_s``: wall seconds of `snakemake --cores 1` on a finished reduced toy run
-(tests/fixtures/workflow_smoke.yaml, methods cut to `base` so the setup run is short), i.e.
+(config/smoke.yaml, methods cut to `base` so the setup run is short), i.e.
 what a user pays to learn that everything is up to date. ``dag.paper_dry_run_s``: a dry run
 of config/paper.yaml (the full DAG, no GPU). Both include Snakemake's own start-up.
 """
@@ -51,7 +51,7 @@ def run() -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="bench_dag_") as tmp:
         wd = Path(tmp)
         (wd / "config").mkdir()
-        cfg = yaml.safe_load((REPO / "tests" / "fixtures" / "workflow_smoke.yaml").read_text())
+        cfg = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
         cfg["methods"] = ["base"]
         (wd / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
         shutil.copy(REPO / "config" / "paper.yaml", wd / "config" / "paper.yaml")

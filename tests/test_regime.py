@@ -99,7 +99,7 @@ def test_criteria_need_their_systems_and_take_intervals_from_the_right_place():
 
 
 def test_ceilings_say_what_this_world_cannot_show():
-    # today's arith: GRPO 87.3, base 49.9, MoA 76.0 (README)
+    # a world outside the regime: GRPO near the top, MoA gaining much
     today = {c.key: c for c in ceilings({"grpo": 0.873, "base": 0.499, "moa": 0.76}, REGIME)}
     assert today["agon_over_grpo"].ceiling == pytest.approx(1 / 0.873)
     assert today["agon_over_grpo"].verdict == "cannot be shown in this world"
