@@ -16,6 +16,7 @@ from agon.toy.sft_data import (
     KINDS,
     Mistake,
     SFTStream,
+    habits_pass,
     make_example,
     misread,
     written_arith_steps,
@@ -111,6 +112,22 @@ def test_every_rate_one_habit_step_is_wrong_and_a_rate_below_one_sometimes_right
         times[op].append(step.correct)
     assert not any(times["*"])
     assert 0.1 < sum(times["+"]) / len(times["+"]) < 0.3
+
+
+def test_habits_pass_reads_a_world_before_it_is_trained(tasks):
+    for task in tasks.values():
+        problems = task.problems("validation_hard")[:40]
+        clean = habits_pass(task, problems, Mistake("+", (), 0.0, 0.0), 3)
+        assert clean == {"sampled": 1.0, "greedy": 1.0, "ceiling": 1.0}
+        # every '-' misread: no problem with a '-' step can pass, every other one does
+        always = habits_pass(task, problems, Mistake("-", (1, 2, 3, 4, 5, 6), 1.0, 1.0), 3)
+        free = sum(all(op != "-" for op, _ in p.meta["ops"]) for p in problems) / len(problems)
+        assert always["sampled"] == always["greedy"] == always["ceiling"]
+        assert always["greedy"] >= free and always["greedy"] < 1.0
+        # a rate-0.4 habit: sampled between greedy (never written) and a rate-1 world
+        some = habits_pass(task, problems, Mistake("-", (1, 2, 3, 4, 5, 6), 0.4, 0.4), 20)
+        assert some["greedy"] == some["ceiling"] == 1.0
+        assert always["sampled"] < some["sampled"] < 1.0
 
 
 def test_a_reader_keeps_the_drafts_correct_steps_and_redoes_the_rest():

@@ -1,5 +1,6 @@
 """`agon toy pretrain --config CONFIG --out DIR [--seed S] [--model pair|teacher]`: build the
-toy base models.
+toy base models. `agon toy habits --config CONFIG`: what their habits alone allow, before any
+training (:func:`agon.toy.sft_data.habits_pass`).
 
 Writes ``DIR/A`` and ``DIR/B`` (transformers model folders with the tokenizer and its chat
 template) and ``DIR/report.json`` (the quality gates and timings, with provenance). This is
@@ -46,6 +47,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "that already holds the pair",
     )
     pre.set_defaults(func=_pretrain)
+    hab = actions.add_parser(
+        "habits",
+        help="pass@1 of writers that make exactly A's and B's habits (sampled, greedy, and with "
+        "only the rate-1 habits), on the gate split: a world's baselines before pretraining",
+    )
+    hab.add_argument("--config", required=True, help="agon config whose `toy` section is read")
+    hab.add_argument("--draws", type=int, default=50, help="sampled draws per problem (50)")
+    hab.set_defaults(func=_habits)
 
 
 def _pretrain(args: argparse.Namespace) -> int:
@@ -65,3 +74,29 @@ def _pretrain(args: argparse.Namespace) -> int:
 
     report = pretrain(config, args.out, seed=args.seed)
     return 0 if report["all_gates_pass"] or not config["toy"]["gates"]["strict"] else 1
+
+
+def _habits(args: argparse.Namespace) -> int:
+    from agon.toy.pretrain import make_tasks
+    from agon.toy.sft_data import Mistake, habits_pass
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        return 2
+    cfg = config["toy"]
+    rows = {r["name"]: dict(r.get("params", {})) for r in config["tasks"]}
+    g = cfg["gates"]
+    print(f"pass@1 (%) of each model's habits alone on {g['split']} (agon toy habits)")
+    for name, task in make_tasks(rows).items():
+        problems = task.problems(g["split"])[: g["max_problems"]]
+        for role in ("A", "B"):
+            m = Mistake.from_config(cfg["models"][role]["mistake"])
+            r = habits_pass(task, problems, m, args.draws)
+            print(
+                f"  {name:8s} {role}  sampled {100 * r['sampled']:5.1f}  greedy "
+                f"{100 * r['greedy']:5.1f}  rate-1 habits only {100 * r['ceiling']:5.1f}"
+                f"  (n={len(problems)})"
+            )
+    return 0
