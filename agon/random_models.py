@@ -38,8 +38,7 @@ from transformers import (
 
 from agon.engines.hf import DTYPES, HFEngine, load_model
 from agon.plan.dims import ModelDims
-from agon.plan.hf_config import transformers_config
-from agon.plan.published import PUBLISHED
+from agon.plan.published import PUBLISHED, transformers_config
 from agon.training.policy import Policy, make_policy
 from agon.training.settings import RLSettings
 
@@ -285,7 +284,7 @@ def build_model_from_dims(
     returns ``(model, tokenizer)``.
 
     The tokenizer and ``config.json`` are written to ``path`` (so
-    :func:`agon.plan.hf_config.load_dims` reads the same dimensions back); the weights are not:
+    :func:`agon.plan.published.load_dims` reads the same dimensions back); the weights are not:
     at real width they are gigabytes, and the caller holds the model. ``dtype`` is a
     :data:`agon.engines.hf.DTYPES` name; the model is built on ``device`` (a GPU skips the
     copy from the CPU)."""

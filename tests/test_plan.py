@@ -44,12 +44,17 @@ from agon.plan.hardware import (
     read_measurements,
     write_measurement,
 )
-from agon.plan.hf_config import dims_from_config, load_dims
 from agon.plan.jobs import Job
 from agon.plan.lengths import MeasuredLengths
 from agon.plan.memory import estimate_step_memory
 from agon.plan.planner import PlanContext, _job_plan, plan, precision_note
-from agon.plan.published import PARAMS_TOLERANCE, PUBLISHED, PUBLISHED_PARAMS
+from agon.plan.published import (
+    PARAMS_TOLERANCE,
+    PUBLISHED,
+    PUBLISHED_PARAMS,
+    dims_from_config,
+    load_dims,
+)
 from agon.plan.render import to_json, to_text
 from agon.registry import TRAINERS, Helper, Method
 
@@ -287,8 +292,8 @@ def test_activation_estimate_matches_saved_tensors(name, layers):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from agon.plan.hf_config import transformers_config
     from agon.plan.memory import activation_bytes
+    from agon.plan.published import transformers_config
 
     small_vocab = 1000  # the embedding tables do not change what a forward keeps
     d = replace(
@@ -320,7 +325,7 @@ def test_counts_equal_transformers_modules(name):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from agon.plan.hf_config import transformers_config
+    from agon.plan.published import transformers_config
 
     for d in (PUBLISHED[name], PUBLISHED[name].with_layers(2)):
         with torch.device("meta"):

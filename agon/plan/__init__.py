@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from agon.plan.dims import ModelDims, PlanError, kv_cache_bytes, param_breakdown, param_count
 from agon.plan.hardware import GPU_KINDS, write_measurement
-from agon.plan.hf_config import dims_from_config, load_dims, transformers_config
 from agon.plan.memory import Breakdown, estimate_generation_memory, estimate_step_memory
 from agon.plan.planner import Plan, plan
-from agon.plan.published import PUBLISHED
+from agon.plan.published import PUBLISHED, dims_from_config, load_dims, transformers_config
 
 __all__ = [
     "GPU_KINDS",

@@ -3,7 +3,7 @@
 :class:`ModelDims` holds the text decoder's widths and layer kinds (full, sliding-window or
 linear attention) and the extras of the paper's checkpoints (Qwen3.5's gated attention and
 Gated DeltaNet, Gemma 4's per-layer embeddings, KV sharing and wider global heads); it comes
-from a ``config.json`` (:mod:`agon.plan.hf_config`) or :mod:`agon.plan.published`. Parameters
+from a ``config.json`` or the published table (:mod:`agon.plan.published`). Parameters
 are counted module by module as transformers 5 builds these models (checked against
 ``from_config`` models in ``tests/test_plan.py``); vision and audio towers are not counted.
 

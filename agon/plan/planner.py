@@ -34,8 +34,8 @@ from agon.plan.dims import (
     kv_cache_bytes,
     training_flops,
 )
-from agon.plan.hf_config import dims_from_config, load_dims
 from agon.plan.lengths import MeasuredLengths, expect, read_lengths
+from agon.plan.published import dims_from_config, load_dims
 
 SIGNIFICANT_BITS = {"bfloat16": 8, "float16": 11}  # a 16-bit float's significand, implicit bit in
 SECONDS_PER_HOUR = 3600.0
