@@ -45,7 +45,6 @@ from agon.plan.hardware import (
     write_measurement,
 )
 from agon.plan.jobs import Job
-from agon.plan.lengths import MeasuredLengths
 from agon.plan.memory import estimate_step_memory
 from agon.plan.planner import PlanContext, _job_plan, plan, precision_note
 from agon.plan.published import (
@@ -56,6 +55,7 @@ from agon.plan.published import (
     load_dims,
 )
 from agon.plan.render import to_json, to_text
+from agon.plan.workload import MeasuredLengths
 from agon.registry import TRAINERS, Helper, Method
 
 PAPER = REPO / "config" / "paper.yaml"

@@ -1,12 +1,12 @@
 """`agon plan`: what a config costs before its first job runs.
 
 For every job of the workflow's DAG (:mod:`agon.plan.jobs`): the tokens it generates and trains
-on (:mod:`agon.plan.workload`, lengths measured where an out_dir gives them, else the caps:
-:mod:`agon.plan.lengths`), its FLOPs and model sizes (:mod:`agon.plan.dims`, from a local or
-cached ``config.json`` or :mod:`agon.plan.published`, never a download), memory on each GPU and
-the host (:mod:`agon.plan.memory`), GPU-hours (:mod:`agon.plan.hardware`: measured
-efficiencies, else assumed ones, labelled so) and the jobs that would not fit their
-``resources`` (:mod:`agon.plan.planner`); :mod:`agon.plan.render` prints the bill.
+on (:mod:`agon.plan.workload`, lengths measured where an out_dir gives them, else the caps),
+its FLOPs and model sizes (:mod:`agon.plan.dims`, from a local or cached ``config.json`` or
+the published table, :mod:`agon.plan.published`, never a download), memory on each GPU and the
+host (:mod:`agon.plan.memory`), GPU-hours (:mod:`agon.plan.hardware`: measured efficiencies,
+else assumed ones, labelled so) and the jobs that would not fit their ``resources``
+(:mod:`agon.plan.planner`); :mod:`agon.plan.render` prints the bill.
 """
 
 from __future__ import annotations

@@ -34,7 +34,6 @@ from agon.plan.dims import (
     kv_cache_bytes,
     training_flops,
 )
-from agon.plan.lengths import MeasuredLengths, expect, read_lengths
 from agon.plan.published import dims_from_config, load_dims
 
 SIGNIFICANT_BITS = {"bfloat16": 8, "float16": 11}  # a 16-bit float's significand, implicit bit in
@@ -107,7 +106,7 @@ class PlanContext:
         self,
         config: dict,
         gpu: str,
-        lengths: MeasuredLengths,
+        lengths: wl.MeasuredLengths,
         measurements_dir: str | Path | None,
         fsdp: bool = False,
     ) -> None:
@@ -211,29 +210,23 @@ def _duel_agon(config: dict, job: dag.Job) -> dict:
     return config["agon"]
 
 
-def _reference(ctx: PlanContext, fam: dict, task: dict) -> dict:
+def _reference(ctx: PlanContext, e: wl.Expect) -> dict:
     """The ``agon`` run's per-model spend on (family, task): what budget-matched runs match."""
-    key = (fam["name"], task["name"])
+    key = (e.family, e.task["name"])
     if key not in ctx.references:
-        e = expect(fam, task["name"], ctx.lengths)
-        ref = wl.duel_workload(
-            ctx.config, ctx.config["agon"], fam, task, e, ctx.lengths, BUDGET_REFERENCE
-        )
+        ref = wl.duel_workload(ctx.config, ctx.config["agon"], e, BUDGET_REFERENCE)
         ctx.references[key] = ref.spend
     return ctx.references[key]
 
 
 def _workload(ctx: PlanContext, job: dag.Job) -> wl.Workload:
-    fam, task = ctx.families[job.family], ctx.tasks[job.task]
-    e = expect(fam, task["name"], ctx.lengths)
+    e = wl.expect(ctx.families[job.family], ctx.tasks[job.task], ctx.lengths)
     if job.rule in EVALS:
-        return wl.eval_workload(ctx.config, fam, task, e, ctx.lengths, job.system)
+        return wl.eval_workload(ctx.config, e, job.system)
     if job.rule == "ablation_train" or wl.method_row(job.method).runs == "duel":
-        return wl.duel_workload(
-            ctx.config, _duel_agon(ctx.config, job), fam, task, e, ctx.lengths, job.method
-        )
-    ref = _reference(ctx, fam, task) if ctx.config["train"]["budget"]["match"] != "steps" else None
-    return wl.solo_workload(ctx.config, fam, task, e, ctx.lengths, job.method, ref)
+        return wl.duel_workload(ctx.config, _duel_agon(ctx.config, job), e, job.method)
+    ref = _reference(ctx, e) if ctx.config["train"]["budget"]["match"] != "steps" else None
+    return wl.solo_workload(ctx.config, e, job.method, ref)
 
 
 def _models(ctx: PlanContext, job: dag.Job, w: wl.Workload) -> dict[str, ModelDims]:
@@ -561,7 +554,7 @@ def plan(
     """The plan of a validated ``config`` for ``target`` on GPU kind ``gpu`` (see the module
     docstring); ``lengths_from``: an out_dir whose runs give measured lengths; ``fsdp``: price
     the training jobs as launched by accelerate with FSDP2, one process per GPU of their row."""
-    lengths = read_lengths(lengths_from) if lengths_from else MeasuredLengths()
+    lengths = wl.read_lengths(lengths_from) if lengths_from else wl.MeasuredLengths()
     ctx = PlanContext(config, gpu, lengths, measurements_dir, fsdp)
     jobs = dag.jobs_for(config, target)
     name = dag.target_name(target)

@@ -1,5 +1,7 @@
+# long: a job's work and the lengths and counts it is made of, measured in an out_dir or capped
 """What each job computes: its generations, training passes and extra forwards, as sequence
-counts and mean lengths (:mod:`agon.plan.lengths`).
+counts and mean lengths; each length and count says where it came from (the caps, means
+measured in an existing ``out_dir`` with ``agon plan --lengths-from DIR``, problem counts).
 
 - **The duel** (``agon``, ``agon_independent``, each ablation variant): per step the drafter
   samples ``num_generations`` drafts of each of ``problems_per_step`` problems and the reader
@@ -11,17 +13,305 @@ counts and mean lengths (:mod:`agon.plan.lengths`).
   (:class:`agon.registry.Method`), never its name; a row with no helpers is priced as GRPO.
 - **Evaluations**: ``eval.n_samples`` per hard problem, by a single model, a cascade (drafts
   then reads) or MoA (``layers`` x ``proposers`` proposals and an aggregator).
+
+Measured means are read from an out_dir, nothing else: training runs' ``metrics.jsonl``
+(``{model}/{role}/mean_length`` weighted by ``{model}/{role}/completions``; a GRPO sample counts
+as a draft), a budget-matched run's ``summary.json`` where its metrics have nothing,
+evaluations' ``summary.json`` (``mean_completion_tokens``, ``mean_draft_tokens``) and
+single-model ``samples.jsonl`` (``prompt_tokens``), and data splits' ``split.json`` (``sizes``).
 """
 
 from __future__ import annotations
 
+import inspect
+import json
 import math
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from agon.methods import COLUMNS
-from agon.plan.lengths import Count, Expect, MeasuredLengths, eval_length, role_length, split_size
+from agon.methods import BUDGET_MATCHED, COLUMNS
+from agon.plan.dims import PlanError
 from agon.registry import TRAINERS, Helper, Method
+from agon.tasks import TASKS
+
+
+@dataclass(frozen=True)
+class Count:
+    """A number and where it came from."""
+
+    value: float
+    source: str
+
+
+# ----------------------------------------------------------------------------- measured lengths
+
+ROLE_LENGTH = re.compile(r"^(?P<model>[^/]+)/(?P<role>drafter|reader)/mean_length$")
+MAX_PROMPT_SAMPLES = 2000  # samples.jsonl lines read per file for the mean prompt length
+
+
+@dataclass
+class Mean:
+    """A running weighted mean and the files it came from."""
+
+    total: float = 0.0
+    weight: float = 0.0
+    files: set[str] = field(default_factory=set)
+
+    def add(self, value: float, weight: float, path: str) -> None:
+        if weight > 0 and value == value:  # skip NaN
+            self.total += value * weight
+            self.weight += weight
+            self.files.add(path)
+
+    @property
+    def value(self) -> float | None:
+        return self.total / self.weight if self.weight else None
+
+
+@dataclass
+class MeasuredLengths:
+    """Means read from one ``out_dir`` (empty when none is given)."""
+
+    root: str | None = None
+    # (family, task, method, model, role) -> mean completion tokens
+    roles: dict[tuple[str, str, str, str, str], Mean] = field(default_factory=dict)
+    # (family, task, system) -> {"completion": Mean, "draft": Mean}
+    evals: dict[tuple[str, str, str], dict[str, Mean]] = field(default_factory=dict)
+    prompts: dict[tuple[str, str], Mean] = field(default_factory=dict)  # mean solve prompt
+    sizes: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    eval_problems: dict[tuple[str, str], int] = field(default_factory=dict)  # problems evaluated
+
+    def role(
+        self, family: str, task: str, model: str, role: str, method: str | None = None
+    ) -> Count | None:
+        """Mean completion tokens of ``model`` in ``role``: the method's own runs first, then
+        any run of (family, task); None when none."""
+        keys = [k for k in self.roles if k[:2] == (family, task) and k[3:] == (model, role)]
+        own = [k for k in keys if k[2] == method]
+        for group in (own, keys):
+            mean = Mean()
+            for k in group:
+                m = self.roles[k]
+                mean.total, mean.weight = mean.total + m.total, mean.weight + m.weight
+                mean.files |= m.files
+            if mean.value is not None:
+                return Count(mean.value, f"measured: {len(mean.files)} run file(s) in {self.root}")
+        return None
+
+    def evaluated(self, family: str, task: str, system: str, which: str) -> Count | None:
+        """Mean tokens of an evaluated system's ``completion`` or ``draft``; None when none."""
+        m = self.evals.get((family, task, system), {}).get(which)
+        if m is None or m.value is None:
+            return None
+        return Count(m.value, f"measured: {len(m.files)} eval summary(ies) in {self.root}")
+
+    def prompt(self, family: str, task: str) -> Count | None:
+        """Mean solve-prompt tokens of (family, task); None when none."""
+        m = self.prompts.get((family, task))
+        if m is None or m.value is None:
+            return None
+        return Count(m.value, f"measured: prompt_tokens of {len(m.files)} samples file(s)")
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise PlanError(
+            f"{path}: unreadable ({err}); remove it or point --lengths-from elsewhere"
+        ) from None
+
+
+def _metrics(lengths: MeasuredLengths, path: Path, family: str, task: str, method: str) -> None:
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # a torn last line of a killed run
+        for key, value in row.items():
+            m = ROLE_LENGTH.match(key)
+            if not m or not isinstance(value, (int, float)):
+                continue
+            n = row.get(f"{m['model']}/{m['role']}/completions", 1.0) or 0.0
+            k = (family, task, method, m["model"], m["role"])
+            lengths.roles.setdefault(k, Mean()).add(float(value), float(n), str(path))
+
+
+def _summary(lengths: MeasuredLengths, path: Path, family: str, task: str, method: str) -> None:
+    """A budget-matched run's tokens over completions where its metrics gave nothing (a duel's
+    summary pools drafts and reads: left out)."""
+    if method not in BUDGET_MATCHED:
+        return
+    body = _read_json(path)
+    for model in ("A", "B"):
+        key = (family, task, method, model, "drafter")
+        tokens, n = body.get(f"{model}/tokens_generated"), body.get(f"{model}/completions")
+        if key in lengths.roles or not (isinstance(tokens, (int, float)) and n):
+            continue
+        lengths.roles.setdefault(key, Mean()).add(float(tokens) / float(n), float(n), str(path))
+
+
+def read_lengths(root: str | Path) -> MeasuredLengths:
+    """Every mean :class:`MeasuredLengths` knows, read from ``root`` (an ``out_dir``)."""
+    base = Path(root)
+    if not base.is_dir():
+        raise PlanError(f"--lengths-from {root}: not a folder; give an out_dir holding runs")
+    out = MeasuredLengths(root=str(base))
+    for path in sorted(base.glob("*/*/train/*/seed*/metrics.jsonl")):
+        family, task, _, method = path.parts[-6:-2]
+        _metrics(out, path, family, task, method)
+    for path in sorted(base.glob("*/*/train/*/seed*/summary.json")):
+        family, task, _, method = path.parts[-6:-2]
+        _summary(out, path, family, task, method)
+    for path in sorted(base.glob("*/*/ablations/*/train/seed*/metrics.jsonl")):
+        family, task = path.parts[-7:-5]
+        _metrics(out, path, family, task, "agon")
+    for path in sorted(base.glob("*/*/eval/*/seed*/summary.json")):
+        family, task, _, system = path.parts[-6:-2]
+        body = _read_json(path)
+        n = float(body.get("n_samples") or body.get("n_problems") or 1)
+        if isinstance(body.get("n_problems"), int):
+            key = (family, task)
+            out.eval_problems[key] = max(out.eval_problems.get(key, 0), body["n_problems"])
+        slot = out.evals.setdefault((family, task, system), {"completion": Mean(), "draft": Mean()})
+        for which, key in (
+            ("completion", "mean_completion_tokens"),
+            ("draft", "mean_draft_tokens"),
+        ):
+            if isinstance(body.get(key), (int, float)):
+                slot[which].add(float(body[key]), n, str(path))
+        samples = path.with_name("samples.jsonl")
+        if samples.is_file() and system in COLUMNS and COLUMNS[system].kind == "single":
+            mean = out.prompts.setdefault((family, task), Mean())
+            with open(samples) as f:
+                for i, line in enumerate(f):
+                    if i >= MAX_PROMPT_SAMPLES:
+                        break
+                    try:
+                        tokens = json.loads(line).get("prompt_tokens")
+                    except ValueError:
+                        continue
+                    if isinstance(tokens, (int, float)):
+                        mean.add(float(tokens), 1.0, str(samples))
+    for path in sorted(base.glob("*/*/data/split.json")):
+        family, task = path.parts[-4:-2]
+        sizes = _read_json(path).get("sizes")
+        if isinstance(sizes, dict):
+            out.sizes[(family, task)] = {k: int(v) for k, v in sizes.items()}
+    return out
+
+
+# ----------------------------------------------------------------------------- expected lengths
+
+# a solve prompt (template, persona, problem) where none was measured: assumed, not measured
+ASSUMED_SOLVE_PROMPT_TOKENS = 512
+# published test-split sizes (CodeContests' card: 165 test, 117 valid; HumanEval's paper; TACO's
+# card), upper bounds of the hard splits within them
+TEST_SPLIT_SIZES = {"codecontests": 165, "humaneval": 164, "taco": 1000}
+VALIDATION_SPLIT_SIZES = {"codecontests": 117}
+ASSUMED_SPLIT_PROBLEMS = 500  # a task with no size parameter nor row above
+TEST_SIZE_PARAMS = ("max_test", "test_size", "n_test")
+VALIDATION_SIZE_PARAMS = ("validation_size", "n_validation")
+
+
+def _task_default(task: str, names: tuple[str, ...]) -> int | None:
+    """A task constructor's default for the first of ``names`` it has (None: none)."""
+    try:
+        params = inspect.signature(TASKS.get(task).__init__).parameters
+    except (KeyError, ValueError, TypeError):
+        return None
+    for name in names:
+        if name in params and isinstance(params[name].default, int):
+            return params[name].default
+    return None
+
+
+@dataclass(frozen=True)
+class Expect:
+    """Expected lengths and counts of one (family, task) and a method's runs on it: the family
+    row's caps, the solve prompt, and the means ``lengths`` measured where it has them."""
+
+    family: str
+    task: dict  # the task's config row
+    lengths: MeasuredLengths
+    max_new: int
+    max_prompt: int
+    draft_view: str
+    solve_prompt: Count
+
+    @property
+    def cap(self) -> Count:
+        return Count(self.max_new, f"cap: max_new_tokens {self.max_new}")
+
+    def reader_prompt(self, draft: float) -> float:
+        """A reader prompt: the solve prompt and the draft as ``draft_view`` shows it
+        (``last_tokens:N`` the last N tokens, else all of it: for ``answer_section`` an upper
+        bound), cut to ``max_prompt_tokens``."""
+        if self.draft_view.startswith("last_tokens:"):
+            draft = min(draft, float(self.draft_view.split(":", 1)[1]))
+        return min(float(self.max_prompt), self.solve_prompt.value + draft)
+
+    def role(self, model: str, role: str, method: str | None = None) -> Count:
+        """Expected completion tokens of ``model`` in ``role``: measured, else the cap."""
+        n = self.lengths.role(self.family, self.task["name"], model, role, method)
+        return self.cap if n is None else Count(min(n.value, self.max_new), n.source)
+
+    def evaluated(self, system: str, which: str) -> Count:
+        """Expected tokens of an evaluated system's ``completion`` or ``draft``: measured or the
+        cap."""
+        n = self.lengths.evaluated(self.family, self.task["name"], system, which)
+        return self.cap if n is None else n
+
+    def problems(self, split: str, cap: int | None = None) -> Count:
+        """How many problems of ``split`` a job reads, at most ``cap``: measured, else the whole
+        split's size (parameters, table, constructor default), else assumed."""
+        task, lengths = self.task["name"], self.lengths
+        params = self.task.get("params") or {}
+        test_side = split in ("hard", "test")
+        sizes = lengths.sizes.get((self.family, task))
+        evaluated = lengths.eval_problems.get((self.family, task)) if test_side else None
+        if sizes and split in sizes:
+            n = Count(sizes[split], f"measured: split.json in {lengths.root}")
+        elif evaluated:
+            n = Count(evaluated, f"measured: evaluations in {lengths.root}")
+        else:
+            names = TEST_SIZE_PARAMS if test_side else VALIDATION_SIZE_PARAMS
+            table = TEST_SPLIT_SIZES if test_side else VALIDATION_SPLIT_SIZES
+            given = next((params[k] for k in names if params.get(k)), None)
+            size = given or table.get(task) or _task_default(task, names)
+            whole = "test" if test_side else "validation"
+            bound = "upper bound: " if split.endswith("hard") else ""
+            if size:
+                n = Count(size, f"{bound}the {whole} split's {size} problems")
+            else:
+                n = Count(ASSUMED_SPLIT_PROBLEMS, f"assumed {ASSUMED_SPLIT_PROBLEMS} problems")
+        if cap is not None and cap < n.value:
+            return Count(cap, f"capped by the config at {cap}")
+        return n
+
+
+def expect(family_row: dict, task_row: dict, lengths: MeasuredLengths) -> Expect:
+    """The family row's caps and the solve prompt's expected length on the task."""
+    for key in ("max_new_tokens", "max_prompt_tokens"):
+        if not isinstance(family_row.get(key), int):
+            raise PlanError(
+                f"families (name {family_row.get('name')!r}): no {key}; validate the config"
+            )
+    family = family_row["name"]
+    prompt = lengths.prompt(family, task_row["name"])
+    if prompt is None:
+        n = min(ASSUMED_SOLVE_PROMPT_TOKENS, family_row["max_prompt_tokens"])
+        prompt = Count(n, f"assumed {ASSUMED_SOLVE_PROMPT_TOKENS}-token solve prompt")
+    row = family_row
+    return Expect(
+        family, task_row, lengths, row["max_new_tokens"], row["max_prompt_tokens"],
+        row["draft_view"], prompt,
+    )  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- the work
 
 GREEDY_LENGTH_NOTE = "probes and teachers decode greedily to the cap"
 TRL_VLLM_SHARE = 0.3  # GRPOConfig's default vllm_gpu_memory_utilization
@@ -117,44 +407,26 @@ class Workload:
     logits: list[Logits] = field(default_factory=list)
 
 
-def _probes(
-    config: dict,
-    fam: dict,
-    task: dict,
-    e: Expect,
-    lengths: MeasuredLengths,
-    steps: int,
-    engine: str,
-    rows: int,
-) -> list[Generation]:
+def _probes(config: dict, e: Expect, steps: int, engine: str, rows: int) -> list[Generation]:
     """Each model's greedy probes over the run (none with ``eval_every: 0``)."""
     tr = config["train"]
     every = int(tr.get("eval_every") or 0)
     if not every:
         return []
     count = steps // every + 1 + (1 if steps % every else 0)
-    problems = split_size(task, fam["name"], tr["eval_split"], lengths, tr.get("eval_problems"))
+    problems = e.problems(tr["eval_split"], tr.get("eval_problems"))
     cap = Count(e.max_new, f"cap ({GREEDY_LENGTH_NOTE}); {problems.source}")
     solve, n = e.solve_prompt.value, count * problems.value
     return [Generation(f"{m} probes", m, n, solve, cap, engine, rows, True) for m in "AB"]
 
 
-def duel_workload(
-    config: dict,
-    agon: dict,
-    fam: dict,
-    task: dict,
-    e: Expect,
-    lengths: MeasuredLengths,
-    method: str,
-) -> Workload:
+def duel_workload(config: dict, agon: dict, e: Expect, method: str) -> Workload:
     """The duel of ``method`` (its ``agon`` section ``agon``, a variant's for an ablation)."""
     tr = config["train"]
     steps, p, g, k = tr["steps"], tr["problems_per_step"], tr["num_generations"], agon["num_reads"]
     engine, rows = tr["backend"], tr["rollout_batch_size"]
-    name, task_name = fam["name"], task["name"]
-    draft = {m: role_length(lengths, e, name, task_name, m, "drafter", method) for m in "AB"}
-    read = {m: role_length(lengths, e, name, task_name, m, "reader", method) for m in "AB"}
+    draft = {m: e.role(m, "drafter", method) for m in "AB"}
+    read = {m: e.role(m, "reader", method) for m in "AB"}
     if agon["role_schedule"] == "both":
         drafts = {m: steps * (p / 2) * g for m in "AB"}
     else:  # alternate: A drafts on even steps
@@ -177,7 +449,7 @@ def duel_workload(
             "completions": drafts[m] + reads,
             "tokens": drafts[m] * draft[m].value + reads * read[m].value,
         }
-    w.generations += _probes(config, fam, task, e, lengths, steps, engine, rows)
+    w.generations += _probes(config, e, steps, engine, rows)
     return w
 
 
@@ -196,13 +468,7 @@ def budget_steps(config: dict, reference: dict[str, float] | None, per_step: dic
 
 
 def solo_workload(
-    config: dict,
-    fam: dict,
-    task: dict,
-    e: Expect,
-    lengths: MeasuredLengths,
-    method: str,
-    reference: dict[str, dict[str, float]] | None,
+    config: dict, e: Expect, method: str, reference: dict[str, dict[str, float]] | None
 ) -> Workload:
     """A budget-matched method's run: each model alone, with its row's helpers' work."""
     tr = config["train"]
@@ -215,7 +481,7 @@ def solo_workload(
         engine, rows = tr["backend"], tr["rollout_batch_size"]
     w = Workload()
     for m in ("A", "B"):
-        sample = role_length(lengths, e, fam["name"], task["name"], m, "drafter", method)
+        sample = e.role(m, "drafter", method)
         per = {"tokens": p * g * sample.value, "completions": p * g}
         steps, note = budget_steps(config, (reference or {}).get(m), per)
         n = steps * p * g
@@ -226,14 +492,12 @@ def solo_workload(
         w.trainings.append(Training(f"{m} on its samples", m, n, solve, sample.value))
         w.spend[m] = {"steps": steps, "completions": n, "tokens": n * sample.value}
         for h in row.helpers or ():
-            _helper(config, fam, e, method, h, m, w, steps, sample)
+            _helper(config, e, method, h, m, w, steps, sample)
     if row.helpers is None:
         w.notes.append(f"no helper work declared for {method}: priced as GRPO")
     # every trainer probes (GRPO through a callback, on the duel's rollout engine)
     probe_steps = max(w.steps.values())
-    w.generations += _probes(
-        config, fam, task, e, lengths, probe_steps, tr["backend"], tr["rollout_batch_size"]
-    )
+    w.generations += _probes(config, e, probe_steps, tr["backend"], tr["rollout_batch_size"])
     return w
 
 
@@ -251,7 +515,6 @@ def _helper_model(config: dict, h: Helper, m: str) -> tuple[str, str | None]:
 
 def _helper(
     config: dict,
-    fam: dict,
     e: Expect,
     method: str,
     h: Helper,
@@ -288,27 +551,19 @@ def _helper(
         w.residents.append(r)
     if h.logits_chunk is not None:
         chunk = int(config_value(config, h.logits_chunk))
-        t = Logits(f"{method}_logits", (g + 1) * fam["max_new_tokens"], chunk)
+        t = Logits(f"{method}_logits", (g + 1) * e.max_new, chunk)
         if t not in w.logits:
             w.logits.append(t)
 
 
-def eval_workload(
-    config: dict,
-    fam: dict,
-    task: dict,
-    e: Expect,
-    lengths: MeasuredLengths,
-    system: str,
-) -> Workload:
+def eval_workload(config: dict, e: Expect, system: str) -> Workload:
     """An evaluation of column ``system`` on ``eval.backend``."""
     ev, col = config["eval"], COLUMNS[system]
-    problems = split_size(task, fam["name"], ev["split"], lengths, ev.get("max_problems"))
+    problems = e.problems(ev["split"], ev.get("max_problems"))
     n = problems.value * ev["n_samples"]
     engine, rows = ev.get("backend", "hf"), ev["batch_size"]
-    name, task_name = fam["name"], task["name"]
-    final = eval_length(lengths, e, name, task_name, system, "completion")
-    before = eval_length(lengths, e, name, task_name, system, "draft")
+    final = e.evaluated(system, "completion")
+    before = e.evaluated(system, "draft")
     w = Workload(notes=[f"problems: {problems.source}"])
     solve = e.solve_prompt.value
     if col.kind == "single":
