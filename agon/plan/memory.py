@@ -1,4 +1,3 @@
-# long: the memory model in one reading: a step's, generation's, each device's under the placement.
 """Memory of a training step and of generation for any :class:`~agon.plan.dims.ModelDims`, and
 of each device under a job's placement.
 
@@ -47,10 +46,9 @@ def weight_bytes(d: ModelDims, dtype: str) -> int:
 
 @dataclass(frozen=True)
 class Breakdown:
-    """Bytes by component, and what they assume."""
+    """Bytes by component."""
 
     components: dict[str, float]
-    assumptions: tuple[str, ...] = field(default=())
 
     @property
     def total(self) -> float:
@@ -61,7 +59,7 @@ class Breakdown:
         comps = dict(self.components)
         for k, v in other.components.items():
             comps[prefix + k] = comps.get(prefix + k, 0.0) + v
-        return Breakdown(comps, tuple(dict.fromkeys(self.assumptions + other.assumptions)))
+        return Breakdown(comps)
 
 
 def _norm_bytes(width: int, act: int) -> int:
@@ -113,13 +111,12 @@ def estimate_step_memory(
     master_dtype: str | None = None,
     gradient_checkpointing: bool = False,
     reference_model: bool = False,
-    trainable: bool = True,
     bf16_update: str = "plain",
 ) -> Breakdown:
     """What one optimizer step of ``d`` holds on its device, by component (bytes): a
     micro-batch of ``micro_batch`` sequences, the head on their completions; ``master_dtype``:
-    the optimizer's weights (None: ``dtype``); ``trainable=False``: a frozen model scoring
-    tokens; ``bf16_update``: ``train.bf16_update`` (kahan adds its buffer to 16-bit weights)."""
+    the optimizer's weights (None: ``dtype``); ``bf16_update``: ``train.bf16_update`` (kahan
+    adds its buffer to 16-bit weights)."""
     if micro_batch < 1 or prompt_tokens < 0 or completion_tokens < 0:
         raise PlanError(
             f"micro_batch must be >= 1 and token counts >= 0, got micro_batch={micro_batch}, "
@@ -131,32 +128,22 @@ def estimate_step_memory(
     tokens = micro_batch * (prompt_tokens + completion_tokens)
     scored = micro_batch * completion_tokens
     comps: dict[str, float] = {"weights": float(n * master)}
-    notes = [f"{d.name}: {n / 1e9:.3g}B parameters"]
     if master != compute:
         comps["autocast_weight_copies"] = float(n * compute)
-        notes.append(f"{master_dtype} master weights and AdamW moments, {dtype} autocast")
-    if trainable:
-        comps["gradients"] = float(n * master)
-        comps["optimizer_states"] = float(ADAM_MOMENTS * n * master)
-        if master == 2 and BF16_UPDATE_BYTES.get(bf16_update):
-            comps["kahan_buffer"] = float(n * BF16_UPDATE_BYTES[bf16_update])
+    comps["gradients"] = float(n * master)
+    comps["optimizer_states"] = float(ADAM_MOMENTS * n * master)
+    if master == 2 and BF16_UPDATE_BYTES.get(bf16_update):
+        comps["kahan_buffer"] = float(n * BF16_UPDATE_BYTES[bf16_update])
     if reference_model:
         comps["reference_model"] = float(n * compute)
-    comps["activations"] = activation_bytes(
-        d, tokens, compute, gradient_checkpointing and trainable
-    )
+    comps["activations"] = activation_bytes(d, tokens, compute, gradient_checkpointing)
     comps["logits_chunk"] = float(
         min(scored, HEAD_TOKEN_TILE) * min(d.vocab_size, HEAD_VOCAB_TILE) * compute
     )
-    if trainable:
-        comps["head_gradient"] = float(
-            (d.vocab_size * d.hidden_size + scored * d.hidden_size) * FP32_BYTES
-        )
-    notes.append(
-        f"micro-batch {micro_batch} x ({prompt_tokens} + {completion_tokens}) tokens, "
-        f"gradient checkpointing {'on' if gradient_checkpointing and trainable else 'off'}"
+    comps["head_gradient"] = float(
+        (d.vocab_size * d.hidden_size + scored * d.hidden_size) * FP32_BYTES
     )
-    return Breakdown(comps, tuple(notes))
+    return Breakdown(comps)
 
 
 def estimate_generation_memory(
@@ -175,15 +162,12 @@ def estimate_generation_memory(
         comps["weights"] = float(param_count(d) * b)
     comps["kv_cache"] = kv_cache_bytes(d, b, context, batch)
     comps["sampling_logits"] = float(batch * d.vocab_size * FP32_BYTES)
-    return Breakdown(comps, (f"generate: {batch} rows x {context} tokens",))
+    return Breakdown(comps)
 
 
 def vllm_reserved(share: float, device_bytes: float) -> Breakdown:
     """A vLLM engine's reservation (its weights and KV cache inside), held from its start."""
-    return Breakdown(
-        {"vllm_reserved": float(share * device_bytes)},
-        (f"vLLM reserves {share:g} of the GPU's memory per colocated engine",),
-    )
+    return Breakdown({"vllm_reserved": float(share * device_bytes)})
 
 
 # ----------------------------------------------------------------------------- placed memory
@@ -215,7 +199,7 @@ class Device:
     def add(self, b: Breakdown, prefix: str = "") -> None:
         keep = {k: v for k, v in b.components.items() if k in PERSISTENT}
         rest = {prefix + k: v for k, v in b.components.items() if k not in PERSISTENT}
-        self.persistent = self.persistent.plus(Breakdown(keep, b.assumptions), prefix)
+        self.persistent = self.persistent.plus(Breakdown(keep), prefix)
         if rest:
             self.transients.append(Breakdown(rest))
 
@@ -293,7 +277,7 @@ def part_memory(
         k: v for k, v in step.components.items() if (k in OPTIMIZER) == (part.kind == "optimizer")
     }
     mine = {k: v / part.shards if k in SHARDED else v for k, v in mine.items()}
-    return [Breakdown(mine, step.assumptions)]
+    return [Breakdown(mine)]
 
 
 def placed_memory(
@@ -367,8 +351,8 @@ def eval_memory(
     generations: list,
     dtype: str,
     max_new: int,
-    device_bytes: float | None = None,
-    share: float = 0.45,
+    device_bytes: float | None,
+    share: float,
 ) -> Memory:
     """An evaluation's memory under ``placement`` (:func:`agon.engines.placement.place_eval`:
     one engine per distinct model): a vLLM engine holds ``share`` of the GPU; transformers
