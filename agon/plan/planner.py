@@ -219,11 +219,16 @@ def _reference(ctx: PlanContext, e: wl.Expect) -> dict:
     return ctx.references[key]
 
 
+def _runs(job: dag.Job) -> str:
+    """How a training job runs (agon.registry.RUNS); an ablation variant is a duel."""
+    return "duel" if job.rule == "ablation_train" else wl.method_row(job.method).runs
+
+
 def _workload(ctx: PlanContext, job: dag.Job) -> wl.Workload:
     e = wl.expect(ctx.families[job.family], ctx.tasks[job.task], ctx.lengths)
     if job.rule in EVALS:
         return wl.eval_workload(ctx.config, e, job.system)
-    if job.rule == "ablation_train" or wl.method_row(job.method).runs == "duel":
+    if _runs(job) == "duel":
         return wl.duel_workload(ctx.config, _duel_agon(ctx.config, job), e, job.method)
     ref = _reference(ctx, e) if ctx.config["train"]["budget"]["match"] != "steps" else None
     return wl.solo_workload(ctx.config, e, job.method, ref)
@@ -235,16 +240,12 @@ def _models(ctx: PlanContext, job: dag.Job, w: wl.Workload) -> dict[str, ModelDi
     return {k: ctx.dims(job.family, k, w.models.get(k)) for k in keys}
 
 
-def _runs(job: dag.Job) -> str:
-    """How a training job runs (agon.registry.RUNS); an ablation variant is a duel."""
-    return "duel" if job.rule == "ablation_train" else wl.method_row(job.method).runs
-
-
 def _train_shape(ctx: PlanContext, job: dag.Job, fam: dict, w: wl.Workload) -> mm.TrainShape:
     """What a training job's memory depends on (for GRPO, TRL's micro-batch: the whole step
     when micro_batch_size holds no whole group)."""
     tr, grpo = ctx.config["train"], ctx.config.get(wl.TRL_SECTION) or {}
-    trl = _runs(job) == "trl"
+    runs = _runs(job)
+    trl = runs == "trl"
     mb = tr["micro_batch_size"]
     if trl:  # baselines.grpo's batch_shape: divides the step's completions, holds whole groups
         total, g = tr["problems_per_step"] * tr["num_generations"], tr["num_generations"]
@@ -253,7 +254,6 @@ def _train_shape(ctx: PlanContext, job: dag.Job, fam: dict, w: wl.Workload) -> m
             mb -= 1
         mb = mb if mb >= g else total
     longest = max((t.prompt for t in w.trainings), default=0.0)
-    engine = ("vllm" if grpo.get("use_vllm") else "hf") if trl else tr["backend"]
     share = (grpo.get("extra") or {}).get("vllm_gpu_memory_utilization", wl.TRL_VLLM_SHARE)
     return mm.TrainShape(
         dtype=fam["dtype"],
@@ -263,7 +263,7 @@ def _train_shape(ctx: PlanContext, job: dag.Job, fam: dict, w: wl.Workload) -> m
         completion=fam["max_new_tokens"],
         gradient_checkpointing=bool(tr.get("gradient_checkpointing", False)),
         reference_model=tr["beta"] > 0,
-        engine=engine,
+        engine=wl.rollout(ctx.config, runs)[0],
         rollout_rows=int(max((g.rows for g in w.generations), default=1)),
         rollout_context=int(longest + fam["max_new_tokens"]),
         vllm_share=float(share if trl else tr["vllm_gpu_memory_utilization"]),

@@ -323,6 +323,18 @@ def method_row(method: str) -> Method:
     return TRAINERS.rows.get(method, UNDECLARED)
 
 
+def rollout(config: dict, runs: str) -> tuple[str, int]:
+    """(engine, sequences handed to it at once) of a run's own samples: on TRL's GRPOTrainer
+    (``runs`` "trl") vLLM where the config's ``grpo.use_vllm`` says so, else transformers, a
+    step's P x G completions at once; the in-house trainers ``train.backend`` at
+    ``rollout_batch_size``."""
+    tr = config["train"]
+    if runs == "trl":
+        engine = "vllm" if (config.get(TRL_SECTION) or {}).get("use_vllm") else "hf"
+        return engine, tr["problems_per_step"] * tr["num_generations"]
+    return tr["backend"], tr["rollout_batch_size"]
+
+
 def config_value(config: dict, key: str) -> Any:
     """The value of dotted ``key`` (``"cliff.teacher"``) in ``config``; None where absent."""
     value: Any = config
@@ -424,7 +436,7 @@ def duel_workload(config: dict, agon: dict, e: Expect, method: str) -> Workload:
     """The duel of ``method`` (its ``agon`` section ``agon``, a variant's for an ablation)."""
     tr = config["train"]
     steps, p, g, k = tr["steps"], tr["problems_per_step"], tr["num_generations"], agon["num_reads"]
-    engine, rows = tr["backend"], tr["rollout_batch_size"]
+    engine, rows = rollout(config, "duel")
     draft = {m: e.role(m, "drafter", method) for m in "AB"}
     read = {m: e.role(m, "reader", method) for m in "AB"}
     if agon["role_schedule"] == "both":
@@ -474,11 +486,7 @@ def solo_workload(
     tr = config["train"]
     p, g = tr["problems_per_step"], tr["num_generations"]
     row = method_row(method)
-    if row.runs == "trl":
-        engine = "vllm" if (config.get(TRL_SECTION) or {}).get("use_vllm") else "hf"
-        rows = p * g  # TRL generates a step's P x G completions at once
-    else:
-        engine, rows = tr["backend"], tr["rollout_batch_size"]
+    engine, rows = rollout(config, row.runs)
     w = Workload()
     for m in ("A", "B"):
         sample = e.role(m, "drafter", method)
