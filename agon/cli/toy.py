@@ -15,7 +15,8 @@ import argparse
 import sys
 
 from agon.config import ConfigError, load_config
-from agon.toy.pretrain import pretrain
+from agon.toy.pretrain import make_tasks, pretrain
+from agon.toy.sft_data import Mistake, habits_pass
 from agon.toy.teacher import pretrain_teacher
 
 
@@ -77,9 +78,6 @@ def _pretrain(args: argparse.Namespace) -> int:
 
 
 def _habits(args: argparse.Namespace) -> int:
-    from agon.toy.pretrain import make_tasks
-    from agon.toy.sft_data import Mistake, habits_pass
-
     try:
         config = load_config(args.config)
     except ConfigError as err:
