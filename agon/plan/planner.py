@@ -237,7 +237,8 @@ def _workload(ctx: PlanContext, job: dag.Job) -> wl.Workload:
 def _models(ctx: PlanContext, job: dag.Job, w: wl.Workload) -> dict[str, ModelDims]:
     keys = {g.model for g in w.generations} | {t.model for t in w.trainings}
     keys |= {s.model for s in w.scorings} | {"A", "B"}
-    return {k: ctx.dims(job.family, k, w.models.get(k)) for k in keys}
+    # sorted: the first unknown model is the one a "not planned" flag names, on every run
+    return {k: ctx.dims(job.family, k, w.models.get(k)) for k in sorted(keys)}
 
 
 def _train_shape(ctx: PlanContext, job: dag.Job, fam: dict, w: wl.Workload) -> mm.TrainShape:
