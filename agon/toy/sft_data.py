@@ -353,6 +353,7 @@ def habits_pass(task, problems, mistake: Mistake, n: int, seed: int = 0) -> dict
 
     The trained base models land near these (their own slips come on top): a world's regime can
     be read off before pretraining (``agon toy habits``)."""
+
     def only(m: Mistake, rate) -> Mistake:
         habits = [(h, rate(h.arith_rate), rate(h.code_rate)) for h in (m, *m.also)]
         kept = [Mistake(h.op, h.operands, a, c) for h, a, c in habits]
