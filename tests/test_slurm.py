@@ -173,12 +173,13 @@ def test_reduced_dag_through_the_slurm_profile(cluster, tmp_path):
         "report": {"threads": 1, "mem_mb": 2000, "runtime": 15},
     }
     wd = workdir_with(tmp_path, cfg)
+    out = wd / cfg["out_dir"]  # config/smoke.yaml's own folder, apart from the real results
     declared = _declared(wd)
     killed: list[dict] = []
     stop = threading.Event()
     watcher = threading.Thread(
         target=_kill_training_twice,
-        args=(cluster, wd / "results", killed, stop),
+        args=(cluster, out, killed, stop),
         daemon=True,
     )
     env = {**cluster, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
@@ -199,7 +200,7 @@ def test_reduced_dag_through_the_slurm_profile(cluster, tmp_path):
         watcher.join(timeout=10)
     wall = time.perf_counter() - t0
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
-    assert (wd / "results" / "table1.csv").is_file()
+    assert (out / "table1.csv").is_file()
 
     # every job went through sbatch with its rule's declared threads, memory and runtime
     jobs = _jobs(cluster)
@@ -232,7 +233,7 @@ def test_reduced_dag_through_the_slurm_profile(cluster, tmp_path):
     states = {j["JobId"]: j["JobState"] for j in jobs}
     assert [states[k["job"]] for k in killed] == ["CANCELLED", "CANCELLED"], states
     method = killed[0]["method"]
-    final = (wd / "results" / "logs" / "train" / "toy" / "arith" / method / "seed0.log").read_text()
+    final = (out / "logs" / "train" / "toy" / "arith" / method / "seed0.log").read_text()
     resumed = []
     for log in (killed[1]["log"], final):
         # the retry's log (workflow/scripts/resumable.py rewrites it) opens with the reason when
