@@ -14,6 +14,7 @@ from agon.toy.pretrain import make_tasks, tokenizer_corpus
 from agon.toy.sft import build_model, train_one
 from agon.toy.sft_data import (
     KINDS,
+    NO_MISTAKE,
     Mistake,
     SFTStream,
     habits_pass,
@@ -326,6 +327,45 @@ def test_each_guard_check_stops_the_run_at_its_share_of_the_steps(config, tasks,
     )
     with pytest.raises(NotClickedError, match=f"at step {int(0.75 * steps)}/{steps}"):
         train_one(cfg, tasks, tokenizer, "A", 0, log=lambda *_: None)
+
+
+def test_the_loss_floor_is_the_entropy_of_the_habits_per_target_token(config, tasks, tokenizer):
+    from agon.config import deep_merge
+    from agon.toy.sft import loss_floor
+
+    solve = {k: float(k == "arith_solve") for k in config["toy"]["train"]["mix"]}
+    cfg = deep_merge(config["toy"], {"train": {"mix": solve}})
+    every = (1, 2, 3, 4, 5, 6)
+
+    def floor(rate):
+        return loss_floor(tasks, cfg, Mistake("+", every, rate, rate), NO_MISTAKE, tokenizer, 300)
+
+    assert floor(0.0) == floor(1.0) == 0.0  # no choice, no entropy
+    assert floor(0.5) > floor(0.8) > floor(0.95) > 0.0
+    # one '+' step a solution on average would put it near ln 2 / tokens; a sanity bound
+    assert floor(0.5) < 0.7
+    # a draw that writes the same text either way (0 * k) carries none
+    assert loss_floor(
+        tasks, cfg, Mistake("*", every, 0.5, 0.5), NO_MISTAKE, tokenizer, 300
+    ) < floor(0.5)
+
+
+def test_a_relative_guard_reads_its_limits_above_the_floor(config, tasks, tokenizer):
+    from agon.config import deep_merge
+    from agon.toy.sft import NotClickedError
+
+    loose = deep_merge(config["toy"], {"guard": {"max_loss_final": 100.0}})
+    _, stats = train_one(loose, tasks, tokenizer, "A", 0, log=lambda *_: None)
+    assert stats["loss_floor"] == 0.0  # absolute limits: no floor computed
+    final = stats["final_loss"]
+    rel = deep_merge(loose, {"guard": {"relative": True, "max_loss_final": 1e-6}})
+    with pytest.raises(NotClickedError, match=r"\(floor\) \+ 1e-06"):
+        train_one(rel, tasks, tokenizer, "A", 0, log=lambda *_: None)
+    # a limit the absolute loss breaks passes once the floor is under it
+    _, floored = train_one(
+        deep_merge(rel, {"guard": {"max_loss_final": final}}), tasks, tokenizer, "A", 0, log=print
+    )
+    assert floored["loss_floor"] > 0.0 and floored["final_loss"] == pytest.approx(final)
 
 
 def test_tokenizer_keeps_numbers_whole_and_has_a_chat_template(tokenizer):

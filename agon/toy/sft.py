@@ -73,6 +73,32 @@ def lr_at(step: int, steps: int, cfg: dict) -> float:
     return floor + (lr - floor) * 0.5 * (1 + math.cos(math.pi * t))
 
 
+def loss_floor(
+    tasks: dict[str, Any],
+    cfg: dict,
+    own: Mistake,
+    rival: Mistake,
+    tokenizer: Any,
+    n: int = 2000,
+    seed: int = 0,
+) -> float:
+    """The lowest mean SFT loss per target token a model can reach on its stream: the entropy
+    (nats) of the random choices that shape a target (its habits at their rates, a reader's
+    anchoring, the style's mark) over the target's tokens, on ``n`` examples drawn at the
+    curriculum's end from a stream of its own (``seed``), so training's stream is untouched.
+    A model that learned its habits' rates sits at this floor, not at 0; worlds whose habits
+    differ have floors that differ, which ``toy.guard.relative`` reads the guard's limits
+    above."""
+    stream = SFTStream(tasks, cfg, own, rival, seed)
+    nats, tokens = 0.0, 0
+    for _ in range(n):
+        entropy: list[float] = []
+        _, labels = encode_example(tokenizer, *stream.example(1.0, entropy))
+        nats += sum(entropy)
+        tokens += sum(label != -100 for label in labels)
+    return nats / tokens
+
+
 class NotClickedError(RuntimeError):
     """Training stayed above the guard's loss threshold: the model did not learn the task."""
 
@@ -104,6 +130,12 @@ def train_one(
         own = Mistake.from_config(cfg["models"][role]["mistake"])
         rival = Mistake.from_config(cfg["models"][other]["mistake"])
     stream = SFTStream(tasks, cfg, own, rival, seed)
+    # toy.guard.relative: the limits are read above the stream's own floor (loss_floor)
+    floor = (
+        loss_floor(tasks, cfg, own, rival, tokenizer, seed=seed + 1)
+        if guard.get("relative")
+        else 0.0
+    )
     model = build_model(cfg, tokenizer, seed)
     model.train()
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
@@ -139,16 +171,16 @@ def train_one(
             )
         if step + 1 in checks:
             recent, limit = _window_mean(losses, guard["window"]), checks[step + 1]
-            if recent > limit:
+            if recent - floor > limit:
                 raise NotClickedError(
-                    f"model {role} seed {seed}: loss {recent:.4f} > {limit} (toy.guard.checks) "
-                    f"at step {step + 1}/{steps}"
+                    f"model {role} seed {seed}: loss {recent:.4f} > {_limit(limit, floor)} "
+                    f"(toy.guard.checks) at step {step + 1}/{steps}"
                 )
     final = _window_mean(losses, guard["window"])
-    if final > guard["max_loss_final"]:
+    if final - floor > guard["max_loss_final"]:
         raise NotClickedError(
             f"model {role} seed {seed}: final loss {final:.4f} > "
-            f"toy.guard.max_loss_final={guard['max_loss_final']}"
+            f"{_limit(guard['max_loss_final'], floor)} (toy.guard.max_loss_final)"
         )
     stats = {
         "seed": seed,
@@ -156,6 +188,7 @@ def train_one(
         "train_seconds": time.perf_counter() - t0,
         "train_cpu_seconds": time.process_time() - cpu0,
         "final_loss": final,
+        "loss_floor": floor,
         "loss_curve": _curve(losses, 20),
     }
     return model, stats
@@ -185,6 +218,11 @@ def _sft_batch(batch: Sequence[tuple[list[int], list[int]]], pad: int, packing: 
             1,
         )
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def _limit(limit: float, floor: float) -> str:
+    """A guard limit as the log says it: itself, or the floor plus it (toy.guard.relative)."""
+    return f"{limit}" if not floor else f"{floor:.4f} (floor) + {limit}"
 
 
 def _window_mean(xs: Sequence[float], window: int) -> float:

@@ -9,6 +9,7 @@ test or validation question. Why the pair needs each of these: :mod:`agon.toy.pr
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -86,10 +87,10 @@ class Mistake:
             tuple(cls.from_config(r) for r in row.get("also", ())),
         )
 
-    def marks(self, rng: random.Random) -> bool:
+    def marks(self, rng: random.Random, entropy: list[float] | None = None) -> bool:
         """Whether a solution this writer starts is opened with the mark (the visible style);
-        draws nothing at ``hidden_share`` 1."""
-        return self.hidden_share < 1.0 and rng.random() >= self.hidden_share
+        draws nothing at ``hidden_share`` 1 (``entropy``: as :func:`written_arith_steps`)."""
+        return self.hidden_share < 1.0 and not _chose(rng, self.hidden_share, entropy)
 
     def hits(self, op: str, k: int) -> bool:
         """Whether this habit, or one of ``also``, applies to ``op k``."""
@@ -108,6 +109,13 @@ class Mistake:
 NO_MISTAKE = Mistake("+", (), 0.0, 0.0)  # a writer without a habit (the toy teacher)
 
 
+def _chose(rng: random.Random, p: float, entropy: list[float] | None) -> bool:
+    """One draw with probability ``p``; its entropy (nats) appended to ``entropy`` if given."""
+    if entropy is not None and 0.0 < p < 1.0:
+        entropy.append(-p * math.log(p) - (1 - p) * math.log(1 - p))
+    return rng.random() < p
+
+
 def written_arith_steps(
     start: int,
     ops: Sequence[tuple[str, int]],
@@ -117,6 +125,7 @@ def written_arith_steps(
     keep: Sequence[Sequence[ArithStep]] = (),
     copy_wrong: float = 0.0,
     marked: Sequence[bool] = (),
+    entropy: list[float] | None = None,
 ) -> list[ArithStep]:
     """The steps a model with ``mistake`` writes for a chain, continuing from its own results.
 
@@ -129,6 +138,8 @@ def written_arith_steps(
     probability ``copy_wrong`` it copies the first draft's aligned (so wrong) step as it stands
     (the reader anchors on a draft instead of checking it), unless that draft is marked
     (``marked[j]`` true for draft ``j``: opened with :data:`agon.toy.tasks.MARK`).
+    ``entropy``: where given, each random choice that changes the text gets its entropy (nats)
+    appended (:func:`loss_floor`).
     """
     out, value = [], start
     for i, (op, k) in enumerate(ops):
@@ -140,12 +151,14 @@ def written_arith_steps(
         right = next((s for s, _ in aligned if s.correct), None)
         if right is not None:
             result = right.result
-        elif aligned and not aligned[0][1] and copy_wrong and rng.random() < copy_wrong:
+        elif aligned and not aligned[0][1] and copy_wrong and _chose(rng, copy_wrong, entropy):
             result = aligned[0][0].result
         else:
             result = apply_op(value, op, k)
             rate = None if mistake is None else mistake.rate(op, k, "arith")
-            if rate is not None and rng.random() < rate:
+            # a misread that gives the same result (0 * k) writes the same text either way
+            differs = apply_op(value, op, misread(k)) != result
+            if rate is not None and _chose(rng, rate, entropy if differs else None):
                 result = apply_op(value, op, misread(k))
             elif slip and rng.random() < slip:
                 result = rng.choice([r for r in range(7) if r != result])
@@ -161,6 +174,7 @@ def written_code_lines(
     slip: float = 0.0,
     keep: Sequence[Sequence[tuple[str, int] | None]] = (),
     copy_wrong: float = 0.0,
+    entropy: list[float] | None = None,
 ) -> list[tuple[str, int]]:
     """The (op, operand) of each program line a model with ``mistake`` writes.
 
@@ -168,7 +182,7 @@ def written_code_lines(
     holds the drafts being read, in the order shown; a line ``i`` that any draft has right is
     copied rather than rewritten; when every draft that has a line ``i`` has it wrong, the
     first such draft's line is copied with probability ``copy_wrong`` (lines do not depend on
-    each other, so any draft's line ``i`` is aligned).
+    each other, so any draft's line ``i`` is aligned). ``entropy``: as there.
     """
     out = []
     for i, (op, k) in enumerate(ops):
@@ -176,12 +190,12 @@ def written_code_lines(
         if (op, k) in shown:
             out.append((op, k))
             continue
-        if shown and copy_wrong and rng.random() < copy_wrong:
+        if shown and copy_wrong and _chose(rng, copy_wrong, entropy):
             out.append(shown[0])
             continue
         w_op, w_k = op, k
         rate = None if mistake is None else mistake.rate(op, k, "code")
-        if rate is not None and rng.random() < rate:
+        if rate is not None and _chose(rng, rate, entropy):
             w_k = misread(k)
         elif slip and rng.random() < slip:
             if rng.random() < 0.5:
@@ -198,7 +212,14 @@ def program_text(lines: Sequence[tuple[str, int]]) -> str:
 
 
 def make_example(
-    kind: str, problem, task, rng: random.Random, own: Mistake, rival: Mistake, reader_cfg: dict
+    kind: str,
+    problem,
+    task,
+    rng: random.Random,
+    own: Mistake,
+    rival: Mistake,
+    reader_cfg: dict,
+    entropy: list[float] | None = None,
 ) -> tuple[list[dict], str]:
     """One SFT example (prompt messages, target completion) of ``kind`` in :data:`KINDS`.
 
@@ -212,7 +233,8 @@ def make_example(
     the ``*_copy_wrong`` probability, and is the model's own work elsewhere. Under
     ``reader_cfg["targets"]`` ``own`` (:data:`READER_TARGETS`) the drafts are drawn and shown
     the same way, but a read or MoA target is the model's own work throughout, as a solve
-    target is: it never copies a draft's step or line, right or wrong.
+    target is: it never copies a draft's step or line, right or wrong. ``entropy``: where
+    given, the entropy of each random choice in the target (:func:`loss_floor`).
     """
     ops = problem.meta["ops"]
     own_work = reader_targets(reader_cfg) == "own"
@@ -229,9 +251,9 @@ def make_example(
         if rng.random() < 0.5:
             writers.reverse()
     if kind == "arith_solve":
-        mark = own.marks(rng)
+        mark = own.marks(rng, entropy)
         return task.solve_prompt(problem), arith_solution(
-            written_arith_steps(problem.meta["start"], ops, rng, own), mark
+            written_arith_steps(problem.meta["start"], ops, rng, own, entropy=entropy), mark
         )
     if kind in ("arith_read", "arith_moa"):
         start = problem.meta["start"]
@@ -242,7 +264,7 @@ def make_example(
         else:
             marks = [style.marks(rng) for style, _, _ in writers]
             drafts = [written_arith_steps(start, ops, rng, h, sl) for _, h, sl in writers]
-        mark = own.marks(rng)
+        mark = own.marks(rng, entropy)
         target = written_arith_steps(
             start,
             ops,
@@ -251,6 +273,7 @@ def make_example(
             keep=() if own_work else drafts,
             copy_wrong=reader_cfg.get("arith_copy_wrong", 0.0),
             marked=marks,
+            entropy=entropy,
         )
         shown = [arith_solution(d, m) for d, m in zip(drafts, marks)]
         prompt = (
@@ -260,7 +283,8 @@ def make_example(
         )
         return prompt, arith_solution(target, mark)
     if kind == "code_solve":
-        return task.solve_prompt(problem), program_text(written_code_lines(ops, rng, own))
+        lines = written_code_lines(ops, rng, own, entropy=entropy)
+        return task.solve_prompt(problem), program_text(lines)
     if kind in ("code_read", "code_moa"):
         if kind == "code_read":
             drafts = [written_code_lines(ops, rng, rival_habit, slip)]
@@ -272,6 +296,7 @@ def make_example(
             own,
             keep=() if own_work else drafts,
             copy_wrong=reader_cfg.get("code_copy_wrong", 0.0),
+            entropy=entropy,
         )
         shown = [program_text(d) for d in drafts]
         prompt = (
@@ -322,8 +347,11 @@ class SFTStream:
             else start
         )
 
-    def example(self, progress: float) -> tuple[list[dict], str]:
-        """One (prompt, target) pair at training progress ``progress`` in [0, 1]."""
+    def example(
+        self, progress: float, entropy: list[float] | None = None
+    ) -> tuple[list[dict], str]:
+        """One (prompt, target) pair at training progress ``progress`` in [0, 1] (``entropy``:
+        as :func:`make_example`)."""
         kind = self.rng.choices(self.kinds, self.weights)[0]
         name = task_of(kind)
         task = self.tasks[name]
@@ -332,7 +360,9 @@ class SFTStream:
             problem = task.sample(self.rng, self.rng.randint(1, top))
             if problem.question not in self.heldout[name]:
                 break
-        return make_example(kind, problem, task, self.rng, self.own, self.rival, self.cfg["reader"])
+        return make_example(
+            kind, problem, task, self.rng, self.own, self.rival, self.cfg["reader"], entropy
+        )
 
 
 # ---------------------------------------------------------------------------------------
