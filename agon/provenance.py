@@ -38,8 +38,14 @@ PACKAGES = (
 )
 
 
+# tracked files the project generates and commits (results/regime.csv, docs/results.md, ...):
+# rewriting them is what a regenerating run does, so it does not make the tree dirty
+GENERATED = ("results", "docs/results.md")
+
+
 def git_commit(cwd: str | Path | None = None) -> dict:
-    """The HEAD commit of the repository holding ``cwd`` (or this package), and if it is dirty."""
+    """The HEAD commit of the repository holding ``cwd`` (or this package), and if it is dirty:
+    a tracked file differs from the commit, the generated ones (:data:`GENERATED`) aside."""
     where = Path(cwd) if cwd else Path(__file__).resolve().parent
     try:
         commit = subprocess.run(
@@ -48,7 +54,8 @@ def git_commit(cwd: str | Path | None = None) -> dict:
         if commit.returncode != 0:
             return {"commit": None, "dirty": None}
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ":(top)"]
+            + [f":(top,exclude){g}" for g in GENERATED],
             cwd=where,
             capture_output=True,
             text=True,

@@ -45,3 +45,28 @@ def test_host_names_the_cpu_and_torch_kernels():
     assert h["cpus"] >= 1 and h["platform"]
     assert h["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert h["cpu_model"] is None or isinstance(h["cpu_model"], str)
+
+
+def test_rewriting_a_committed_result_leaves_the_tree_clean(tmp_path):
+    """A regenerating run rewrites committed results (results/regime.csv, docs/results.md): the
+    tree is dirty only when something else differs from the commit."""
+    import subprocess
+
+    from agon.provenance import git_commit
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    for f in ("results/regime.csv", "docs/results.md", "agon/x.py"):
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text("a\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    sub = tmp_path / "agon"
+    assert git_commit(sub) == {"commit": git_commit(tmp_path)["commit"], "dirty": False}
+    (tmp_path / "results/regime.csv").write_text("b\n")
+    (tmp_path / "docs/results.md").write_text("b\n")
+    assert git_commit(sub)["dirty"] is False
+    (tmp_path / "agon/x.py").write_text("b\n")
+    assert git_commit(sub)["dirty"] is True  # seen from a subfolder too
