@@ -4,7 +4,9 @@ real `agon toy pretrain` entry point at a reduced scale (seconds, not minutes)."
 from __future__ import annotations
 
 import json
+import math
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -23,7 +25,7 @@ from agon.toy.sft_data import (
     written_arith_steps,
     written_code_lines,
 )
-from agon.toy.tasks import ArithStep, ArithTask, chain_text, parse_arith_steps
+from agon.toy.tasks import ArithStep, ArithTask, arith_solution, chain_text, parse_arith_steps
 from agon.toy.tokenizer import build_tokenizer
 from agon.toy.toycode import ToyCodeTask, parse_code_lines
 
@@ -101,6 +103,24 @@ def test_a_second_habit_is_read_where_the_first_does_not_apply():
     row = {"op": "*", "operands": [5], "arith_rate": 1.0, "code_rate": 1.0}
     also = {"op": "+", "operands": [1, 2], "arith_rate": 0.5, "code_rate": 0.25}
     assert Mistake.from_config({**row, "also": [also]}).also == (Mistake("+", (1, 2), 0.5, 0.25),)
+
+
+def test_an_operand_habit_copies_the_misread_operand_into_the_step():
+    copy = Mistake("+", (5,), 1.0, 1.0, writes="operand")
+    (step,) = written_arith_steps(3, [("+", 5)], random.Random(0), copy)
+    assert (step.rhs, step.result) == (misread(5), (3 + misread(5)) % 7) and step.correct
+    assert parse_arith_steps(arith_solution([step]))[0].rhs == misread(5)
+    # the entropy of a copied operand is there even where the result would not differ
+    entropy = []
+    zero = Mistake("*", (5,), 0.5, 0.5, writes="operand")
+    written_arith_steps(0, [("*", 5)], random.Random(0), zero, entropy=entropy)
+    assert entropy == [pytest.approx(math.log(2))]
+    written_arith_steps(
+        0, [("*", 5)], random.Random(0), replace(zero, writes="result"), entropy=entropy
+    )
+    assert len(entropy) == 1  # 0 * 5 and 0 * 6 read alike: no choice in the text
+    row = {"op": "+", "operands": [5], "arith_rate": 1.0, "code_rate": 1.0, "writes": "operand"}
+    assert Mistake.from_config(row).writes == "operand"
 
 
 def test_every_rate_one_habit_step_is_wrong_and_a_rate_below_one_sometimes_right():
@@ -354,7 +374,7 @@ def test_a_relative_guard_reads_its_limits_above_the_floor(config, tasks, tokeni
     from agon.config import deep_merge
     from agon.toy.sft import NotClickedError
 
-    loose = deep_merge(config["toy"], {"guard": {"max_loss_final": 100.0}})
+    loose = deep_merge(config["toy"], {"guard": {"max_loss_final": 100.0, "relative": False}})
     _, stats = train_one(loose, tasks, tokenizer, "A", 0, log=lambda *_: None)
     assert stats["loss_floor"] == 0.0  # absolute limits: no floor computed
     final = stats["final_loss"]

@@ -72,6 +72,8 @@ class Mistake:
     code_rate: float
     hidden_share: float = 1.0
     also: tuple[Mistake, ...] = ()
+    writes: str = "result"  # arith: "result" (the question's operand, the misread one's result)
+    # or "operand" (the misread operand copied into the step, with its own right result)
 
     @classmethod
     def from_config(cls, row: dict) -> Mistake:
@@ -85,6 +87,7 @@ class Mistake:
             float(row["code_rate"]),
             float(row.get("hidden_share", 1.0)),
             tuple(cls.from_config(r) for r in row.get("also", ())),
+            str(row.get("writes", "result")),
         )
 
     def marks(self, rng: random.Random, entropy: list[float] | None = None) -> bool:
@@ -96,14 +99,18 @@ class Mistake:
         """Whether this habit, or one of ``also``, applies to ``op k``."""
         return self.rate(op, k, "arith") is not None
 
+    def habit(self, op: str, k: int) -> Mistake | None:
+        """The first habit (this one, then ``also``) that applies to ``op k``; None if none."""
+        return next((h for h in (self, *self.also) if op == h.op and k in h.operands), None)
+
     def rate(self, op: str, k: int, kind: str) -> float | None:
         """The probability that ``op k`` is written wrong (``kind``: ``arith`` for a step,
         ``code`` for a program line) by the first habit that applies to it; None where none
         does."""
-        for habit in (self, *self.also):
-            if op == habit.op and k in habit.operands:
-                return habit.arith_rate if kind == "arith" else habit.code_rate
-        return None
+        habit = self.habit(op, k)
+        if habit is None:
+            return None
+        return habit.arith_rate if kind == "arith" else habit.code_rate
 
 
 NO_MISTAKE = Mistake("+", (), 0.0, 0.0)  # a writer without a habit (the toy teacher)
@@ -155,11 +162,17 @@ def written_arith_steps(
             result = aligned[0][0].result
         else:
             result = apply_op(value, op, k)
-            rate = None if mistake is None else mistake.rate(op, k, "arith")
-            # a misread that gives the same result (0 * k) writes the same text either way
-            differs = apply_op(value, op, misread(k)) != result
-            if rate is not None and _chose(rng, rate, entropy if differs else None):
+            habit = None if mistake is None else mistake.habit(op, k)
+            # "result": a misread that gives the same result (0 * k) writes the same text
+            # either way; "operand": the step shows the misread operand, so it always differs
+            copies = habit is not None and habit.writes == "operand"
+            differs = copies or apply_op(value, op, misread(k)) != result
+            if habit is not None and _chose(rng, habit.arith_rate, entropy if differs else None):
                 result = apply_op(value, op, misread(k))
+                if copies:
+                    out.append(ArithStep(value, op, misread(k), result))
+                    value = result
+                    continue
             elif slip and rng.random() < slip:
                 result = rng.choice([r for r in range(7) if r != result])
         out.append(ArithStep(value, op, k, result))
