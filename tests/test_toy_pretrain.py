@@ -12,6 +12,7 @@ import pytest
 
 from agon.config import load_config
 from agon.tasks.base import Problem
+from agon.toy.habits import habits_pass
 from agon.toy.pretrain import make_tasks, tokenizer_corpus
 from agon.toy.sft import build_model, train_one
 from agon.toy.sft_data import (
@@ -19,7 +20,6 @@ from agon.toy.sft_data import (
     NO_MISTAKE,
     Mistake,
     SFTStream,
-    habits_pass,
     make_example,
     misread,
     written_arith_steps,

@@ -15,8 +15,9 @@ import argparse
 import sys
 
 from agon.config import ConfigError, load_config
+from agon.toy.habits import habits_pass
 from agon.toy.pretrain import make_tasks, pretrain
-from agon.toy.sft_data import Mistake, habits_pass
+from agon.toy.sft_data import Mistake
 from agon.toy.teacher import pretrain_teacher
 
 

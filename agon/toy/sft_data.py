@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from agon.toy.tasks import (
@@ -23,7 +23,7 @@ from agon.toy.tasks import (
     arith_solution,
     misread,
 )
-from agon.toy.toycode import code_line, code_program, reference_output
+from agon.toy.toycode import code_line, code_program
 
 KINDS = ("arith_solve", "arith_read", "arith_moa", "code_solve", "code_read", "code_moa")
 # toy.reader.targets: what a read or MoA example's target is. ``draft`` (the default, and what a
@@ -376,48 +376,3 @@ class SFTStream:
         return make_example(
             kind, problem, task, self.rng, self.own, self.rival, self.cfg["reader"], entropy
         )
-
-
-# ---------------------------------------------------------------------------------------
-# what the habits alone allow: a world's baselines before anything is trained
-
-
-def habits_pass(task, problems, mistake: Mistake, n: int, seed: int = 0) -> dict[str, float]:
-    """Pass@1 on ``problems`` of a writer that makes exactly ``mistake``'s errors and no other,
-    as :func:`written_arith_steps` / :func:`written_code_lines` write them (``task``: an arith or
-    toycode task object; toycode's answer is checked on its hidden tests by computing what the
-    written lines print). Three readings:
-
-    - ``sampled``: each habit at its rate, ``n`` draws per problem (table 1's metric);
-    - ``greedy``: a rate of 0.5 or more always written, below it never (what greedy decoding
-      of a model that learned the rates exactly writes);
-    - ``ceiling``: only the habits written every time (rate 1) kept: what training that removed
-      every habit sampling sometimes gets right could reach.
-
-    The trained base models land near these (their own slips come on top): a world's regime can
-    be read off before pretraining (``agon toy habits``)."""
-
-    def only(m: Mistake, rate) -> Mistake:
-        habits = [(h, rate(h.arith_rate), rate(h.code_rate)) for h in (m, *m.also)]
-        kept = [Mistake(h.op, h.operands, a, c) for h, a, c in habits]
-        return replace(kept[0], hidden_share=1.0, also=tuple(kept[1:]))
-
-    writers = {
-        "sampled": (mistake, n),
-        "greedy": (only(mistake, lambda r: float(r >= 0.5)), 1),
-        "ceiling": (only(mistake, lambda r: float(r >= 1.0)), n),
-    }
-    rng, out = random.Random(seed), {}
-    for name, (writer, draws) in writers.items():
-        right = 0
-        for p in problems:
-            ops = p.meta["ops"]
-            for _ in range(draws):
-                if "tests" in p.meta:
-                    lines = written_code_lines(ops, rng, writer)
-                    right += all(reference_output(lines, i) == o for i, o in p.meta["tests"])
-                else:
-                    steps = written_arith_steps(p.meta["start"], ops, rng, writer)
-                    right += str(steps[-1].result) == p.answer
-        out[name] = right / (len(problems) * draws)
-    return out
