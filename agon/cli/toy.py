@@ -1,6 +1,6 @@
 """`agon toy pretrain --config CONFIG --out DIR [--seed S] [--model pair|teacher]`: build the
 toy base models. `agon toy habits --config CONFIG`: what their habits alone allow, before any
-training (:func:`agon.toy.sft_data.habits_pass`).
+training (:func:`agon.toy.habits.habits_pass`).
 
 Writes ``DIR/A`` and ``DIR/B`` (transformers model folders with the tokenizer and its chat
 template) and ``DIR/report.json`` (the quality gates and timings, with provenance). This is
