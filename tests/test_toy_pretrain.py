@@ -90,7 +90,7 @@ def test_a_second_habit_is_read_where_the_first_does_not_apply():
     )
     assert two.rate("*", 6, "arith") == 1.0 and two.rate("+", 5, "code") == 1.0
     assert two.rate("+", 5, "arith") == 0.0 and two.rate("-", 5, "arith") is None
-    assert two.hits("+", 6) and not two.hits("+", 1)
+    assert two.habit("+", 6) is two.also[0] and two.habit("+", 1) is None
     ops = [("*", 5), ("+", 5), ("-", 5), ("*", 6)]
     steps = written_arith_steps(1, ops, random.Random(0), two)
     assert [s.correct for s in steps] == [False, True, True, False]

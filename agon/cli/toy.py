@@ -59,12 +59,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     hab.set_defaults(func=_habits)
 
 
-def _pretrain(args: argparse.Namespace) -> int:
-
+def _config(path: str) -> dict | None:
+    """The loaded config, or None with the reason printed (the action then exits 2)."""
     try:
-        config = load_config(args.config)
+        return load_config(path)
     except ConfigError as err:
         print(err, file=sys.stderr)
+        return None
+
+
+def _pretrain(args: argparse.Namespace) -> int:
+    config = _config(args.config)
+    if config is None:
         return 2
     if getattr(args, "model", "pair") == "teacher":
         try:
@@ -79,10 +85,8 @@ def _pretrain(args: argparse.Namespace) -> int:
 
 
 def _habits(args: argparse.Namespace) -> int:
-    try:
-        config = load_config(args.config)
-    except ConfigError as err:
-        print(err, file=sys.stderr)
+    config = _config(args.config)
+    if config is None:
         return 2
     cfg = config["toy"]
     rows = {r["name"]: dict(r.get("params", {})) for r in config["tasks"]}

@@ -95,10 +95,6 @@ class Mistake:
         draws nothing at ``hidden_share`` 1 (``entropy``: as :func:`written_arith_steps`)."""
         return self.hidden_share < 1.0 and not _chose(rng, self.hidden_share, entropy)
 
-    def hits(self, op: str, k: int) -> bool:
-        """Whether this habit, or one of ``also``, applies to ``op k``."""
-        return self.rate(op, k, "arith") is not None
-
     def habit(self, op: str, k: int) -> Mistake | None:
         """The first habit (this one, then ``also``) that applies to ``op k``; None if none."""
         return next((h for h in (self, *self.also) if op == h.op and k in h.operands), None)
