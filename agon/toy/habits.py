@@ -29,8 +29,11 @@ def habits_pass(task, problems, mistake: Mistake, n: int, seed: int = 0) -> dict
     be read off before pretraining (``agon toy habits``)."""
 
     def only(m: Mistake, rate) -> Mistake:
-        habits = [(h, rate(h.arith_rate), rate(h.code_rate)) for h in (m, *m.also)]
-        kept = [Mistake(h.op, h.operands, a, c) for h, a, c in habits]
+        # each habit at its new rates, written as it was (writes kept), no style drawn
+        kept = [
+            replace(h, arith_rate=rate(h.arith_rate), code_rate=rate(h.code_rate), also=())
+            for h in (m, *m.also)
+        ]
         return replace(kept[0], hidden_share=1.0, also=tuple(kept[1:]))
 
     writers = {
