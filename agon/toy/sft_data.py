@@ -146,6 +146,7 @@ def written_arith_steps(
     """
     out, value = [], start
     for i, (op, k) in enumerate(ops):
+        shown = k  # the operand the step shows (a habit that writes its misread one changes it)
         aligned = [
             (d[i], j < len(marked) and marked[j])
             for j, d in enumerate(keep)
@@ -165,13 +166,10 @@ def written_arith_steps(
             differs = copies or apply_op(value, op, misread(k)) != result
             if habit is not None and _chose(rng, habit.arith_rate, entropy if differs else None):
                 result = apply_op(value, op, misread(k))
-                if copies:
-                    out.append(ArithStep(value, op, misread(k), result))
-                    value = result
-                    continue
+                shown = misread(k) if copies else k
             elif slip and rng.random() < slip:
                 result = rng.choice([r for r in range(7) if r != result])
-        out.append(ArithStep(value, op, k, result))
+        out.append(ArithStep(value, op, shown, result))
         value = result
     return out
 
