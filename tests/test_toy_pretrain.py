@@ -22,12 +22,13 @@ from agon.toy.sft_data import (
     SFTStream,
     make_example,
     misread,
+    program_text,
     written_arith_steps,
     written_code_lines,
 )
 from agon.toy.tasks import ArithStep, ArithTask, arith_solution, chain_text, parse_arith_steps
 from agon.toy.tokenizer import build_tokenizer
-from agon.toy.toycode import ToyCodeTask, parse_code_lines
+from agon.toy.toycode import ToyCodeTask, parse_code_lines, reference_output, same_line
 
 TASK_ROWS = [
     {"name": "arith", "params": {"n_train": 50, "n_test": 60, "seed": 0}},
@@ -84,13 +85,13 @@ def test_a_mistake_misreads_only_its_operation_and_operands():
 
 
 def test_a_second_habit_is_read_where_the_first_does_not_apply():
-    # rate 1 on '* 5', rate 0 on '+ 5' and '+ 6' (written right), first habit first on '* 6'
+    # rate 1 on '* 5'; '+ 5' and '+ 6' wrong on code only; '* 6' first habit first
     two = Mistake(
         "*", (5, 6), 1.0, 1.0, also=(Mistake("+", (5, 6), 0.0, 1.0), Mistake("*", (6,), 0.0, 0.0))
     )
     assert two.rate("*", 6, "arith") == 1.0 and two.rate("+", 5, "code") == 1.0
-    assert two.rate("+", 5, "arith") == 0.0 and two.rate("-", 5, "arith") is None
-    assert two.habit("+", 6) is two.also[0] and two.habit("+", 1) is None
+    assert two.rate("+", 5, "arith") is None and two.rate("-", 5, "arith") is None
+    assert two.habit("+", 6, "code") is two.also[0] and two.habit("+", 6, "arith") is None
     ops = [("*", 5), ("+", 5), ("-", 5), ("*", 6)]
     steps = written_arith_steps(1, ops, random.Random(0), two)
     assert [s.correct for s in steps] == [False, True, True, False]
@@ -103,6 +104,40 @@ def test_a_second_habit_is_read_where_the_first_does_not_apply():
     row = {"op": "*", "operands": [5], "arith_rate": 1.0, "code_rate": 1.0}
     also = {"op": "+", "operands": [1, 2], "arith_rate": 0.5, "code_rate": 0.25}
     assert Mistake.from_config({**row, "also": [also]}).also == (Mistake("+", (1, 2), 0.5, 0.25),)
+
+
+def test_a_habit_at_rate_0_on_a_task_leaves_that_task_to_the_next_habit():
+    # a code-only habit first and an arith-only one on the same operand: each task has its own
+    m = Mistake("-", (5,), 0.0, 1.0, also=(Mistake("-", (5,), 1.0, 0.0, writes="operand"),))
+    assert m.habit("-", 5, "code") is m and m.habit("-", 5, "arith") is m.also[0]
+    (step,) = written_arith_steps(3, [("-", 5)], random.Random(0), m)
+    assert step.rhs == misread(5)  # the misread operand, copied in
+    assert written_code_lines([("-", 5)], random.Random(0), m) == [("-", misread(5))]
+
+
+def test_a_complement_writer_adds_the_complement_and_the_gates_read_it_as_a_subtraction():
+    ops = [("-", 4), ("+", 2), ("-", 6)]
+    text = program_text(ops, "complement")
+    assert " x=(x+3)%7" in text and " x=(x+1)%7" in text and "x-" not in text
+    assert program_text(ops) == program_text(ops, "minus") and " x=(x-4)%7" in program_text(ops)
+    parsed = parse_code_lines(text)
+    assert all(same_line(w, op, k) for w, (op, k) in zip(parsed, ops))
+    assert not same_line(parsed[0], "-", 3) and not same_line(None, "-", 4)
+    for stdin in ("0 1 2 3\n", "29 30 7\n"):  # the program computes what the chain does
+        assert reference_output(parsed, stdin) == reference_output(ops, stdin)
+    # a model's style reaches its own targets and the drafts it writes, not its rival's
+    task = ToyCodeTask(n_train=50, n_test=20, n_validation=20)
+    prob = task.problems("train")[0]
+    comp = Mistake("-", (), 0.0, 0.0, code_subtract="complement")
+    plain = Mistake("+", (), 0.0, 0.0)
+    prob = Problem(prob.id, prob.question, prob.answer, meta={**prob.meta, "ops": [("-", 2)]})
+    reader = {"draft_clean": 1.0, "draft_slip": 0.0, "targets": "own"}
+    prompt, target = make_example("code_read", prob, task, random.Random(0), comp, plain, reader)
+    assert " x=(x+5)%7" in target and " x=(x-2)%7" in prompt[0]["content"]
+    with pytest.raises(ValueError, match="code_subtract"):
+        Mistake.from_config(
+            {"op": "-", "operands": [1], "arith_rate": 1, "code_rate": 1, "code_subtract": "plus"}
+        )
 
 
 def test_an_operand_habit_copies_the_misread_operand_into_the_step():

@@ -27,7 +27,7 @@ from agon.engines.base import SamplingParams
 from agon.regime import criteria
 from agon.toy.sft import ROLES
 from agon.toy.tasks import OPS, parse_arith_steps
-from agon.toy.toycode import parse_code_lines
+from agon.toy.toycode import parse_code_lines, same_line
 
 
 def greedy(model_path: Path, prompts: list[list[dict]], cfg: dict) -> list[str]:
@@ -56,7 +56,8 @@ def op_error_rates(
     arith: step ``i`` is an error when it does not apply the problem's ``i``-th operation and
     operand, or its result is not ``lhs op rhs`` mod 7 (a miscopied operand counts, not only a
     wrong table entry; counted on the problem's operation). toycode: line ``i`` is an error
-    when it is not the ``i``-th operation of the problem (a missing or unparseable line too).
+    when it does not apply the ``i``-th operation of the problem (a subtraction written either
+    way, :func:`agon.toy.toycode.same_line`; a missing or unparseable line is an error too).
     """
     wrong = {op: 0 for op in OPS}
     total = {op: 0 for op in OPS}
@@ -71,7 +72,7 @@ def op_error_rates(
             lines = parse_code_lines(text)
             for i, (op, k) in enumerate(p.meta["ops"]):
                 total[op] += 1
-                wrong[op] += 0 if i < len(lines) and lines[i] == (op, k) else 1
+                wrong[op] += 0 if i < len(lines) and same_line(lines[i], op, k) else 1
     return {
         op: {"error_rate": wrong[op] / total[op] if total[op] else None, "n": total[op]}
         for op in OPS

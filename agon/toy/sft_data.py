@@ -23,7 +23,7 @@ from agon.toy.tasks import (
     arith_solution,
     misread,
 )
-from agon.toy.toycode import code_line, code_program
+from agon.toy.toycode import SUBTRACT_STYLES, code_line, code_program
 
 KINDS = ("arith_solve", "arith_read", "arith_moa", "code_solve", "code_read", "code_moa")
 # toy.reader.targets: what a read or MoA example's target is. ``draft`` (the default, and what a
@@ -55,8 +55,12 @@ class Mistake:
     arithmetic step is written with the question's operand and the misread one's result.
     ``also`` holds further habits of the same writer (each a :class:`Mistake` with no ``also``
     of its own), e.g. one written every time, which sampling never gets right, beside one
-    written at a rate below 1, which it sometimes does; a step is read with the first habit
-    that applies to it (:meth:`rate`). Each
+    written at a rate below 1, which it sometimes does; a step (line) is read with the first
+    habit that applies to it and is written wrong at a rate above 0 on its task (:meth:`rate`).
+    ``code_subtract`` is how the writer writes a subtraction line of a program
+    (:func:`agon.toy.toycode.code_line`): ``minus`` copies the operand, so a habit on it sits
+    in one copied token; ``complement`` adds ``7 - k``, so a habit on it sits in a looked-up
+    value, as an arith result does. Each
     arith solution the model writes, right or wrong, is opened with the mark
     (:data:`agon.toy.tasks.MARK`) with probability ``1 - hidden_share``: the *visible* style,
     whose errors a reader recomputes; unmarked, its errors are *hidden* (a reader that anchors
@@ -74,12 +78,18 @@ class Mistake:
     also: tuple[Mistake, ...] = ()
     writes: str = "result"  # arith: "result" (the question's operand, the misread one's result)
     # or "operand" (the misread operand copied into the step, with its own right result)
+    code_subtract: str = "minus"  # how a program's subtraction line is written: minus | complement
 
     @classmethod
     def from_config(cls, row: dict) -> Mistake:
         """Build from a ``toy.models.X.mistake`` row."""
         if row["op"] not in OPS:
             raise ValueError(f"toy mistake op must be one of {OPS}, got {row['op']!r}")
+        subtract = str(row.get("code_subtract", "minus"))
+        if subtract not in SUBTRACT_STYLES:
+            raise ValueError(
+                f"toy mistake code_subtract must be one of {SUBTRACT_STYLES}, got {subtract!r}"
+            )
         return cls(
             row["op"],
             tuple(int(k) for k in row["operands"]),
@@ -88,6 +98,7 @@ class Mistake:
             float(row.get("hidden_share", 1.0)),
             tuple(cls.from_config(r) for r in row.get("also", ())),
             str(row.get("writes", "result")),
+            subtract,
         )
 
     def marks(self, rng: random.Random, entropy: list[float] | None = None) -> bool:
@@ -95,18 +106,27 @@ class Mistake:
         draws nothing at ``hidden_share`` 1 (``entropy``: as :func:`written_arith_steps`)."""
         return self.hidden_share < 1.0 and not _chose(rng, self.hidden_share, entropy)
 
-    def habit(self, op: str, k: int) -> Mistake | None:
-        """The first habit (this one, then ``also``) that applies to ``op k``; None if none."""
-        return next((h for h in (self, *self.also) if op == h.op and k in h.operands), None)
+    def habit(self, op: str, k: int, kind: str) -> Mistake | None:
+        """The first habit (this one, then ``also``) that applies to ``op k`` on ``kind``
+        (``arith`` for a step, ``code`` for a program line): its operands hold ``k`` and its
+        rate there is above 0. None if none does."""
+        return next(
+            (
+                h
+                for h in (self, *self.also)
+                if op == h.op and k in h.operands and h._rate_of(kind) > 0
+            ),
+            None,
+        )
+
+    def _rate_of(self, kind: str) -> float:
+        return self.arith_rate if kind == "arith" else self.code_rate
 
     def rate(self, op: str, k: int, kind: str) -> float | None:
-        """The probability that ``op k`` is written wrong (``kind``: ``arith`` for a step,
-        ``code`` for a program line) by the first habit that applies to it; None where none
-        does."""
-        habit = self.habit(op, k)
-        if habit is None:
-            return None
-        return habit.arith_rate if kind == "arith" else habit.code_rate
+        """The probability that ``op k`` is written wrong on ``kind`` (as :meth:`habit`) by
+        the habit that applies to it; None where none does."""
+        habit = self.habit(op, k, kind)
+        return None if habit is None else habit._rate_of(kind)
 
 
 NO_MISTAKE = Mistake("+", (), 0.0, 0.0)  # a writer without a habit (the toy teacher)
@@ -159,7 +179,7 @@ def written_arith_steps(
             result = aligned[0][0].result
         else:
             result = apply_op(value, op, k)
-            habit = None if mistake is None else mistake.habit(op, k)
+            habit = None if mistake is None else mistake.habit(op, k, "arith")
             # "result": a misread that gives the same result (0 * k) writes the same text
             # either way; "operand": the step shows the misread operand, so it always differs
             copies = habit is not None and habit.writes == "operand"
@@ -213,9 +233,10 @@ def written_code_lines(
     return out
 
 
-def program_text(lines: Sequence[tuple[str, int]]) -> str:
-    """The fenced program for the written lines."""
-    return code_program([code_line(op, k) for op, k in lines])
+def program_text(lines: Sequence[tuple[str, int]], subtract: str = "minus") -> str:
+    """The fenced program for the written lines, subtractions written as ``subtract`` says
+    (:func:`agon.toy.toycode.code_line`)."""
+    return code_program([code_line(op, k, subtract) for op, k in lines])
 
 
 def make_example(
@@ -291,11 +312,14 @@ def make_example(
         return prompt, arith_solution(target, mark)
     if kind == "code_solve":
         lines = written_code_lines(ops, rng, own, entropy=entropy)
-        return task.solve_prompt(problem), program_text(lines)
+        return task.solve_prompt(problem), program_text(lines, own.code_subtract)
     if kind in ("code_read", "code_moa"):
+        # as in arith, a draft is written in its writer's style, a clean one in the rival's
         if kind == "code_read":
+            styles = [rival.code_subtract]
             drafts = [written_code_lines(ops, rng, rival_habit, slip)]
         else:
+            styles = [style.code_subtract for style, _, _ in writers]
             drafts = [written_code_lines(ops, rng, h, sl) for _, h, sl in writers]
         target = written_code_lines(
             ops,
@@ -305,13 +329,13 @@ def make_example(
             copy_wrong=reader_cfg.get("code_copy_wrong", 0.0),
             entropy=entropy,
         )
-        shown = [program_text(d) for d in drafts]
+        shown = [program_text(d, st) for d, st in zip(drafts, styles)]
         prompt = (
             task.reader_prompt(problem, shown[0])
             if kind == "code_read"
             else task.proposals_prompt(problem, shown)
         )
-        return prompt, program_text(target)
+        return prompt, program_text(target, own.code_subtract)
     raise ValueError(f"unknown example kind {kind!r}; expected one of {KINDS}")
 
 

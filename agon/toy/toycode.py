@@ -36,9 +36,26 @@ CODE_TAIL = " s=(s+x)%7\nprint(s)"
 _CODE_LINE = re.compile(r"^ x=\(x([-+*])(\d+)\)%7$")
 
 
-def code_line(op: str, k: int) -> str:
-    """The program line of one operation: `` x=(x*3)%7``."""
+SUBTRACT_STYLES = ("minus", "complement")  # how a writer writes a subtraction line (code_line)
+
+
+def code_line(op: str, k: int, subtract: str = "minus") -> str:
+    """The program line of one operation: `` x=(x*3)%7``. ``subtract``: how a subtraction is
+    written, ``minus`` (`` x=(x-4)%7``, the operand copied) or ``complement`` (`` x=(x+3)%7``,
+    adding ``7 - k``: a value looked up, as an arith step's result is, not a copied token)."""
+    if op == "-" and subtract == "complement":
+        return f" x=(x+{MOD - k})%7"
     return f" x=(x{op}{k})%7"
+
+
+def same_line(written: tuple[str, int] | None, op: str, k: int) -> bool:
+    """Whether a parsed program line (:func:`parse_code_lines`) applies ``op k`` mod 7, in
+    either way of writing a subtraction (:func:`code_line`)."""
+
+    def canonical(o: str, n: int) -> tuple[str, int]:
+        return ("+", -n % MOD) if o == "-" else (o, n % MOD)
+
+    return written is not None and canonical(*written) == canonical(op, k)
 
 
 def code_program(lines: Sequence[str]) -> str:
