@@ -189,6 +189,19 @@ class Ceiling:
         return "representable"
 
 
+def claim_reading(lo: float | None, hi: float | None, claim: float) -> str:
+    """What a comparison's 95% interval ``[lo, hi]`` says of the paper's claim (a ratio of at
+    least ``claim``, or a difference of at least it): ``shown`` (the interval at or above it),
+    ``excluded`` (below it), ``neither`` (it holds the claim); empty without an interval."""
+    if lo is None or hi is None:
+        return ""
+    if lo >= claim:
+        return "shown: the 95% interval is at or above the claim"
+    if hi < claim:
+        return "excluded: the 95% interval is below the claim"
+    return "neither shown nor excluded: the 95% interval holds the claim"
+
+
 def ceilings(p: Mapping[str, float], regime: Mapping) -> list[Ceiling]:
     """The ceilings of table 1's comparisons whose denominators ``p`` has: ``agon / grpo``
     (1 / grpo), ``agon / grpo_cascade``, ``(agon - base) / (moa - base)`` ((1 - base) / (moa -

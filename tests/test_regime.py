@@ -25,6 +25,7 @@ from agon.regime import (
     DIFFERENCE,
     REGIME_SYSTEMS,
     ceilings,
+    claim_reading,
     criteria,
     planned_grpo_steps,
     readers_note,
@@ -115,6 +116,14 @@ def test_ceilings_say_what_this_world_cannot_show():
     assert flat[DIFFERENCE].verdict == "representable"
 
 
+def test_the_claim_is_read_against_the_interval():
+    assert claim_reading(0.58, 1.35, 2.0).startswith("excluded")  # a doubling ruled out
+    assert claim_reading(1.5, 2.6, 2.0).startswith("neither")
+    assert claim_reading(2.0, 2.6, 2.0).startswith("shown")
+    assert claim_reading(-0.246, 0.319, 0.0).startswith("neither")  # the difference form
+    assert claim_reading(None, None, 2.0) == ""
+
+
 def test_the_regimes_grpo_budget_and_snapshot_changes():
     cfg = validate_config(
         {
@@ -200,6 +209,9 @@ def test_table1_has_the_regime_section_recounted_from_samples(tmp_path):
     assert cell in md.split("## Each model alone")[0]
     verdict = "cannot be shown in this world" if ratio < 8 else "representable"
     assert f"| {ratio:.2f} | 8 | {verdict} |" in section
+    # the difference form's interval read against its claim (at least 0), in the last column
+    diff = next(ln for ln in section.splitlines() if "(agon-base) - 8 (moa-base)" in ln)
+    assert claim_reading(lo, hi, 0.0) and diff.endswith(f"| {claim_reading(lo, hi, 0.0)} |")
 
 
 def truth_systems(truth):

@@ -30,6 +30,7 @@ from agon.regime import (
     DIFFERENCE,
     REGIME_SYSTEMS,
     ceilings,
+    claim_reading,
     criteria,
     planned_grpo_steps,
     readers_note,
@@ -161,7 +162,8 @@ def criteria_lines(rows: Sequence[dict]) -> list[str]:
 
 def ceiling_lines(rows: Sequence[dict], with_values: bool) -> list[str]:
     """Per row and comparison: its value [95%] (``with_values``), its ceiling, the claim, the
-    verdict."""
+    verdict and (``with_values``) what the interval says of the claim
+    (:func:`agon.regime.claim_reading`)."""
     cols = [
         "family",
         "task",
@@ -170,6 +172,7 @@ def ceiling_lines(rows: Sequence[dict], with_values: bool) -> list[str]:
         "ceiling",
         "paper's claim",
         "verdict",
+        *(["the claim against the 95% interval"] if with_values else []),
     ]
     lines = head(cols)
     for r in rows:
@@ -195,6 +198,9 @@ def ceiling_lines(rows: Sequence[dict], with_values: bool) -> list[str]:
             claim = r[f"{key}_claim"]
             cells.append(f">= {scale * claim:g}" if points else f"{claim:g}")
             cells.append(r[f"{key}_verdict"])
+            if with_values:
+                lo, hi = r.get(f"{key}_lo"), r.get(f"{key}_hi")
+                cells.append(claim_reading(lo, hi, claim))
             lines.append(table_row(cells))
     return lines
 
@@ -215,7 +221,13 @@ def regime_markdown(rows: Sequence[dict], config: dict, with_values: bool = True
         "Ceilings: the largest value this world allows each comparison (`agon / grpo`: 100 / "
         "grpo; the gain ratio: (100 - base) / (moa - base); its difference form: (100 - base) - "
         "k (moa - base)). Where a ceiling is below the paper's claim, the claim cannot be shown "
-        "in this world, whatever Agon does.",
+        "in this world, whatever Agon does."
+        + (
+            " Where it is above, the last column reads the comparison's 95% interval against "
+            "the claim: shown (at or above it), excluded (below it) or neither."
+            if with_values
+            else ""
+        ),
         "",
         *ceiling_lines(rows, with_values),
     ]
