@@ -193,3 +193,30 @@ def test_all_tables_target_builds_every_toy_table(tmp_path):
         assert f"results/{name}.csv" in outputs, name
     assert "results/control_pilot.csv" not in outputs
     assert sum(j["rule"] == "all_tables" for j in jobs) == 1
+
+
+def _status_numbers(readme: str) -> dict[str, list[str]]:
+    """Every decimal number in each of the README's status paragraphs (``<!-- status:X -->``),
+    signs dropped (a table writes a gain's sign, prose sometimes a true minus)."""
+    blocks = re.findall(r"<!-- status:(\w+) -->(.*?)<!-- /status:\1 -->", readme, re.S)
+    return {name: re.findall(r"\d+\.\d+", text) for name, text in blocks}
+
+
+def _absent(numbers: list[str], page: str) -> list[str]:
+    """The numbers the page does not hold as a whole number (12.5 is not in 112.5 or 12.55)."""
+    return [n for n in numbers if not re.search(rf"(?<![\d.]){re.escape(n)}(?!\d)", page)]
+
+
+def test_every_number_in_the_readme_status_is_in_the_committed_results_page():
+    """The README quotes only what docs/results.md, generated from one commit's results, holds."""
+    page = (ROOT / "docs" / "results.md").read_text()
+    numbers = _status_numbers((ROOT / "README.md").read_text())
+    assert numbers and all(numbers.values()), "a README status paragraph quotes no number"
+    missing = {name: _absent(found, page) for name, found in numbers.items()}
+    assert not any(missing.values()), f"README numbers not in docs/results.md: {missing}"
+
+
+def test_the_readme_number_check_finds_a_number_the_page_lacks():
+    readme = "<!-- status:t -->GRPO reaches 12.5% [1.0, 20.25]<!-- /status:t -->"
+    assert _status_numbers(readme) == {"t": ["12.5", "1.0", "20.25"]}
+    assert _absent(_status_numbers(readme)["t"], "| 112.5 | 1.0 | 20.25 | 12.55 |") == ["12.5"]
