@@ -1,4 +1,5 @@
-"""Run the benchmarks, print a table, write bench/results.json (a flat metric -> number map).
+"""Run the benchmarks, print a table, write bench/results.json (a flat metric -> number map)
+and bench/results.provenance.json (per benchmark: its metrics, the commit, the machine and when).
 
 Each ``bench/bench_*.py`` exposes ``run() -> dict[str, float]`` and may expose ``TARGETS``:
 ``{metric: (">=" | "<=", value)}``. Ratios are measured side by side in one run, so they mean
@@ -17,7 +18,21 @@ import time
 import traceback
 from pathlib import Path
 
+from agon.provenance import provenance
+
 HERE = Path(__file__).resolve().parent
+
+
+def write_provenance(path: Path, measured: dict[str, list[str]]) -> None:
+    """Record, per benchmark just run, its metrics under this run's provenance (commit, machine,
+    package versions, time); the other benchmarks keep the entries of the runs that made them,
+    as results.json keeps their numbers."""
+    entries = json.loads(path.read_text()) if path.exists() else {}
+    here = provenance()
+    keep = ("git", "packages", "python", "host", "timestamp")
+    for name, metrics in measured.items():
+        entries[name] = {"metrics": metrics, **{k: here[k] for k in keep}}
+    path.write_text(json.dumps(entries, indent=2, sort_keys=True) + "\n")
 
 
 def main(argv: list[str]) -> int:
@@ -30,12 +45,15 @@ def main(argv: list[str]) -> int:
     results: dict[str, float] = {}
     targets: dict[str, tuple[str, float]] = {}
     failed = []
+    measured: dict[str, list[str]] = {}
     for name in wanted:
         mod = importlib.import_module(f"bench.bench_{name}")
         t0 = time.perf_counter()
         print(f"[bench] {name} ...", flush=True)
         try:
-            results.update(mod.run())
+            got = mod.run()
+            results.update(got)
+            measured[name] = sorted(got)
         except Exception:
             traceback.print_exc()
             failed.append(name)
@@ -45,6 +63,7 @@ def main(argv: list[str]) -> int:
     out = HERE / "results.json"
     previous = json.loads(out.read_text()) if out.exists() else {}
     out.write_text(json.dumps({**previous, **results}, indent=2, sort_keys=True) + "\n")
+    write_provenance(HERE / "results.provenance.json", measured)
     print(f"\n{'metric':40s} {'value':>12s}  target")
     for key, value in results.items():
         target = ""

@@ -115,6 +115,10 @@ def test_reduced_toy_dag_end_to_end(tmp_path):
     assert "| toy | arith |" in table1
     related = page.split("## Related methods\n", 1)[1].split("\n## ", 1)[0]
     assert "**not generated**" in related and f"{REDUCED['out_dir']}/related.csv" in related
+    # what regenerating cost: every job this run benchmarked, pretraining included
+    n_jobs = len(list((out / "benchmarks").rglob("*.tsv")))
+    cost = page.split("## Regenerating everything\n", 1)[1]
+    assert f"| `{REDUCED['out_dir']}` | {n_jobs} |" in cost, cost
 
     # a second run with nothing changed does nothing
     res, noop = run(wd)

@@ -1,3 +1,5 @@
+# long: the results page is one page: its tables by role with their provenance, the benchmarks and
+# what regenerating every results tree cost.
 """docs/results.md (`agon report --docs`): every table the project publishes, on one page.
 
 Each table is read back as the report wrote it (:func:`agon.report.write.write_table`): its
@@ -6,12 +8,16 @@ the kinds of machine its runs were computed on, the jobs' wall time from the Sna
 files or the summaries' own, when it was written) and the command that regenerates it. A table
 whose files are missing is listed as not generated, with that command, never left out. The
 benchmarks (``bench/results.json``, ``bench/throughput/``) follow with their own commit and
-machine where they record one. Nothing here computes a number of a table.
+machine where they record one, and last what regenerating every tree cost (its jobs' time
+from the benchmark files, its size on disk). Nothing here computes a number of a table.
+
+A table has a role: *published* (what ``all_tables`` and the real tier's command build, which
+should share one commit), *input* (committed before the tables that read it, never rebuilt by
+``all_tables``: the control's pilot) or *exploratory* (built by name only: the control's arm 2).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import re
 from dataclasses import dataclass
@@ -29,25 +35,30 @@ BENCH_RESULTS = "bench/results.json"
 BENCH_THROUGHPUT = "bench/throughput"
 
 
+PUBLISHED, INPUT, EXPLORATORY = "published", "input", "exploratory"
+
+
 @dataclass(frozen=True)
 class Table:
-    """One published table: its name, its title, its files and the command that makes them."""
+    """One table of the page: its name, its title, its files, the command that makes them and
+    its role (published, input or exploratory)."""
 
     name: str
     title: str
     files: TableFiles
     command: str
+    role: str = PUBLISHED
 
 
-# name, title; in the page's order (the real tier's table 1 comes after these)
+# name, title, role; in the page's order (the real tier's table 1 comes after these)
 TABLES = (
-    ("table1", "Table 1"),
-    ("regime", "The regime: can table 1's world show the paper's claims?"),
-    ("control_pilot", "The positive control's pilot"),
-    ("control", "The positive control (arm 1)"),
-    ("control_curriculum", "The positive control's arm 2 (exploratory)"),
-    ("ablations", "Ablations: the Agon variants"),
-    ("related", "Related methods"),
+    ("table1", "Table 1", PUBLISHED),
+    ("regime", "The regime: can table 1's world show the paper's claims?", PUBLISHED),
+    ("control_pilot", "The positive control's pilot", INPUT),
+    ("control", "The positive control (arm 1)", PUBLISHED),
+    ("control_curriculum", "The positive control's arm 2 (exploratory)", EXPLORATORY),
+    ("ablations", "Ablations: the Agon variants", PUBLISHED),
+    ("related", "Related methods", PUBLISHED),
 )
 
 # A results file (relative to its out_dir, its summary.json's folder) -> the Snakemake
@@ -81,8 +92,9 @@ def tables(results: str | Path, config: str = DEFAULT_CONFIG) -> list[Table]:
             title,
             layout.table_files(name),
             snakemake_command(f"{results}/{name}.csv", config),
+            role,
         )
-        for name, title in TABLES
+        for name, title, role in TABLES
     ]
     real = Layout(f"{results}/{REAL_SUBDIR}")
     target = real.table_files("table1").csv
@@ -203,6 +215,14 @@ def demoted(markdown: str, levels: int = 2) -> str:
     return "\n".join(out)
 
 
+ROLE_LINES = {
+    INPUT: "an input, committed before the tables that read it (the control's verdict reads its "
+    "effect); `all_tables` never rebuilds it",
+    EXPLORATORY: "exploratory (no rule was stated before its first run); built by name only, "
+    "not by `all_tables`",
+}
+
+
 def table_section(table: Table, results: Path) -> tuple[str, tuple[str | None, bool] | None]:
     """A table's section of the page, and its (commit, dirty), None when not generated."""
     files = {
@@ -212,6 +232,8 @@ def table_section(table: Table, results: Path) -> tuple[str, tuple[str | None, b
     }
     missing = [f"{what} ({p})" for what, p in files.items() if not Path(p).is_file()]
     lines = [f"## {table.title}", ""]
+    if table.role in ROLE_LINES:
+        lines.append(f"- role: {ROLE_LINES[table.role]}")
     if missing:
         state = (
             "not generated"
@@ -241,14 +263,21 @@ def table_section(table: Table, results: Path) -> tuple[str, tuple[str | None, b
 # ----------------------------------------------------------------------------- benchmarks
 
 
-def _mtime(path: Path) -> str:
-    stamp = _dt.datetime.fromtimestamp(path.stat().st_mtime, _dt.timezone.utc)
-    return stamp.isoformat(timespec="seconds")
+def _host_text(host: dict) -> str:
+    """A machine in a few words: its CPU model, torch's CPU kernels and its GPUs."""
+    if not host.get("cpu_model"):
+        return "not recorded"
+    parts = [host["cpu_model"]]
+    if host.get("cpu_capability"):
+        parts.append(f"kernels {host['cpu_capability']}")
+    parts += host.get("gpus") or []
+    return ", ".join(parts)
 
 
 def bench_section(bench: Path, throughput: Path) -> str:
-    """The benchmarks: ``bench/results.json`` (a flat metric map: no commit or machine in it)
-    and the throughput measurements of ``bench/throughput/`` (each with its own)."""
+    """The benchmarks: ``bench/results.json`` (a flat metric map), each metric under the commit
+    and machine its benchmark's last run recorded (``bench/results.provenance.json``), and the
+    throughput measurements of ``bench/throughput/`` (each with its own)."""
     lines = [
         "## Benchmarks",
         "",
@@ -258,16 +287,31 @@ def bench_section(bench: Path, throughput: Path) -> str:
     lines += ["### Micro-benchmarks (`bench/results.json`)", ""]
     if bench.is_file():
         metrics = json.loads(bench.read_text())
+        sidecar = bench.with_suffix(".provenance.json")
+        runs = json.loads(sidecar.read_text()) if sidecar.is_file() else {}
+        origin = {m: name for name, run in runs.items() for m in run.get("metrics") or []}
+        unrecorded = sorted(set(metrics) - set(origin))
         lines += [
-            "- commit: not recorded (`bench/results.json` holds metrics only)",
-            "- machine: not recorded",
-            f"- written: {_mtime(bench)} (the file's modification time); {len(metrics)} metrics",
+            f"- {len(metrics)} metrics; each benchmark's commit and machine from `{sidecar}`, "
+            "written by the run that measured it"
+            + (f" ({len(unrecorded)} metrics from runs that recorded none)" if unrecorded else ""),
             "- regenerate: `python -m bench` (one: `python -m bench NAME`)",
             "",
-            *head(["metric", "value"]),
-            *(table_row([f"`{k}`", short(float(v))]) for k, v in sorted(metrics.items())),
-            "",
+            *head(["benchmark", "metric", "value", "commit", "machine", "measured"]),
         ]
+        for key in sorted(metrics):
+            run = runs.get(origin.get(key, ""), {})
+            git = run.get("git") or {}
+            row = [
+                origin.get(key, "not recorded"),
+                f"`{key}`",
+                short(float(metrics[key])),
+                _commit_text(git.get("commit"), bool(git.get("dirty"))),
+                _host_text(run.get("host") or {}),
+                run.get("timestamp") or "not recorded",
+            ]
+            lines.append(table_row(row))
+        lines.append("")
     else:
         lines += ["- **not generated**", "- regenerate: `python -m bench`", ""]
     lines += ["### Throughput measurements (`bench/throughput/`)", ""]
@@ -315,21 +359,108 @@ def bench_section(bench: Path, throughput: Path) -> str:
 # ----------------------------------------------------------------------------- the page
 
 
-def commits_line(commits: dict[str, tuple[str | None, bool]]) -> str:
-    """Whether every generated table comes from one commit (and which), or each table's."""
+def _by_commit(commits: dict[str, tuple[str | None, bool]]) -> str:
+    by_commit: dict[tuple[str | None, bool], list[str]] = {}
+    for name, c in commits.items():
+        by_commit.setdefault(c, []).append(name)
+    return "; ".join(f"{_commit_text(*c)}: {', '.join(names)}" for c, names in by_commit.items())
+
+
+def commits_line(commits: dict[str, tuple[str | None, bool]], what: str = "generated") -> str:
+    """Whether every generated table (of a role: ``what``) comes from one commit (and which),
+    or each table's."""
     if not commits:
-        return "No table has been generated yet."
+        return f"No {what} table has been generated yet."
     distinct = set(commits.values())
     if len(distinct) == 1:
         one = _commit_text(*next(iter(distinct)))
         if len(commits) == 1:
-            return f"The one generated table comes from commit {one}."
-        return f"All {len(commits)} generated tables come from one commit: {one}."
-    by_commit: dict[tuple[str | None, bool], list[str]] = {}
-    for name, c in commits.items():
-        by_commit.setdefault(c, []).append(name)
-    parts = [f"{_commit_text(*c)}: {', '.join(names)}" for c, names in by_commit.items()]
-    return f"The generated tables come from {len(distinct)} commits: " + "; ".join(parts) + "."
+            return f"The one {what} table comes from commit {one}."
+        return f"All {len(commits)} {what} tables come from one commit: {one}."
+    return f"The {what} tables come from {len(distinct)} commits: {_by_commit(commits)}."
+
+
+def role_lines(tables: list[Table], commits: dict[str, tuple[str | None, bool]]) -> list[str]:
+    """The page's opening lines: the published tables' commit(s), then the inputs' and the
+    exploratory tables' own, then what is not generated."""
+    role = {t.name: t.role for t in tables}
+    published = {n: c for n, c in commits.items() if role[n] == PUBLISHED}
+    lines = [commits_line(published, PUBLISHED)]
+    for kind, label in (
+        (INPUT, "Inputs, committed before the tables that read them"),
+        (EXPLORATORY, "Exploratory, built by name only"),
+    ):
+        own = {n: c for n, c in commits.items() if role[n] == kind}
+        if own:
+            lines.append(f"{label}: {_by_commit(own)}.")
+    missing = [t.name for t in tables if t.name not in commits]
+    lines.append(
+        f"Not generated: {', '.join(missing)}." if missing else "Every table is generated."
+    )
+    return [x for line in lines for x in (line, "")]
+
+
+# ----------------------------------------------------------------------------- the cost
+
+
+def nested_out_dirs(results: Path) -> list[Path]:
+    """The folders directly under ``results`` that are another config's out_dir (the real
+    tier's, the smoke run's): each holds its own tables' provenance or benchmark files."""
+    if not results.is_dir():
+        return []
+    return sorted(
+        d
+        for d in results.iterdir()
+        if d.is_dir()
+        and d.name != "benchmarks"
+        and ((d / "benchmarks").is_dir() or any(d.glob("*.provenance.json")))
+    )
+
+
+def tree_cost(results: Path) -> tuple[int, float, int]:
+    """(benchmarked jobs, their summed seconds, bytes on disk) of one out_dir, the out_dirs
+    nested in it left out."""
+    seconds, jobs = 0.0, 0
+    for tsv in sorted((results / "benchmarks").rglob("*.tsv")):
+        secs = benchmark_seconds(tsv)
+        if secs is not None:
+            seconds, jobs = seconds + secs, jobs + 1
+    skip = set(nested_out_dirs(results))
+    size = 0
+    stack = [results] if results.is_dir() else []
+    while stack:
+        for entry in stack.pop().iterdir():
+            if entry in skip or entry.is_symlink():
+                continue
+            if entry.is_dir():
+                stack.append(entry)
+            elif entry.is_file():
+                size += entry.stat().st_size
+    return jobs, seconds, size
+
+
+def size_text(size: int) -> str:
+    """Bytes in GB (from 1 GB) or MB, one decimal."""
+    return f"{size / 1e9:.1f} GB" if size >= 1e9 else f"{size / 1e6:.1f} MB"
+
+
+def cost_section(results: Path) -> str:
+    """What regenerating every tree cost: each out_dir's benchmarked jobs, their time summed
+    (pretraining included; with two jobs at once the wall clock is shorter) and its size."""
+    lines = [
+        "## Regenerating everything",
+        "",
+        "Each results tree (this page's out_dir and the out_dirs nested in it): the jobs with a "
+        "Snakemake benchmark file, their wall times summed (pretraining included; where jobs ran "
+        "side by side the command's own wall clock is shorter) and the tree's size on disk "
+        "(checkpoints included).",
+        "",
+        *head(["results tree", "benchmarked jobs", "job time, summed", "size on disk"]),
+    ]
+    for tree in [results, *nested_out_dirs(results)]:
+        jobs, seconds, size = tree_cost(tree)
+        lines.append(table_row([f"`{tree}`", f"{jobs:,}", _duration(seconds), size_text(size)]))
+    return "\n".join(lines + [""])
 
 
 def results_page(
@@ -341,29 +472,25 @@ def results_page(
     """docs/results.md's text: every table of ``results`` (an out_dir of ``config``) and the
     real tier's, present or not, then the benchmarks."""
     sections, commits = [], {}
-    for table in tables(results, config):
+    page_tables = tables(results, config)
+    for table in page_tables:
         text, commit = table_section(table, Path(results))
         sections.append(text)
         if commit is not None:
             commits[table.name] = commit
-    missing = [t.name for t in tables(results, config) if t.name not in commits]
     header = [
         "# Results",
         "",
         f"Generated by `agon report --docs` from `{results}`; do not edit this file by hand, "
         "rerun the command. Each table is its Markdown as the report wrote it, under a header "
         "from its provenance sidecar; wall time sums the jobs that made the results it read "
-        "(the base models' pretraining aside).",
+        "(the base models' pretraining aside). The published tables are what `snakemake "
+        "--cores all all_tables` and the real tier's command build.",
         "",
-        commits_line(commits),
-        "",
-        f"Not generated: {', '.join(missing)}." if missing else "Every table is generated.",
-        "",
+        *role_lines(page_tables, commits),
     ]
-    return (
-        "\n".join(header + sections + [bench_section(Path(bench), Path(throughput))]).rstrip()
-        + "\n"
-    )
+    tail = [bench_section(Path(bench), Path(throughput)), cost_section(Path(results))]
+    return "\n".join(header + sections + tail).rstrip() + "\n"
 
 
 def write_results_page(
