@@ -62,8 +62,13 @@ def main(argv: list[str]) -> int:
         print(f"[bench] {name} done in {time.perf_counter() - t0:.1f}s", flush=True)
     out = HERE / "results.json"
     previous = json.loads(out.read_text()) if out.exists() else {}
+    sidecar = HERE / "results.provenance.json"
+    runs = json.loads(sidecar.read_text()) if sidecar.exists() else {}
+    for name in measured:  # a benchmark run again: its old metrics go, renamed ones too
+        for key in (runs.get(name) or {}).get("metrics") or []:
+            previous.pop(key, None)
     out.write_text(json.dumps({**previous, **results}, indent=2, sort_keys=True) + "\n")
-    write_provenance(HERE / "results.provenance.json", measured)
+    write_provenance(sidecar, measured)
     print(f"\n{'metric':40s} {'value':>12s}  target")
     for key, value in results.items():
         target = ""

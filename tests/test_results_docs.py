@@ -20,7 +20,14 @@ from test_workflow import dry_run_jobs, workdir_with
 from agon.cli import main
 from agon.config import config_hash, load_config
 from agon.provenance import git_commit
-from agon.report.docs import TABLES, benchmark_name, results_page, size_text
+from agon.report.docs import (
+    TABLES,
+    benchmark_name,
+    cost_section,
+    results_page,
+    size_text,
+    tree_cost,
+)
 from agon.report.write import write_table
 from agon.results import Layout
 
@@ -127,7 +134,7 @@ def test_page_shows_present_tables_with_provenance_and_lists_missing(results, tm
 
     benchmarks = section(page, "Benchmarks")
     assert "| not recorded | `grading.per_s` | 1,234 | not recorded |" in benchmarks
-    assert "(1 metrics from runs that recorded none)" in benchmarks
+    assert "- 1 metric; no `" in benchmarks  # no provenance sidecar beside it
     assert "**not generated**" in benchmarks.split("### Throughput", 1)[1]
 
 
@@ -166,23 +173,32 @@ def test_benchmarks_carry_their_own_commit_and_machine(tmp_path, monkeypatch):
     import bench.__main__ as runner
 
     monkeypatch.setattr(runner, "HERE", tmp_path)
-    (tmp_path / "results.json").write_text(json.dumps({"old.metric": 2.0}))
-    fake = type("M", (), {"run": staticmethod(lambda: {"fake.per_s": 10.0})})
+    (tmp_path / "results.json").write_text(json.dumps({"old.metric": 2.0, "fake.renamed": 1.0}))
+    other = {"metrics": ["other.s"], "git": {"commit": "a" * 40}, "timestamp": "2000-01-01"}
+    (tmp_path / "results.provenance.json").write_text(
+        json.dumps({"fake": {"metrics": ["fake.renamed"]}, "other": other})
+    )
+    produced = {"fake.per_s": 10.0}
+    fake = type("M", (), {"run": staticmethod(lambda: dict(produced))})
     monkeypatch.setattr(runner.importlib, "import_module", lambda name: fake)
     (tmp_path / "bench_fake.py").write_text("")  # what `python -m bench` lists
     assert runner.main(["fake"]) == 0
     runs = json.loads((tmp_path / "results.provenance.json").read_text())
-    assert runs["fake"]["metrics"] == ["fake.per_s"]
+    assert runs["fake"]["metrics"] == ["fake.per_s"] and runs["other"] == other  # kept
+    metrics = json.loads((tmp_path / "results.json").read_text())
+    assert metrics == {"old.metric": 2.0, "fake.per_s": 10.0}  # its renamed metric gone
     commit = runs["fake"]["git"]["commit"]
     page = results_page(tmp_path / "r", bench=tmp_path / "results.json", throughput=tmp_path / "t")
     lines = section(page, "Benchmarks").splitlines()
     rows = {r.split(" | ")[1]: r for r in lines if r.startswith("| ") and "`" in r}
     assert rows["`fake.per_s`"].startswith(f"| fake | `fake.per_s` | 10 | `{commit[:12]}`")
     assert rows["`old.metric`"].startswith("| not recorded | `old.metric` | 2 | not recorded |")
+    assert "- 2 metrics; each benchmark's commit" in page and "(1 metric from runs" in page
 
 
 def test_size_text():
-    assert size_text(999_999_999) == "1000.0 MB" and size_text(38_400_000_000) == "38.4 GB"
+    assert size_text(949_000_000) == "949.0 MB" and size_text(999_990_000) == "1.0 GB"
+    assert size_text(38_400_000_000) == "38.4 GB"
 
 
 def test_page_states_what_regenerating_cost(results, tmp_path):
@@ -201,7 +217,9 @@ def test_page_states_what_regenerating_cost(results, tmp_path):
     size = sum(
         f.stat().st_size for f in out.rglob("*") if f.is_file() and "real-cpu" not in f.parts
     )
-    assert size < 1e6 and f"| {size / 1e6:.1f} MB |" in rows[str(out)]
+    assert size > 0 and tree_cost(out) == (2, 87.0, size)
+    assert f"| {size_text(size)} |" in rows[str(out)]
+    assert "- **not generated**" in cost_section(tmp_path / "nowhere")
 
 
 def test_cli_writes_the_page(results, tmp_path, monkeypatch, capsys):

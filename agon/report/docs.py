@@ -289,12 +289,20 @@ def bench_section(bench: Path, throughput: Path) -> str:
         metrics = json.loads(bench.read_text())
         sidecar = bench.with_suffix(".provenance.json")
         runs = json.loads(sidecar.read_text()) if sidecar.is_file() else {}
-        origin = {m: name for name, run in runs.items() for m in run.get("metrics") or []}
-        unrecorded = sorted(set(metrics) - set(origin))
+        # a metric's benchmark: the newest run that lists it
+        newest = sorted(runs.items(), key=lambda kv: kv[1].get("timestamp") or "")
+        origin = {m: name for name, run in newest for m in run.get("metrics") or []}
+        unrecorded = len(set(metrics) - set(origin))
+        where = (
+            f"each benchmark's commit and machine from `{sidecar}`, written by the run that "
+            "measured it"
+            if sidecar.is_file()
+            else f"no `{sidecar}`: the runs that measured them recorded no commit or machine"
+        )
+        if unrecorded and sidecar.is_file():
+            where += f" ({_count(unrecorded, 'metric')} from runs that recorded none)"
         lines += [
-            f"- {len(metrics)} metrics; each benchmark's commit and machine from `{sidecar}`, "
-            "written by the run that measured it"
-            + (f" ({len(unrecorded)} metrics from runs that recorded none)" if unrecorded else ""),
+            f"- {_count(len(metrics), 'metric')}; {where}",
             "- regenerate: `python -m bench` (one: `python -m bench NAME`)",
             "",
             *head(["benchmark", "metric", "value", "commit", "machine", "measured"]),
@@ -440,8 +448,12 @@ def tree_cost(results: Path) -> tuple[int, float, int]:
 
 
 def size_text(size: int) -> str:
-    """Bytes in GB (from 1 GB) or MB, one decimal."""
-    return f"{size / 1e9:.1f} GB" if size >= 1e9 else f"{size / 1e6:.1f} MB"
+    """Bytes in GB (from what rounds to 1 GB) or MB, one decimal."""
+    return f"{size / 1e9:.1f} GB" if round(size / 1e6, 1) >= 1000 else f"{size / 1e6:.1f} MB"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def cost_section(results: Path) -> str:
@@ -457,6 +469,8 @@ def cost_section(results: Path) -> str:
         "",
         *head(["results tree", "benchmarked jobs", "job time, summed", "size on disk"]),
     ]
+    if not results.is_dir():
+        return "\n".join(lines[:4] + [f"- **not generated**: no `{results}`", ""])
     for tree in [results, *nested_out_dirs(results)]:
         jobs, seconds, size = tree_cost(tree)
         lines.append(table_row([f"`{tree}`", f"{jobs:,}", _duration(seconds), size_text(size)]))
