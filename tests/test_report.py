@@ -276,7 +276,8 @@ def test_summaries_of_older_code_leave_cells_empty(tmp_path):
 
 def test_not_meaningful_numbers_are_said_so(tmp_path, monkeypatch):
     """A ratio over a system at 0 is not defined; a difference of two systems with the same
-    samples has an interval at 0: the CSV has a note, the Markdown says it in the cell."""
+    samples has every bootstrap replicate at 0, so neither its interval nor its MDE means
+    anything: the CSV has a note and no interval or MDE, the Markdown says it in the cell."""
     import report_helpers
 
     monkeypatch.setitem(report_helpers.RATES, "grpo", 0.0)
@@ -293,14 +294,13 @@ def test_not_meaningful_numbers_are_said_so(tmp_path, monkeypatch):
     assert r["agon_over_grpo"] == "" and r["agon_over_grpo_lo"] == ""
     assert r["agon_over_grpo_note"].startswith("not defined: grpo's pass@1 is 0")
     key = "agon_minus_agon_independent"
-    assert float(r[key]) == 0.0 and float(r[f"{key}_lo"]) == float(r[f"{key}_hi"]) == 0.0
-    assert r[f"{key}_note"].startswith("no contest effect shown: the 95% interval holds 0;")
-    assert "not detectable below" in r[f"{key}_note"] and float(r[f"{key}_mde"]) >= 0
+    assert float(r[key]) == 0.0 and r[f"{key}_lo"] == r[f"{key}_hi"] == r[f"{key}_mde"] == ""
+    assert r[f"{key}_note"].startswith("not meaningful: every bootstrap replicate is +0 points")
     md = Path(layout.table_files("table1").md).read_text()
     table = md.split("## ")[0]
     row = next(ln for ln in table.splitlines() if ln.startswith("| fam1 | arith |"))
     assert "n/a *not defined* (note 1)" in row
-    assert "+0.0 [+0.0, +0.0] (MDE 0.0) *no contest effect shown* (note 2)" in row
+    assert "| +0.0 *not meaningful* (note 2) |" in row
     assert f"2. fam1/arith, agon - agon_independent (points): {r[f'{key}_note']}" in table
 
 
@@ -312,8 +312,15 @@ def test_ratio_and_difference_columns_from_replicates():
     out = ratio_columns("r", "a", "b", p, np.vstack([num, den]))
     assert out["r"] == pytest.approx(2.0) and out["r_note"] == ""
     assert (out["r_lo"], out["r_hi"]) == pytest.approx(percentile_interval(num / den))
-    out = ratio_columns("r", "a", "b", p, np.vstack([den, den]))
+    out = ratio_columns("r", "a", "b", p, np.vstack([den, den[::-1]]))
     assert out["r_note"].startswith("no effect shown: the 95% interval holds 1; not detectable")
+    # replicates all one value (two systems alike, problem by problem): no interval, no MDE
+    for out in (
+        ratio_columns("r", "a", "b", p, np.vstack([den, den])),
+        difference_columns("r", "a", "b", p, np.vstack([den, den]), "gain"),
+    ):
+        assert out["r_note"].startswith("not meaningful: every bootstrap replicate is")
+        assert out["r_lo"] is None and out["r_hi"] is None and out["r_mde"] is None
     at_zero = np.r_[np.zeros(10), np.linspace(0.1, 0.4, 90)]  # over 2.5% of replicates at 0
     out = ratio_columns("r", "a", "b", p, np.vstack([num, at_zero]))
     assert out["r"] == pytest.approx(2.0) and out["r_lo"] is None and out["r_hi"] is None

@@ -193,6 +193,22 @@ def holds(lo: float, hi: float, value: float) -> bool:
     return lo <= value <= hi
 
 
+def no_spread_note(replicates: np.ndarray, scale: float = 1.0, unit: str = "") -> str | None:
+    """The note of a comparison whose bootstrap replicates are all one value (the systems
+    compared scored alike on every problem and seed, e.g. every sample 0): its interval is that
+    point and its standard error 0, which says nothing of the sampling error, so neither an
+    interval nor a detectable effect means anything; None when the replicates spread."""
+    x = np.asarray(replicates, dtype=float)
+    x = x[np.isfinite(x)]
+    if x.size < 2 or np.ptp(x) > 0:
+        return None
+    return (
+        f"not meaningful: every bootstrap replicate is {scale * x[0]:+.3g}{unit} (the systems "
+        "compared scored alike on every problem and seed resampled), so no interval or "
+        "detectable effect can be stated"
+    )
+
+
 def empty_columns(key: str) -> dict[str, Any]:
     """A comparison's columns, empty: value, interval, minimal detectable effect, note."""
     return {key: None, f"{key}_lo": None, f"{key}_hi": None, f"{key}_mde": None, f"{key}_note": ""}
@@ -221,6 +237,10 @@ def ratio_columns(
     with np.errstate(divide="ignore", invalid="ignore"):  # a rare replicate at 0: in the tails
         ratio = reps[0] / reps[1]
         lo, hi = percentile_interval(ratio)
+    flat = no_spread_note(ratio)
+    if flat:
+        out[f"{key}_note"] = flat
+        return out
     out[f"{key}_lo"], out[f"{key}_hi"] = lo, hi
     out[f"{key}_mde"] = minimal_detectable_effect(ratio)
     if holds(lo, hi, 1.0):
@@ -242,6 +262,10 @@ def difference_columns(
         out[f"{key}_note"] = "no interval: per-problem results missing (summary source)"
         return out
     lo, hi = percentile_interval(reps[0] - reps[1])
+    flat = no_spread_note(reps[0] - reps[1], 100, " points")
+    if flat:
+        out[f"{key}_note"] = flat
+        return out
     out[f"{key}_lo"], out[f"{key}_hi"] = lo, hi
     out[f"{key}_mde"] = minimal_detectable_effect(reps[0] - reps[1])
     if holds(lo, hi, 0.0):
