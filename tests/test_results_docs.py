@@ -196,6 +196,30 @@ def test_benchmarks_carry_their_own_commit_and_machine(tmp_path, monkeypatch):
     assert "- 2 metrics; each benchmark's commit" in page and "(1 metric from runs" in page
 
 
+def test_page_names_the_runs_commits_where_they_differ(results, tmp_path):
+    """A table whose report ran at one commit and whose runs at another says both; one whose
+    runs share its commit says one."""
+    out, _ = results
+    none = {"bench": tmp_path / "none.json", "throughput": tmp_path / "none"}
+    table1 = section(results_page(out, **none), "Table 1")
+    assert "; the runs it read: not recorded (3 of 3)" in table1  # no git in their provenance
+    sidecar = json.loads((out / "table1.provenance.json").read_text())
+    git = sidecar["provenance"]["git"]
+    read = [Path(p) for ps in sidecar["code_versions"].values() for p in ps]
+    for i, path in enumerate(read):
+        body = json.loads(path.read_text())
+        body["provenance"]["git"] = git if i else {"commit": "b" * 40, "dirty": False}
+        path.write_text(json.dumps(body))
+    table1 = section(results_page(out, **none), "Table 1")
+    assert "the runs it read: `bbbbbbbbbbbb` (1 of 3), `" in table1 and "(2 of 3)" in table1
+    read[0].write_text(json.dumps({"provenance": {"git": git}}))
+    table1 = section(results_page(out, **none), "Table 1")
+    assert "the runs it read" not in table1.split("\n- config hash")[0]
+    read[1].unlink()
+    first = section(results_page(out, **none), "Table 1").split("\n- config hash")[0]
+    assert "; the runs it read: " in first and ", not here (1 of 3)" in first
+
+
 def test_size_text():
     assert size_text(949_000_000) == "949.0 MB" and size_text(999_990_000) == "1.0 GB"
     assert size_text(38_400_000_000) == "38.4 GB"

@@ -137,6 +137,26 @@ def benchmark_name(rel: str) -> str | None:
     return None
 
 
+def runs_commits(sidecar: dict, results: Path) -> str:
+    """The commits the table's runs were made at (each read summary's own provenance), where
+    one differs from the table's: '' when every run's is the table's."""
+    made_in = Path(sidecar.get("table", "")).parent
+    found: dict[str, int] = {}
+    files = _read_files(sidecar)
+    for p in files:
+        try:
+            summary = results / Path(p).relative_to(made_in)
+            git = (json.loads(summary.read_text()).get("provenance") or {}).get("git") or {}
+            key = _commit_text(git.get("commit"), bool(git.get("dirty")))
+        except (ValueError, OSError, json.JSONDecodeError):
+            key = "not here"
+        found[key] = found.get(key, 0) + 1
+    if set(found) <= {_commit_text(*_git(sidecar.get("provenance") or {}))}:
+        return ""
+    parts = [f"{c} ({n} of {len(files)})" for c, n in found.items()]
+    return "; the runs it read: " + ", ".join(parts)
+
+
 def wall_time(sidecar: dict, results: Path) -> str:
     """The summed wall time of the jobs whose results the table read: each job's Snakemake
     benchmark file where it exists, else its summary's own wall seconds."""
@@ -246,7 +266,7 @@ def table_section(table: Table, results: Path) -> tuple[str, tuple[str | None, b
     prov = sidecar.get("provenance") or {}
     commit, dirty = _git(prov)
     lines += [
-        f"- commit: {_commit_text(commit, dirty)}",
+        f"- commit: {_commit_text(commit, dirty)}{runs_commits(sidecar, results)}",
         f"- config hash: `{prov.get('config_hash') or 'not recorded'}`; {world(sidecar)}",
         f"- machine: {machine_kinds(sidecar)}",
         f"- wall time: {wall_time(sidecar, results)}",
