@@ -308,3 +308,19 @@ def test_the_gates_read_the_regimes_criteria_not_the_ones_that_contradicted_it()
         "pass": False,
     }
     assert not any(".regime." in k for k in control)
+
+
+def test_difference_form_with_every_system_at_zero_is_not_meaningful():
+    """Every sample of agon, MoA and base at 0 (the real tier at its sizes): each replicate of
+    the difference form is 0, so it has no interval, no MDE, and no reading of the claim (not
+    a 'shown' from 0 >= 0)."""
+    from agon.report.compare import SeedRates
+    from agon.report.regime import DIFFERENCE, difference_form
+
+    zero = SeedRates({0: {f"p{i}": 0.0 for i in range(12)}})
+    p = {"agon": 0.0, "moa": 0.0, "base": 0.0}
+    out = difference_form(p, {s: zero for s in p}, 200, 8.0)
+    assert out[DIFFERENCE] == 0.0 and out[f"{DIFFERENCE}_lo"] is None
+    assert out[f"{DIFFERENCE}_mde"] is None
+    assert out[f"{DIFFERENCE}_note"].startswith("not meaningful: every bootstrap replicate is +0")
+    assert claim_reading(out[f"{DIFFERENCE}_lo"], out[f"{DIFFERENCE}_hi"], 0.0) == ""
