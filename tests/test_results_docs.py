@@ -220,6 +220,22 @@ def test_page_names_the_runs_commits_where_they_differ(results, tmp_path):
     assert "; the runs it read: " in first and ", not here (1 of 3)" in first
 
 
+def test_a_nested_tables_jobs_are_read_from_its_own_tree(results, tmp_path):
+    """The real tier's table 1 (out_dir results/real-cpu, nested): its wall time from its own
+    benchmark files and its runs' commits from its own summaries, not the toy world's."""
+    out, config = results
+    real = Layout(str(out / "real-cpu"))
+    git = {"commit": "c" * 40, "dirty": False}
+    summary = Path(_summary(real.train_summary("sg", "math", "grpo", 0), wall_s=5.0))
+    summary.write_text(json.dumps({**json.loads(summary.read_text()), "provenance": {"git": git}}))
+    _benchmark(out / "real-cpu", "train/sg/math/grpo/seed0", 600.0)
+    write_table(real.table_files("table1"), [{"family": "sg"}], "# Real\n", config, [summary])
+    page = results_page(out, bench=tmp_path / "none.json", throughput=tmp_path / "none")
+    real_section = section(page, "The real-model tier on CPU (config/real-cpu.yaml)")
+    assert "wall time: 10 min 00 s summed over the 1 job it read (1 from Snakemake" in real_section
+    assert "the runs it read: `cccccccccccc` (1 of 1)" in real_section
+
+
 def test_size_text():
     assert size_text(949_000_000) == "949.0 MB" and size_text(999_990_000) == "1.0 GB"
     assert size_text(38_400_000_000) == "38.4 GB"

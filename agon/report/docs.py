@@ -192,7 +192,8 @@ def wall_time(sidecar: dict, results: Path) -> str:
         (unknown, "not recorded"),
     )
     where = [f"{n} {what}" for n, what in counts if n]
-    return f"{_duration(total)} summed over the {len(files)} jobs it read ({'; '.join(where)})"
+    jobs = _count(len(files), "job")
+    return f"{_duration(total)} summed over the {jobs} it read ({'; '.join(where)})"
 
 
 def _duration(seconds: float) -> str:
@@ -243,7 +244,7 @@ ROLE_LINES = {
 }
 
 
-def table_section(table: Table, results: Path) -> tuple[str, tuple[str | None, bool] | None]:
+def table_section(table: Table) -> tuple[str, tuple[str | None, bool] | None]:
     """A table's section of the page, and its (commit, dirty), None when not generated."""
     files = {
         "CSV": table.files.csv,
@@ -263,13 +264,14 @@ def table_section(table: Table, results: Path) -> tuple[str, tuple[str | None, b
         lines += [f"- **{state}**", f"- regenerate: `{table.command}`", ""]
         return "\n".join(lines), None
     sidecar = json.loads(Path(table.files.provenance).read_text())
+    tree = Path(table.files.csv).parent  # the table's own out_dir (the real tier's is nested)
     prov = sidecar.get("provenance") or {}
     commit, dirty = _git(prov)
     lines += [
-        f"- commit: {_commit_text(commit, dirty)}{runs_commits(sidecar, results)}",
+        f"- commit: {_commit_text(commit, dirty)}{runs_commits(sidecar, tree)}",
         f"- config hash: `{prov.get('config_hash') or 'not recorded'}`; {world(sidecar)}",
         f"- machine: {machine_kinds(sidecar)}",
-        f"- wall time: {wall_time(sidecar, results)}",
+        f"- wall time: {wall_time(sidecar, tree)}",
         f"- written: {prov.get('timestamp') or 'not recorded'}; files: `{table.files.csv}`, "
         f"`{table.files.md}`, `{table.files.provenance}`",
         f"- regenerate: `{table.command}`",
@@ -508,7 +510,7 @@ def results_page(
     sections, commits = [], {}
     page_tables = tables(results, config)
     for table in page_tables:
-        text, commit = table_section(table, Path(results))
+        text, commit = table_section(table)
         sections.append(text)
         if commit is not None:
             commits[table.name] = commit
