@@ -316,10 +316,12 @@ def test_all_tables_target_builds_every_toy_table(tmp_path):
 
 
 def _status_numbers(readme: str) -> dict[str, list[str]]:
-    """Every decimal number in each of the README's status paragraphs (``<!-- status:X -->``),
-    signs dropped (a table writes a gain's sign, prose sometimes a true minus)."""
+    """Every decimal number and duration ("2 h 27 min", "24 min 37 s") in each of the README's
+    status paragraphs (``<!-- status:X -->``), signs dropped (a table writes a gain's sign,
+    prose sometimes a true minus)."""
     blocks = re.findall(r"<!-- status:(\w+) -->(.*?)<!-- /status:\1 -->", readme, re.S)
-    return {name: re.findall(r"\d+\.\d+", text) for name, text in blocks}
+    pattern = r"\d+ h \d+ min|\d+ min \d+ s|\d+\.\d+"
+    return {name: re.findall(pattern, " ".join(text.split())) for name, text in blocks}
 
 
 def _absent(numbers: list[str], page: str) -> list[str]:
@@ -337,6 +339,8 @@ def test_every_number_in_the_readme_status_is_in_the_committed_results_page():
 
 
 def test_the_readme_number_check_finds_a_number_the_page_lacks():
-    readme = "<!-- status:t -->GRPO reaches 12.5% [1.0, 20.25]<!-- /status:t -->"
-    assert _status_numbers(readme) == {"t": ["12.5", "1.0", "20.25"]}
-    assert _absent(_status_numbers(readme)["t"], "| 112.5 | 1.0 | 20.25 | 12.55 |") == ["12.5"]
+    readme = "<!-- status:t -->GRPO reaches 12.5% [1.0, 20.25] in 2 h\n07 min<!-- /status:t -->"
+    assert _status_numbers(readme) == {"t": ["12.5", "1.0", "20.25", "2 h 07 min"]}
+    assert _absent(["2 h 07 min"], "took 12 h 07 min") == ["2 h 07 min"]
+    page = "| 112.5 | 1.0 | 20.25 | 12.55 |"
+    assert _absent(_status_numbers(readme)["t"], page) == ["12.5", "2 h 07 min"]
