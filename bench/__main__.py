@@ -23,15 +23,18 @@ from agon.provenance import provenance
 HERE = Path(__file__).resolve().parent
 
 
-def write_provenance(path: Path, measured: dict[str, list[str]]) -> None:
-    """Record, per benchmark just run, its metrics under this run's provenance (commit, machine,
-    package versions, time); the other benchmarks keep the entries of the runs that made them,
-    as results.json keeps their numbers."""
+def write_provenance(
+    path: Path, measured: dict[str, list[str]], targets: dict[str, tuple[str, float]]
+) -> None:
+    """Record, per benchmark just run, its metrics and their targets under this run's provenance
+    (commit, machine, package versions, time); the other benchmarks keep the entries of the runs
+    that made them, as results.json keeps their numbers."""
     entries = json.loads(path.read_text()) if path.exists() else {}
     here = provenance()
     keep = ("git", "packages", "python", "host", "timestamp")
     for name, metrics in measured.items():
-        entries[name] = {"metrics": metrics, **{k: here[k] for k in keep}}
+        aims = {m: list(targets[m]) for m in metrics if m in targets}
+        entries[name] = {"metrics": metrics, "targets": aims, **{k: here[k] for k in keep}}
     path.write_text(json.dumps(entries, indent=2, sort_keys=True) + "\n")
 
 
@@ -68,7 +71,7 @@ def main(argv: list[str]) -> int:
         for key in (runs.get(name) or {}).get("metrics") or []:
             previous.pop(key, None)
     out.write_text(json.dumps({**previous, **results}, indent=2, sort_keys=True) + "\n")
-    write_provenance(sidecar, measured)
+    write_provenance(sidecar, measured, targets)
     print(f"\n{'metric':40s} {'value':>12s}  target")
     for key, value in results.items():
         target = ""

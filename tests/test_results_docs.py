@@ -26,6 +26,7 @@ from agon.report.docs import (
     cost_section,
     results_page,
     size_text,
+    target_text,
     tree_cost,
 )
 from agon.report.write import write_table
@@ -133,7 +134,7 @@ def test_page_shows_present_tables_with_provenance_and_lists_missing(results, tm
     assert listed == ", ".join([n for n, _ in missing] + ["real-cpu/table1"]) + "."
 
     benchmarks = section(page, "Benchmarks")
-    assert "| not recorded | `grading.per_s` | 1,234 | not recorded |" in benchmarks
+    assert "| not recorded | `grading.per_s` | 1,234 |  | not recorded |" in benchmarks
     assert "- 1 metric; no `" in benchmarks  # no provenance sidecar beside it
     assert "**not generated**" in benchmarks.split("### Throughput", 1)[1]
 
@@ -179,7 +180,11 @@ def test_benchmarks_carry_their_own_commit_and_machine(tmp_path, monkeypatch):
         json.dumps({"fake": {"metrics": ["fake.renamed"]}, "other": other})
     )
     produced = {"fake.per_s": 10.0}
-    fake = type("M", (), {"run": staticmethod(lambda: dict(produced))})
+    fake = type(
+        "M",
+        (),
+        {"run": staticmethod(lambda: dict(produced)), "TARGETS": {"fake.per_s": (">=", 20.0)}},
+    )
     monkeypatch.setattr(runner.importlib, "import_module", lambda name: fake)
     (tmp_path / "bench_fake.py").write_text("")  # what `python -m bench` lists
     assert runner.main(["fake"]) == 0
@@ -191,8 +196,10 @@ def test_benchmarks_carry_their_own_commit_and_machine(tmp_path, monkeypatch):
     page = results_page(tmp_path / "r", bench=tmp_path / "results.json", throughput=tmp_path / "t")
     lines = section(page, "Benchmarks").splitlines()
     rows = {r.split(" | ")[1]: r for r in lines if r.startswith("| ") and "`" in r}
-    assert rows["`fake.per_s`"].startswith(f"| fake | `fake.per_s` | 10 | `{commit[:12]}`")
-    assert rows["`old.metric`"].startswith("| not recorded | `old.metric` | 2 | not recorded |")
+    assert runs["fake"]["targets"] == {"fake.per_s": [">=", 20.0]}
+    head = f"| fake | `fake.per_s` | 10 | >= 20: **missed** | `{commit[:12]}`"
+    assert rows["`fake.per_s`"].startswith(head)
+    assert rows["`old.metric`"].startswith("| not recorded | `old.metric` | 2 |  | not recorded |")
     assert "- 2 metrics; each benchmark's commit" in page and "(1 metric from runs" in page
 
 
@@ -234,6 +241,11 @@ def test_a_nested_tables_jobs_are_read_from_its_own_tree(results, tmp_path):
     real_section = section(page, "The real-model tier on CPU (config/real-cpu.yaml)")
     assert "wall time: 10 min 00 s summed over the 1 job it read (1 from Snakemake" in real_section
     assert "the runs it read: `cccccccccccc` (1 of 1)" in real_section
+
+
+def test_target_text():
+    assert target_text(1.86, ["<=", 1.09]) == "<= 1.09: **missed**"
+    assert target_text(0.9, ["<=", 1.0]) == "<= 1: met" and target_text(3.0, None) == ""
 
 
 def test_size_text():

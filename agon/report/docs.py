@@ -285,6 +285,16 @@ def table_section(table: Table) -> tuple[str, tuple[str | None, bool] | None]:
 # ----------------------------------------------------------------------------- benchmarks
 
 
+def target_text(value: float, target: list | None) -> str:
+    """A benchmark metric's target (``[op, bound]``, as its module declares it) and whether this
+    value meets it; '' without one."""
+    if not target:
+        return ""
+    op, bound = target
+    ok = value >= bound if op == ">=" else value <= bound
+    return f"{op} {bound:g}: " + ("met" if ok else "**missed**")
+
+
 def _host_text(host: dict) -> str:
     """A machine in a few words: its CPU model, torch's CPU kernels and its GPUs."""
     if not host.get("cpu_model"):
@@ -327,7 +337,7 @@ def bench_section(bench: Path, throughput: Path) -> str:
             f"- {_count(len(metrics), 'metric')}; {where}",
             "- regenerate: `python -m bench` (one: `python -m bench NAME`)",
             "",
-            *head(["benchmark", "metric", "value", "commit", "machine", "measured"]),
+            *head(["benchmark", "metric", "value", "target", "commit", "machine", "measured"]),
         ]
         for key in sorted(metrics):
             run = runs.get(origin.get(key, ""), {})
@@ -336,6 +346,7 @@ def bench_section(bench: Path, throughput: Path) -> str:
                 origin.get(key, "not recorded"),
                 f"`{key}`",
                 short(float(metrics[key])),
+                target_text(float(metrics[key]), (run.get("targets") or {}).get(key)),
                 _commit_text(git.get("commit"), bool(git.get("dirty"))),
                 _host_text(run.get("host") or {}),
                 run.get("timestamp") or "not recorded",
