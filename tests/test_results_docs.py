@@ -20,15 +20,8 @@ from test_workflow import dry_run_jobs, workdir_with
 from agon.cli import main
 from agon.config import config_hash, load_config
 from agon.provenance import git_commit
-from agon.report.docs import (
-    TABLES,
-    benchmark_name,
-    cost_section,
-    results_page,
-    size_text,
-    target_text,
-    tree_cost,
-)
+from agon.report.docs import TABLES, benchmark_name, results_page
+from agon.report.docs_costs import cost_section, size_text, target_text, tree_cost
 from agon.report.write import write_table
 from agon.results import Layout
 

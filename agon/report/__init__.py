@@ -11,7 +11,8 @@
 - :mod:`~agon.report.origin`: what made a table's numbers (code versions, kinds of machine);
 - :mod:`~agon.report.write`: one write-and-provenance path for every table;
 - :mod:`~agon.report.docs`: docs/results.md, every published table with its provenance
-  (``agon report --docs``).
+  (``agon report --docs``); :mod:`~agon.report.docs_costs`: its benchmarks and what
+  regenerating each results tree cost.
 
 Where each result lives is :mod:`agon.results`; pass@k and the bootstrap, which evaluation
 uses too, are :mod:`agon.stats`.
