@@ -24,12 +24,14 @@ HERE = Path(__file__).resolve().parent
 
 
 def write_provenance(
-    path: Path, measured: dict[str, list[str]], targets: dict[str, tuple[str, float]]
+    path: Path,
+    entries: dict,
+    measured: dict[str, list[str]],
+    targets: dict[str, tuple[str, float]],
 ) -> None:
     """Record, per benchmark just run, its metrics and their targets under this run's provenance
-    (commit, machine, package versions, time); the other benchmarks keep the entries of the runs
-    that made them, as results.json keeps their numbers."""
-    entries = json.loads(path.read_text()) if path.exists() else {}
+    (commit, machine, package versions, time); the other benchmarks keep their ``entries`` (the
+    sidecar as read), as results.json keeps their numbers."""
     here = provenance()
     keep = ("git", "packages", "python", "host", "timestamp")
     for name, metrics in measured.items():
@@ -71,7 +73,7 @@ def main(argv: list[str]) -> int:
         for key in (runs.get(name) or {}).get("metrics") or []:
             previous.pop(key, None)
     out.write_text(json.dumps({**previous, **results}, indent=2, sort_keys=True) + "\n")
-    write_provenance(sidecar, measured, targets)
+    write_provenance(sidecar, runs, measured, targets)
     print(f"\n{'metric':40s} {'value':>12s}  target")
     for key, value in results.items():
         target = ""

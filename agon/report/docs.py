@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,20 +130,33 @@ def benchmark_name(rel: str) -> str | None:
     return None
 
 
+def _in_tree(sidecar: dict) -> list[str | None]:
+    """Every results file the table read, relative to the out_dir it was written in (None for
+    one outside it)."""
+    made_in = Path(sidecar.get("table", "")).parent
+    out = []
+    for p in _read_files(sidecar):
+        try:
+            out.append(Path(p).relative_to(made_in).as_posix())
+        except ValueError:
+            out.append(None)
+    return out
+
+
 def runs_commits(sidecar: dict, results: Path) -> str:
     """The commits the table's runs were made at (each read summary's own provenance), where
     one differs from the table's: '' when every run's is the table's."""
-    made_in = Path(sidecar.get("table", "")).parent
-    found: dict[str, int] = {}
-    files = _read_files(sidecar)
-    for p in files:
-        try:
-            summary = results / Path(p).relative_to(made_in)
-            git = (json.loads(summary.read_text()).get("provenance") or {}).get("git") or {}
-            key = commit_text(git.get("commit"), bool(git.get("dirty")))
-        except (ValueError, OSError, json.JSONDecodeError):
-            key = "not here"
-        found[key] = found.get(key, 0) + 1
+    found: Counter[str] = Counter()
+    files = _in_tree(sidecar)
+    for rel in files:
+        key = "not here"
+        if rel is not None:
+            try:
+                prov = json.loads((results / rel).read_text()).get("provenance") or {}
+                key = commit_text(*_git(prov))
+            except (OSError, json.JSONDecodeError):
+                pass
+        found[key] += 1
     if set(found) <= {commit_text(*_git(sidecar.get("provenance") or {}))}:
         return ""
     parts = [f"{c} ({n} of {len(files)})" for c, n in found.items()]
@@ -152,13 +166,10 @@ def runs_commits(sidecar: dict, results: Path) -> str:
 def wall_time(sidecar: dict, results: Path) -> str:
     """The summed wall time of the jobs whose results the table read: each job's Snakemake
     benchmark file where it exists, else its summary's own wall seconds."""
-    made_in = Path(sidecar.get("table", "")).parent  # the out_dir the table was written in
     total, from_bench, from_summary, unknown = 0.0, 0, 0, 0
-    files = _read_files(sidecar)
-    for p in files:
-        try:
-            rel = Path(p).relative_to(made_in).as_posix()
-        except ValueError:
+    files = _in_tree(sidecar)
+    for rel in files:
+        if rel is None:
             unknown += 1
             continue
         name = benchmark_name(rel)
