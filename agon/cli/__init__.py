@@ -12,6 +12,8 @@ import argparse
 import importlib
 import sys
 
+from agon.logs import drop_known_noise
+
 # name -> module exposing add_parser(subparsers) that sets `func` on its parser
 SUBCOMMANDS: dict[str, str] = {
     "config": "agon.cli.config",
@@ -50,6 +52,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `agon` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    drop_known_noise()  # before any subcommand imports transformers (and with it torchao)
     args = build_parser(argv).parse_args(argv)
     return int(args.func(args) or 0)
 
