@@ -21,13 +21,15 @@ could have shown; systems evaluated at the same training seeds are paired seed b
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from agon.config import seeded_bases
 from agon.methods import eval_seeds
 from agon.results import problem_counts
 from agon.stats import minimal_detectable_effect, percentile_interval, two_level_bootstrap
@@ -156,6 +158,40 @@ def systems_columns(
         row.update(stats_columns(f"{s}_", stats))
         p[s] = stats["pass@1"]
     return p, rates
+
+
+def systems_rows(
+    config: dict,
+    systems: Sequence[str],
+    samples: Callable[[str, str, str, int], str],
+    summary: Callable[[str, str, str, int], str],
+    split: str,
+    label: str = "",
+    head: Callable[[dict], Mapping[str, Any]] | None = None,
+) -> Iterator[tuple[dict, dict[str, Any], dict[str, float], dict[str, SeedRates | None]]]:
+    """Per (family, task) of ``config``, in its order: the family's config row; a row that
+    opens with ``family``, ``task``, ``split``, ``seeds`` (how many) and ``head(family row)``,
+    then each system's pass@1 columns (:func:`systems_columns`, from its files
+    ``samples(family, task, system, seed)`` and ``summary(...)``); the systems' pass@1 and
+    per-(seed, problem) rates. ``label`` follows ``family/task`` in the errors."""
+    seeds = [int(s) for s in config["seeds"]]
+    n_boot = int(config["eval"]["bootstrap"])
+    for fam in config["families"]:
+        for task in config["tasks"]:
+            f, t = fam["name"], task["name"]
+            row: dict[str, Any] = {"family": f, "task": t, "split": split, "seeds": len(seeds)}
+            row |= head(fam) if head else {}
+            p, rates = systems_columns(
+                f"{f}/{t}{label}",
+                systems,
+                seeds,
+                seeded_bases(fam),
+                partial(samples, f, t),
+                partial(summary, f, t),
+                n_boot,
+                row,
+            )
+            yield fam, row, p, rates
 
 
 def stats_columns(prefix: str, stats: Mapping[str, Any]) -> dict[str, Any]:

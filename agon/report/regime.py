@@ -21,11 +21,9 @@ comparison ``{key}_ceiling``, ``{key}_claim``, ``{key}_verdict``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import partial
 from typing import Any
 
-from agon.config import config_hash, regime_section, seeded_bases
-from agon.methods import eval_seeds, trained_methods_for
+from agon.config import config_hash, regime_section
 from agon.regime import (
     DIFFERENCE,
     REGIME_SYSTEMS,
@@ -41,10 +39,10 @@ from agon.report.compare import (
     difference_columns,
     paired_replicates,
     rate_stats,
-    systems_columns,
+    systems_rows,
 )
 from agon.report.render import INTERVAL_TEXT, head, table_row
-from agon.report.write import result_paths, write_table
+from agon.report.write import summaries_read, write_table
 from agon.results import Layout
 from agon.toy.sft_data import reader_targets
 
@@ -244,43 +242,30 @@ def build_regime_table(config: dict, layout: Layout) -> list[dict]:
     """One row per (family, task): each regime system's pass@1 on the regime's split (its
     evaluations under ``layout.regime_eval_*``), the criteria and the ceilings."""
     regime = regime_section(config)
-    seeds = [int(s) for s in config["seeds"]]
     n_boot = int(config["eval"]["bootstrap"])
     mode = reader_targets((config.get("toy") or {}).get("reader") or {})
-    rows = []
-    for fam in config["families"]:
-        for task in config["tasks"]:
-            f, t = fam["name"], task["name"]
-            row: dict[str, Any] = {"family": f, "task": t, "split": regime["split"]}
-            row |= {"seeds": len(seeds), "grpo_steps": planned_grpo_steps(config)}
-            row["reader_targets"] = mode if fam.get("toy") else ""
-            seeded = seeded_bases(fam)
-            p, rates = systems_columns(
-                f"{f}/{t}/regime",
-                REGIME_SYSTEMS,
-                seeds,
-                seeded,
-                partial(layout.regime_eval_samples, f, t),
-                partial(layout.regime_eval_summary, f, t),
-                n_boot,
-                row,
-            )
-            rows.append(row | regime_columns(p, rates, n_boot, regime))
-    return rows
+
+    def opening(fam: dict) -> dict[str, Any]:  # the columns after family, task, split, seeds
+        reader = mode if fam.get("toy") else ""
+        return {"grpo_steps": planned_grpo_steps(config), "reader_targets": reader}
+
+    found = systems_rows(
+        config,
+        REGIME_SYSTEMS,
+        layout.regime_eval_samples,
+        layout.regime_eval_summary,
+        regime["split"],
+        label="/regime",
+        head=opening,
+    )
+    return [row | regime_columns(p, rates, n_boot, regime) for _, row, p, rates in found]
 
 
 def build_regime_report(config: dict, layout: Layout) -> dict[str, list]:
     """Write results/regime.csv (+ provenance JSON) and regime.md."""
     rows = build_regime_table(config, layout)
-    seeds = [int(s) for s in config["seeds"]]
-    inputs = result_paths(
-        config,
-        layout.regime_eval_summary,
-        REGIME_SYSTEMS,
-        lambda fam, s: eval_seeds(s, seeds, seeded_bases(fam)),
-    )
-    runs = result_paths(
-        config, layout.regime_train_summary, trained_methods_for(REGIME_SYSTEMS), lambda *_: seeds
+    inputs, runs = summaries_read(
+        config, REGIME_SYSTEMS, layout.regime_eval_summary, layout.regime_train_summary
     )
     systems = " | ".join(REGIME_SYSTEMS)
     lines = [

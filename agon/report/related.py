@@ -26,13 +26,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agon.config import seeded_bases
-from agon.methods import COLUMNS, RELATED, columns_for_methods, eval_seeds, trained_methods_for
+from agon.methods import COLUMNS, RELATED, columns_for_methods, trained_methods_for
 from agon.report.compare import RNG, SeedRates, paired_replicates, ratio_columns
 from agon.report.figures import color_of, grid, paper_style, save
 from agon.report.render import COMPARISONS, head, short, table_markdown, table_row
 from agon.report.table1 import build_table, comparison_columns
-from agon.report.write import figure_meta, result_paths, write_table
+from agon.report.write import figure_meta, summaries_read, write_table
 from agon.results import Layout
 from agon.training.metrics import MODELS
 
@@ -232,15 +231,8 @@ def build_related_report(config: dict, layout: Layout) -> dict[str, list[Path]]:
     methods = related_methods(config)
     systems = columns_for_methods(methods)
     trained = trained_methods_for(systems)
-    seeds = [int(s) for s in config["seeds"]]
     rows = build_related_table(config, layout)
-    inputs = result_paths(
-        config,
-        layout.eval_summary,
-        systems,
-        lambda fam, s: eval_seeds(s, seeds, seeded_bases(fam)),
-    )
-    runs = result_paths(config, layout.train_summary, trained, lambda _f, _m: seeds)
+    inputs, runs = summaries_read(config, systems, layout.eval_summary, layout.train_summary)
     meta = figure_meta(config, "agon report --related")
     figures = plot_related_compute(rows, systems, trained, layout.figures_dir, meta)
     return write_table(

@@ -77,31 +77,34 @@ class _Notes:
         return lines
 
 
+def _estimate(r: dict, key: str, scale: float, fmt: str, mde: str, missing: str = "") -> str:
+    """``value [lo, hi] (MDE m)`` of the row's ``key``, each part the row has, each number
+    ``scale`` times its column, the value and interval as ``fmt``, the MDE as ``mde`` (a
+    size: no sign); ``missing`` for the value the row lacks."""
+    v, lo, hi = r.get(key), r.get(f"{key}_lo"), r.get(f"{key}_hi")
+    cell = missing if v is None else fmt.format(scale * v)
+    if lo is not None:
+        cell += f" [{fmt.format(scale * lo)}, {fmt.format(scale * hi)}]"
+    if _finite(r.get(f"{key}_mde")):
+        cell += f" (MDE {mde.format(scale * r[f'{key}_mde'])})"
+    return cell
+
+
 def _pct(r: dict, prefix: str) -> str:
-    v, lo, hi = (r.get(f"{prefix}pass@1{k}") for k in ("", "_lo", "_hi"))
-    if v is None:
-        return ""
-    return f"{100 * v:.1f}" + (f" [{100 * lo:.1f}, {100 * hi:.1f}]" if lo is not None else "")
+    """A system's pass@1 in % with its interval; empty where the row lacks it."""
+    key = f"{prefix}pass@1"
+    return "" if r.get(key) is None else _estimate(r, key, 100, "{:.1f}", "{:.1f}")
 
 
 def _points(r: dict, key: str, notes: _Notes, where: str) -> str:
     """A difference in points with its interval, and its note."""
-    v, lo, hi = r.get(key), r.get(f"{key}_lo"), r.get(f"{key}_hi")
-    cell = "" if v is None else f"{100 * v:+.1f}"
-    if lo is not None:
-        cell += f" [{100 * lo:+.1f}, {100 * hi:+.1f}]"
-    if _finite(r.get(f"{key}_mde")):
-        cell += f" (MDE {100 * r[f'{key}_mde']:.1f})"
+    cell = _estimate(r, key, 100, "{:+.1f}", "{:.1f}")
     return (cell or "n/a") + notes.ref(where, r.get(f"{key}_note"))
 
 
 def _ratio(r: dict, key: str, notes: _Notes, where: str) -> str:
-    v, lo, hi = r.get(key), r.get(f"{key}_lo"), r.get(f"{key}_hi")
-    cell = "n/a" if v is None else f"{v:.2f}"
-    if lo is not None:
-        cell += f" [{lo:.2f}, {hi:.2f}]"
-    if _finite(r.get(f"{key}_mde")):
-        cell += f" (MDE {r[f'{key}_mde']:.2f})"
+    """A ratio with its interval, its ceiling in this world, and its notes."""
+    cell = _estimate(r, key, 1, "{:.2f}", "{:.2f}", missing="n/a")
     if _finite(r.get(f"{key}_ceiling")):  # the largest value this world allows (agon.regime)
         cell += f" (ceiling {float(r[f'{key}_ceiling']):.2f})"
     shown = r.get(f"{key}_verdict", "").startswith("cannot")

@@ -49,14 +49,14 @@ from agon.report.compare import (
     holds,
     paired_replicates,
     ratio_columns,
-    systems_columns,
+    systems_rows,
 )
 from agon.report.compute import compute_used, train_compute
 from agon.report.figures import plot_duel_dynamics, plot_pass1, plot_training_curves
 from agon.report.mechanism import mechanism_columns, mechanism_markdown
 from agon.report.regime import regime_columns, regime_markdown
 from agon.report.render import table_markdown
-from agon.report.write import figure_meta, result_paths, write_table
+from agon.report.write import figure_meta, summaries_read, write_table
 from agon.results import Layout
 from agon.stats import minimal_detectable_effect, percentile_interval
 from agon.training.metrics import MODELS
@@ -116,34 +116,17 @@ def build_table(
     n_boot = int(config["eval"]["bootstrap"])
     trained = trained_methods_for(systems)
     rows = []
-    for fam in config["families"]:
-        for task in config["tasks"]:
-            f, t = fam["name"], task["name"]
-            row: dict[str, Any] = {
-                "family": f,
-                "task": t,
-                "split": config["eval"]["split"],
-                "seeds": len(seeds),
-            }
-            seeded = seeded_bases(fam)
-            p, rates = systems_columns(
-                f"{f}/{t}",
-                systems,
-                seeds,
-                seeded,
-                partial(layout.eval_samples, f, t),
-                partial(layout.eval_summary, f, t),
-                n_boot,
-                row,
-            )
-
-            row.update(compare(p, rates, n_boot))
-            row.update(training_columns(layout, f, t, trained, seeds))
-            row.update(mechanism_columns(layout, f, t, trained, seeds))
-            for s in systems:
-                for k, v in compute_used(layout, f, t, s, eval_seeds(s, seeds, seeded)).items():
-                    row[f"{s}_{k}"] = v
-            rows.append(row)
+    for fam, row, p, rates in systems_rows(
+        config, systems, layout.eval_samples, layout.eval_summary, config["eval"]["split"]
+    ):
+        f, t, seeded = row["family"], row["task"], seeded_bases(fam)
+        row.update(compare(p, rates, n_boot))
+        row.update(training_columns(layout, f, t, trained, seeds))
+        row.update(mechanism_columns(layout, f, t, trained, seeds))
+        for s in systems:
+            for k, v in compute_used(layout, f, t, s, eval_seeds(s, seeds, seeded)).items():
+                row[f"{s}_{k}"] = v
+        rows.append(row)
     return rows
 
 
@@ -244,14 +227,7 @@ def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, lis
     rows = build_table(
         config, layout, compare=partial(table1_comparisons, regime=regime_section(config))
     )
-    seeds = [int(s) for s in config["seeds"]]
-    inputs = result_paths(
-        config,
-        layout.eval_summary,
-        systems,
-        lambda fam, s: eval_seeds(s, seeds, seeded_bases(fam)),
-    )
-    runs = result_paths(config, layout.train_summary, trained, lambda _f, _m: seeds)
+    inputs, runs = summaries_read(config, systems, layout.eval_summary, layout.train_summary)
     meta = figure_meta(config, "agon report")
     figs = plot_pass1(rows, systems, layout.figures_dir, meta)
     if "training_curves" in layout.figure_names(trained):

@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agon.config import config_hash
+from agon.config import config_hash, seeded_bases
+from agon.methods import eval_seeds, trained_methods_for
 from agon.packaged_models import prepared_models
 from agon.provenance import atomic_write_text, write_results
 from agon.report.origin import origin
@@ -39,6 +40,24 @@ def result_paths(
         for n in names
         for seed in seeds_of(f, n)
     ]
+
+
+def summaries_read(
+    config: dict,
+    systems: Sequence[str],
+    eval_summary: Callable[[str, str, str, int], str],
+    train_summary: Callable[[str, str, str, int], str],
+) -> tuple[list[str], list[str]]:
+    """The summaries a table of ``systems`` reads, as its provenance lists them: each system's
+    evaluations (``eval_summary(family, task, system, seed)``) at the seeds it is evaluated at
+    (:func:`agon.methods.eval_seeds`), and the runs of each method that trains one of them
+    (``train_summary(family, task, method, seed)``) at every seed of the config."""
+    seeds = [int(s) for s in config["seeds"]]
+    inputs = result_paths(
+        config, eval_summary, systems, lambda fam, s: eval_seeds(s, seeds, seeded_bases(fam))
+    )
+    runs = result_paths(config, train_summary, trained_methods_for(systems), lambda *_: seeds)
+    return inputs, runs
 
 
 def figure_meta(config: dict, source: str) -> dict[str, str]:
