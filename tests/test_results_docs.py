@@ -5,13 +5,15 @@ provenance sidecar) over summaries in the workflow's layout; the page must show 
 table under its commit, config hash, machine and wall time (Snakemake's benchmark file first,
 the summary's own wall_s second), list every missing one as not generated with its command,
 and say whether the tables share one commit. The end-to-end test builds the same page from a
-real reduced run (tests/test_workflow_e2e.py).
+real reduced run (tests/test_workflow_e2e.py). Every number the README's status paragraphs
+quote is the cell of the committed page that the comment after each paragraph names.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -320,32 +322,232 @@ def test_all_tables_target_builds_every_toy_table(tmp_path):
     assert sum(j["rule"] == "all_tables" for j in jobs) == 1
 
 
-def _status_numbers(readme: str) -> dict[str, list[str]]:
-    """Every decimal number and duration ("2 h 27 min", "24 min 37 s") in each of the README's
-    status paragraphs (``<!-- status:X -->``), signs dropped (a table writes a gain's sign,
-    prose sometimes a true minus)."""
-    blocks = re.findall(r"<!-- status:(\w+) -->(.*?)<!-- /status:\1 -->", readme, re.S)
-    pattern = r"\d+ h \d+ min|\d+ min \d+ s|\d+\.\d+"
-    return {name: re.findall(pattern, " ".join(text.split())) for name, text in blocks}
+# ----------------------------------------------------------------------------- README numbers
+#
+# Each status paragraph of the README (``<!-- status:X -->`` ... ``<!-- /status:X -->``) is
+# followed by a comment ``<!-- cells:X ... -->`` whose lines name, in order, the cells of
+# docs/results.md its numbers are quoted from, one line per cell:
+#
+#     section > table | row key cells | column | parts
+#
+# ``section``: a ``##`` heading of the page; ``table``: the heading right above the table (left
+# out: every table of the section); each the heading's text or the start of only one. The row
+# is the one whose first cells are the key cells; ``column`` a header, its text or the start
+# of only one. ``parts``: which numbers of the cell the paragraph quotes, in its order (see
+# PARTS). The line must name exactly one cell of the page.
+
+DURATION = r"\d+ h \d+ min|\d+ min \d+ s"
+QUOTED = rf"{DURATION}|[-+−]?\d+\.\d+"  # what a status paragraph quotes: decimals, durations
+NUMBER = rf"{DURATION}|[-+]?\d+(?:\.\d+)?"  # a number in a cell of the page
+PARTS = {
+    "value": rf"^({NUMBER})",  # the number the cell opens with
+    "lo": rf"\[({NUMBER}), ",  # its interval's ends
+    "hi": rf", ({NUMBER})\]",
+    "mde": rf"\(MDE ({NUMBER})\)",
+    "ceiling": rf"\(ceiling ({NUMBER})\)",
+}
 
 
-def _absent(numbers: list[str], page: str) -> list[str]:
-    """The numbers the page does not hold as a whole number (12.5 is not in 112.5 or 12.55)."""
-    return [n for n in numbers if not re.search(rf"(?<![\d.]){re.escape(n)}(?!\d)", page)]
+@dataclass
+class PageTable:
+    """A Markdown table of the page, under its ``##`` section and the heading right above it."""
+
+    section: str
+    heading: str
+    columns: list[str]
+    rows: list[list[str]]
 
 
-def test_every_number_in_the_readme_status_is_in_the_committed_results_page():
-    """The README quotes only what docs/results.md, generated from one commit's results, holds."""
-    page = (ROOT / "docs" / "results.md").read_text()
-    numbers = _status_numbers((ROOT / "README.md").read_text())
-    assert numbers and all(numbers.values()), "a README status paragraph quotes no number"
-    missing = {name: _absent(found, page) for name, found in numbers.items()}
-    assert not any(missing.values()), f"README numbers not in docs/results.md: {missing}"
+def page_tables(page: str) -> list[PageTable]:
+    """Every Markdown table of ``page`` with the section and heading it stands under."""
+    tables: list[PageTable] = []
+    section = heading = ""
+    block: list[list[str]] = []
+    for line in [*page.splitlines(), ""]:
+        if line.startswith("|"):
+            block.append([c.strip() for c in line.strip()[1:-1].split("|")])
+            continue
+        if block:  # the line after a table: its header, the |---| line, its rows
+            tables.append(PageTable(section, heading, block[0], block[2:]))
+            block = []
+        if m := re.match(r"(#+) (.+)", line):
+            heading = m[2].strip()
+            section = heading if m[1] == "##" else section
+    return tables
 
 
-def test_the_readme_number_check_finds_a_number_the_page_lacks():
-    readme = "<!-- status:t -->GRPO reaches 12.5% [1.0, 20.25] in 2 h\n07 min<!-- /status:t -->"
-    assert _status_numbers(readme) == {"t": ["12.5", "1.0", "20.25", "2 h 07 min"]}
-    assert _absent(["2 h 07 min"], "took 12 h 07 min") == ["2 h 07 min"]
-    page = "| 112.5 | 1.0 | 20.25 | 12.55 |"
-    assert _absent(_status_numbers(readme)["t"], page) == ["12.5", "2 h 07 min"]
+def _matching(wanted: str, names) -> list[str]:
+    """The names equal to ``wanted``, or else those that start with it."""
+    names = list(dict.fromkeys(names))
+    return [n for n in names if n == wanted] or [n for n in names if n.startswith(wanted)]
+
+
+def _one(wanted: str, names, what: str) -> str:
+    """The one name :func:`_matching` finds, or a LookupError that names what it found."""
+    found = _matching(wanted, names)
+    if len(found) != 1:
+        raise LookupError(f"{what} {wanted!r} is {len(found)} of the page's: {found}")
+    return found[0]
+
+
+def cell_of(tables: list[PageTable], ref: str) -> tuple[str, list[str]]:
+    """The text of the one cell a line of a cells comment names, and the parts it quotes."""
+    fields = [f.strip() for f in ref.split("|")]
+    if len(fields) < 4:
+        raise LookupError("not 'section > table | row key cells | column | parts'")
+    where, *key, column, parts = fields
+    if not parts.split() or set(parts.split()) - set(PARTS):
+        raise LookupError(f"parts {parts!r}: name one or more of {list(PARTS)}")
+    section, _, heading = (x.strip() for x in where.partition(">"))
+    section = _one(section, (t.section for t in tables), "section")
+    found = [t for t in tables if t.section == section]
+    if heading:
+        heading = _one(heading, (t.heading for t in found), "table")
+        found = [t for t in found if t.heading == heading]
+    cells = []
+    for t in found:
+        columns = _matching(column, t.columns)
+        if len(columns) > 1:
+            raise LookupError(f"column {column!r} starts {columns}")
+        if columns:
+            i = t.columns.index(columns[0])
+            cells += [r[i] for r in t.rows if r[: len(key)] == key and i < len(r)]
+    if len(cells) != 1:
+        raise LookupError(f"{len(cells)} cells have this row and column: {cells}")
+    return cells[0], parts.split()
+
+
+def _norm(number: str) -> str:
+    """A number as the tables write it: white space folded, a true minus a hyphen, no plus (a
+    table writes a gain's sign, a criterion's not)."""
+    return " ".join(number.split()).replace("−", "-").removeprefix("+")
+
+
+def readme_mismatches(readme: str, page: str) -> list[str]:
+    """Each number of the README's status paragraphs that is not the part of the cell of
+    ``page`` its cells comment names, each line that names no cell or several, and each
+    paragraph whose count of numbers is not its comment's count of parts."""
+    tables = page_tables(page)
+    paragraphs = dict(re.findall(r"<!-- status:(\w+) -->(.*?)<!-- /status:\1 -->", readme, re.S))
+    comments = dict(re.findall(r"<!-- cells:(\w+)[^\n]*\n(.*?)-->", readme, re.S))
+    problems = [f"cells:{n}: no status paragraph" for n in comments if n not in paragraphs]
+    for name, text in paragraphs.items():
+        quoted = re.findall(QUOTED, " ".join(text.split()))
+        if not quoted:
+            problems.append(f"status:{name}: quotes no number")
+        if name not in comments:
+            problems.append(f"status:{name}: no <!-- cells:{name} --> comment after it")
+            continue
+        named, unresolved = [], []
+        for ref in filter(None, map(str.strip, comments[name].splitlines())):
+            try:
+                cell, parts = cell_of(tables, ref)
+            except LookupError as e:
+                unresolved.append(f"cells:{name}: {ref!r}: {e}")
+                continue
+            named += [(ref, cell, part) for part in parts]
+        problems += unresolved
+        if unresolved:
+            continue
+        if len(quoted) != len(named):
+            problems.append(
+                f"status:{name}: quotes {len(quoted)} numbers, its cells comment names "
+                f"{len(named)}: {quoted}"
+            )
+            continue
+        for number, (ref, cell, part) in zip(quoted, named):
+            m = re.search(PARTS[part], cell)
+            if m is None or _norm(m[1]) != _norm(number):
+                problems.append(f"status:{name}: {number} is not the {part} of {ref!r}: {cell!r}")
+    return problems
+
+
+def test_every_number_in_the_readme_status_is_its_cell_of_the_committed_results_page():
+    """The README quotes each number of its status paragraphs from the cell (table, row,
+    column, part) of docs/results.md, generated from one commit's results, that it names."""
+    readme = (ROOT / "README.md").read_text()
+    assert "<!-- status:" in readme, "the README has no status paragraph to check"
+    problems = readme_mismatches(readme, (ROOT / "docs" / "results.md").read_text())
+    assert not problems, "\n".join(problems)
+
+
+PAGE = """# Results
+
+## Table 1
+
+### Table 1: pass@1
+
+| family | task | base | agon / grpo | agon / grpo_cascade |
+|---|---|---|---|---|
+| toy | arith | 0.9 [0.5, 1.2] | 0.87 [0.58, 1.35] (MDE 0.57) (ceiling 3.35) | 0.85 [0.69, 1.06] |
+| toy | code | 12.0 [8.0, 16.3] | n/a (ceiling 0.9) *not defined* (note 1) | 0.67 [0.20, 2.26] |
+
+#### Regime
+
+| family | task | criterion | value [95%] |
+|---|---|---|---|
+| toy | arith | moa_gain | -0.9 [-2.0, 0.9] |
+
+## Regenerating everything
+
+| results tree | job time, summed | size on disk |
+|---|---|---|
+| `results` | 2 h 27 min | 1.7 GB |
+"""
+README = """<!-- status:t -->
+Base 0.9 [0.5, 1.2], the ratio 0.87 (MDE 0.57) of at most 3.35, MoA's gain −0.9; 2 h
+27 min and 1.7 GB.
+<!-- /status:t -->
+<!-- cells:t (docs/results.md: section > table | row | column | parts)
+Table 1 > Table 1 | toy | arith | base | value lo hi
+Table 1 > Table 1 | toy | arith | agon / grpo | value mde ceiling
+Table 1 > Regime | toy | arith | moa_gain | value | value
+Regenerating everything | `results` | job time | value
+Regenerating everything | `results` | size | value
+-->
+"""
+
+
+def test_the_readme_check_matches_each_number_to_its_cell():
+    assert readme_mismatches(README, PAGE) == []
+    # 0.9 is on the page, but the cell the line names holds 0.87: a number from the wrong cell
+    wrong = README.replace("ratio 0.87", "ratio 0.9")
+    assert re.search(r"(?<![\d.])0\.9(?!\d)", PAGE)  # what a check of the whole page accepted
+    (problem,) = readme_mismatches(wrong, PAGE)
+    assert "0.9 is not the value of 'Table 1 > Table 1 | toy | arith | agon / grpo" in problem
+    # the right numbers, but the lines in another order, or a number's sign turned
+    lines = README.splitlines()
+    lines[6], lines[7] = lines[7], lines[6]
+    assert len(readme_mismatches("\n".join(lines), PAGE)) == 4
+    assert readme_mismatches(README.replace("−0.9", "+0.9"), PAGE) == [
+        "status:t: +0.9 is not the value of 'Table 1 > Regime | toy | arith | moa_gain | value | "
+        "value': '-0.9 [-2.0, 0.9]'"
+    ]
+    # a number the comment does not name, or a part its cell does not have
+    (problem,) = readme_mismatches(README.replace(" and 1.7 GB", ", 1.7 GB, 2.0 MB"), PAGE)
+    assert "quotes 10 numbers, its cells comment names 9" in problem
+    (problem,) = readme_mismatches(README.replace("value mde ceiling", "value lo ceiling"), PAGE)
+    assert "0.57 is not the lo of" in problem
+
+
+def test_the_readme_check_refuses_a_line_that_names_no_cell_or_several():
+    def problems(old: str, new: str) -> list[str]:
+        return readme_mismatches(README.replace(old, new), PAGE)
+
+    line = "Table 1 > Table 1 | toy | arith | base | value lo hi"
+    (p,) = problems(line, "Table 1 > Table 1 | toy | base | value lo hi")  # two rows start so
+    assert "2 cells have this row and column" in p
+    (p,) = problems(line, "Table 1 > Table 1 | toy | ar | base | value lo hi")
+    assert "0 cells have this row and column" in p  # a key cell is the cell's whole text
+    (p,) = problems(line, "Table 1 > Table 1 | toy | arith | agon / g | value lo hi")
+    assert "column 'agon / g' starts ['agon / grpo', 'agon / grpo_cascade']" in p
+    (p,) = problems(line, "Table 1 > Table 2 | toy | arith | base | value lo hi")
+    assert "table 'Table 2' is 0 of the page's" in p
+    (p,) = problems(line, "Table 1 > Table 1 | toy | arith | base | value low high")
+    assert "parts 'value low high'" in p
+    (p,) = problems(line, "Table 1 | base | value")
+    assert "not 'section > table | row key cells | column | parts'" in p
+    assert problems("<!-- cells:t", "<!-- cells:u") == [
+        "cells:u: no status paragraph",
+        "status:t: no <!-- cells:t --> comment after it",
+    ]
