@@ -9,6 +9,11 @@ Mixture-of-Agents aggregator reads under ``moa.prompt: reader``).
 
 Every task has the six splits of :data:`SPLITS`, built from three disjoint ones (train,
 validation, test) and a hardness predicate by :func:`build_splits`.
+
+A task class declares what a config row's ``params`` may hold (:attr:`Task.PARAMS`: each
+parameter's type, default and meaning, :class:`Param`; the ``grading_*`` ones take the config's
+``grading`` section) and how many problems its splits will hold, from the params alone
+(:meth:`Task.expected_split_sizes`: what ``agon plan`` prices without loading any data).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from agon.grading.math import MathGrader
 from agon.grading.verdict import Verdict
@@ -138,6 +143,76 @@ def apply_draft_view(draft: str, view: str, tokenizer: Any = None) -> str:
     return " ".join(words[-n:]) if len(words) > n else draft
 
 
+# a Param's type: its JSON-schema name -> (how an error says it, the test of a value); a bool is
+# not a number here (Python counts True as 1, a config that writes `true` for a size is wrong)
+PARAM_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "integer": ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    "number": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
+    "string": ("a string", lambda v: isinstance(v, str)),
+    "boolean": ("true or false", lambda v: isinstance(v, bool)),
+    "array": ("a list", lambda v: isinstance(v, (list, tuple))),
+    "object": ("a mapping", lambda v: isinstance(v, dict)),
+}
+GRADING_PREFIX = "grading_"  # a param `grading_<key>` takes the config's `grading.<key>`
+EXPECTED_SPLITS = ("test", "validation", "hard")  # the splits Task.expected_split_sizes sizes
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a task's constructor, as a config row's ``params`` gives it.
+
+    ``type``: a key of :data:`PARAM_TYPES` (JSON-schema names). ``default``: the constructor's
+    default; a parameter whose default is None may also be null. ``help``: what it means.
+    ``choices``: the values it may take, where the constructor allows only some."""
+
+    type: str
+    default: Any
+    help: str
+    choices: tuple[Any, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.type not in PARAM_TYPES:
+            raise ValueError(f"Param type {self.type!r}: expected one of {sorted(PARAM_TYPES)}")
+        if (problem := self.problem(self.default)) is not None:  # refuses its own default
+            raise ValueError(f"Param default {self.default!r}: {problem}")
+
+    def problem(self, value: Any) -> str | None:
+        """What is wrong with ``value`` for this parameter, said as the config check says it
+        (``expected an integer, got 'x'``), or None when nothing is."""
+        if value is None and self.default is None:
+            return None
+        what, admits = PARAM_TYPES[self.type]
+        if not admits(value):
+            null = " or null" if self.default is None else ""
+            return f"expected {what}{null}, got {value!r}"
+        if self.choices is not None and value not in self.choices:
+            return f"expected one of {list(self.choices)}, got {value!r}"
+        return None
+
+
+class TaskParamsError(ValueError):
+    """Params (or grading settings) a task's declaration refuses. ``task``: its name;
+    ``problems``: one line per refused key, each naming the config key it came from
+    (``params.n_test: expected an integer, got 'x'``), so a config check can prefix its row."""
+
+    def __init__(self, task: str, problems: list[str]):
+        self.task, self.problems = task, list(problems)
+        super().__init__(f"task {task!r}: " + "; ".join(self.problems))
+
+
+def params_problems(declared: dict[str, Param], params: dict[str, Any]) -> list[str]:
+    """One line per key of ``params`` that ``declared`` refuses (an unknown key: which keys it
+    has; a bad value: what the key takes), each as ``params.<key>: ...``."""
+    out = []
+    for key, value in params.items():
+        param = declared.get(key)
+        if param is None:
+            out.append(f"params.{key}: not a parameter; expected one of {sorted(declared)}")
+        elif (problem := param.problem(value)) is not None:
+            out.append(f"params.{key}: {problem}")
+    return out
+
+
 ERROR_STYLES = ("visible", "hidden", "other")  # Task.error_style's answers for a wrong completion
 # the seed of the fixed wrong drafts every robustness measure reads (Task.wrong_draft): one
 # probe set for every method, seed and run
@@ -145,11 +220,32 @@ WRONG_DRAFT_SEED = 0
 
 
 class Task(ABC):
-    """A task of table 1. Subclasses set ``name`` and ``kind`` and implement the loaders."""
+    """A task of table 1. Subclasses set ``name`` and ``kind`` and implement the loaders; a
+    subclass whose constructor takes parameters declares them in :attr:`PARAMS`, and the
+    parameters that size its splits in :attr:`SIZE_PARAMS` (or overrides
+    :meth:`expected_split_sizes`)."""
 
     name: str = ""
     kind: str = "math"  # "math" or "code": which grader family
     version: str = "1"  # bump when problems, prompts or grading change (lm-eval habit)
+    # the constructor's keyword parameters: what a config row's `params` may hold (the
+    # `grading_*` ones also take the config's `grading` section); none by default
+    PARAMS: ClassVar[dict[str, Param]] = {}
+    # "test" / "validation": the parameter of PARAMS that sets the split's size
+    SIZE_PARAMS: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def expected_split_sizes(cls, params: dict[str, Any]) -> dict[str, int | None]:
+        """How many problems each split of :data:`EXPECTED_SPLITS` will hold with ``params``
+        (a config row's, defaults for what it leaves out), from the params alone, without
+        loading any data: what ``agon plan`` prices. None: unknown before the data are read.
+
+        By default a split's size is its :attr:`SIZE_PARAMS` parameter's value, and ``hard``
+        (the part of ``test`` a difficulty threshold keeps) is unknown."""
+        sizes: dict[str, int | None] = dict.fromkeys(EXPECTED_SPLITS)
+        for split, key in cls.SIZE_PARAMS.items():
+            sizes[split] = params.get(key, cls.PARAMS[key].default)
+        return sizes
 
     def problems(self, split: str) -> list[Problem]:
         """The problems of ``split`` (one of :data:`SPLITS`), in a fixed order.
@@ -248,8 +344,17 @@ class MathTask(Task):
     """A task graded by math-verify on the final boxed answer, in a pool that cannot hang."""
 
     kind = "math"
+    PARAMS: ClassVar[dict[str, Param]] = {
+        "grading_timeout_s": Param(
+            "number", 5.0, "hard wall-clock limit per graded answer (config: grading.timeout_s)"
+        ),
+        "grading_workers": Param(
+            "integer", 0, "grading worker processes, 0: one per core (config: grading.workers)"
+        ),
+    }
 
     def __init__(self, grading_timeout_s: float = 5.0, grading_workers: int = 0):
+        """Parameters: :attr:`PARAMS`."""
         self.grading_timeout_s = grading_timeout_s
         self.grading_workers = grading_workers
         self._grader = None

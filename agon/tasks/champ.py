@@ -15,9 +15,10 @@ also ``hard`` (the source has no difficulty); ``train`` and ``validation`` are e
 from __future__ import annotations
 
 import re
+from typing import ClassVar
 
 from agon.provenance import package_versions
-from agon.tasks.base import MathTask, Problem, build_splits, content_sha256
+from agon.tasks.base import MathTask, Param, Problem, build_splits, content_sha256
 
 ANSWER_SETS = ("numeric", "all")
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?(/\d+)?$")
@@ -33,6 +34,16 @@ class ChampTask(MathTask):
 
     name = "champ"
     version = "1"
+    PARAMS: ClassVar[dict[str, Param]] = {
+        "answers": Param(
+            "string",
+            "numeric",
+            "which problems: those with a plain number as answer, or all",
+            choices=ANSWER_SETS,
+        ),
+        "dataset_version": Param("string", "v0", "the champ-dataset version to load"),
+        **MathTask.PARAMS,
+    }
 
     def __init__(
         self,
@@ -41,6 +52,7 @@ class ChampTask(MathTask):
         grading_timeout_s: float = 5.0,
         grading_workers: int = 0,
     ):
+        """Parameters: :attr:`PARAMS` (``answers``: see the module docstring)."""
         super().__init__(grading_timeout_s, grading_workers)
         if answers not in ANSWER_SETS:
             raise ValueError(f"champ: answers {answers!r}; expected one of {ANSWER_SETS}")

@@ -16,8 +16,9 @@ from __future__ import annotations
 import hashlib
 import random
 from pathlib import Path
+from typing import ClassVar
 
-from agon.tasks.base import MathTask, Problem, build_splits
+from agon.tasks.base import MathTask, Param, Problem, build_splits
 
 HUB_ID = "zwhe99/DeepMath-103K"
 REQUIRED_FIELDS = ("question", "final_answer", "difficulty")
@@ -79,6 +80,22 @@ class DeepMathTask(MathTask):
 
     name = "deepmath"
     version = "1"
+    PARAMS: ClassVar[dict[str, Param]] = {
+        "source": Param("string", HUB_ID, "hub id, or a local jsonl / json / parquet file"),
+        "revision": Param("string", None, "the hub revision (null: the latest)"),
+        "hard_min_difficulty": Param("number", 8.0, "the hard splits are difficulty >= this"),
+        "test_size": Param("integer", 500, "problems held out for test (seeded)"),
+        "max_train": Param("integer", None, "cap on training problems (null: all)"),
+        "seed": Param("integer", 0, "the split's shuffle seed"),
+        **MathTask.PARAMS,
+        "validation_size": Param(
+            "integer", 500, "problems held out for validation, after test's in the shuffle"
+        ),
+        "solutions": Param(
+            "boolean", False, "read the three R1 solutions too (meta['r1_solutions'])"
+        ),
+    }
+    SIZE_PARAMS: ClassVar[dict[str, str]] = {"test": "test_size", "validation": "validation_size"}
 
     def __init__(
         self,
@@ -93,12 +110,9 @@ class DeepMathTask(MathTask):
         validation_size: int = 500,
         solutions: bool = False,
     ):
-        """``source``: hub id or local jsonl/parquet. ``hard_min_difficulty``: the hard splits
-        are difficulty >= this. ``test_size``: problems held out for test (seeded).
-        ``validation_size``: problems held out for validation, carved from the non-test ones by
-        the same seeded shuffle. ``max_train``: cap on training problems (None: all). ``seed``:
-        the split's shuffle seed. ``solutions``: read the three R1 solutions too (into
-        ``meta["r1_solutions"]``; off by default: nothing in the suite needs them)."""
+        """Parameters: :attr:`PARAMS`. The test split is the first ``test_size`` problems of a
+        seeded shuffle, validation the next ``validation_size``, train the rest (at most
+        ``max_train``); nothing in the suite needs the R1 solutions, hence ``solutions``."""
         super().__init__(grading_timeout_s, grading_workers)
         self.source, self.revision = source, revision
         self.hard_min_difficulty = float(hard_min_difficulty)

@@ -28,10 +28,10 @@ and on wrong ones.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, ClassVar
 
 from agon.provenance import package_versions
-from agon.tasks.base import MathTask, Problem, build_splits, content_sha256
+from agon.tasks.base import MathTask, Param, Problem, build_splits, content_sha256
 
 DIFFICULTIES = ("level", "cot_steps")
 # documented defaults: the generators the real-model tier uses
@@ -64,6 +64,33 @@ class ReasoningGymTask(MathTask):
 
     name = "reasoning_gym"
     version = "1"
+    PARAMS: ClassVar[dict[str, Param]] = {
+        "generator": Param("string", "basic_arithmetic", "a reasoning-gym data set's name"),
+        "levels": Param(
+            "array",
+            None,
+            "the generator's settings from easy to hard (null: DEFAULT_LEVELS, or one level of "
+            "the generator's defaults)",
+        ),
+        "difficulty": Param(
+            "string",
+            None,
+            "a problem's difficulty: its level's index, or its worked solution's computation "
+            "lines (null: DEFAULT_DIFFICULTY, else level)",
+            choices=DIFFICULTIES,
+        ),
+        "hard_min_difficulty": Param(
+            "number", None, "the hard splits are difficulty >= this (null: DEFAULT_HARD, else 0)"
+        ),
+        "train_size": Param("integer", 2000, "train problems, before duplicates are dropped"),
+        "validation_size": Param(
+            "integer", 200, "validation problems, before duplicates are dropped"
+        ),
+        "test_size": Param("integer", 500, "test problems, before duplicates are dropped"),
+        "seed": Param("integer", 0, "the seed each split's stream is drawn from"),
+        **MathTask.PARAMS,
+    }
+    SIZE_PARAMS: ClassVar[dict[str, str]] = {"test": "test_size", "validation": "validation_size"}
 
     def __init__(
         self,
@@ -78,10 +105,7 @@ class ReasoningGymTask(MathTask):
         grading_timeout_s: float = 5.0,
         grading_workers: int = 0,
     ):
-        """``generator``: a reasoning-gym dataset name. ``levels``: its settings from easy to
-        hard (default: :data:`DEFAULT_LEVELS`, or one level of the generator's defaults).
-        ``difficulty``: ``level`` | ``cot_steps`` (see the module docstring). The sizes are
-        problems per split, before duplicates across splits are dropped."""
+        """Parameters: :attr:`PARAMS` (``difficulty``: see the module docstring)."""
         super().__init__(grading_timeout_s, grading_workers)
         self.generator = generator
         self.levels = [dict(x) for x in (levels or DEFAULT_LEVELS.get(generator, [{}]))]

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agon.tasks.base import MathTask, Messages, Problem, build_splits
+from agon.tasks.base import MathTask, Messages, Param, Problem, build_splits
 
 MOD = 7  # the modulus; mod 13 stayed at chance for the 0.3M model (docs/method.md)
 OPS = ("+", "-", "*")
@@ -208,6 +208,19 @@ class ToySplits:
     SOLVE: ClassVar[str]
     READ: ClassVar[str]
     RIVAL: ClassVar[str]  # one numbered proposal of the proposals prompt
+    # the split params both tasks take (each task's PARAMS adds its own)
+    PARAMS: ClassVar[dict[str, Param]] = {
+        "n_train": Param("integer", 5000, "train problems (may repeat each other)"),
+        "n_test": Param("integer", 600, "test problems, distinct questions"),
+        "levels": Param("integer", 6, "operations per problem: levels 1..levels"),
+        "hard_min_level": Param("integer", 5, "the hard splits are level >= this"),
+        "seed": Param("integer", 0, "the generator's seed"),
+        "hard_fraction": Param(
+            "number", None, "share of problems drawn from the hard levels (null: levels uniform)"
+        ),
+        "n_validation": Param("integer", 300, "validation problems, none of test's"),
+    }
+    SIZE_PARAMS: ClassVar[dict[str, str]] = {"test": "n_test", "validation": "n_validation"}
 
     def solve_prompt(self, problem: Problem) -> Messages:
         """``solve: 4*3+2-5`` (arith), ``code: sum x*3+2-5`` (toycode)."""
@@ -330,6 +343,7 @@ class ArithTask(ToySplits, MathTask):
     name = "arith"
     SOLVE, READ, RIVAL = ARITH_SOLVE, ARITH_READ, ARITH_RIVAL
     version = "2"  # 2: a validation split, which the train split now excludes too
+    PARAMS: ClassVar[dict[str, Param]] = {**ToySplits.PARAMS, **MathTask.PARAMS}
 
     def __init__(
         self,
@@ -343,10 +357,7 @@ class ArithTask(ToySplits, MathTask):
         grading_workers: int = 0,
         n_validation: int = 300,
     ):
-        """``n_train`` / ``n_test`` / ``n_validation``: split sizes. ``levels``: operations per
-        problem 1..levels. ``hard_min_level``: the hard splits are level >= this. ``seed``: the
-        generator's seed. ``hard_fraction``: share of problems drawn from the hard levels (None:
-        levels uniform)."""
+        """Parameters: :attr:`PARAMS`."""
         MathTask.__init__(self, grading_timeout_s, grading_workers)
         ToySplits.__init__(
             self, n_train, n_test, levels, hard_min_level, seed, hard_fraction, n_validation

@@ -13,10 +13,11 @@ import json
 import random
 import re
 from collections.abc import Sequence
+from typing import ClassVar
 
 from agon.grading.verdict import Verdict
 from agon.sandbox import SandboxPool
-from agon.tasks.base import Problem, Task
+from agon.tasks.base import Param, Problem, Task
 from agon.tasks.code import extract_code
 from agon.toy.tasks import (
     CODE_READ,
@@ -92,6 +93,19 @@ class ToyCodeTask(ToySplits, Task):
     SOLVE, READ, RIVAL = CODE_SOLVE, CODE_READ, CODE_RIVAL
     kind = "code"
     version = "2"  # 2: a validation split, which the train split now excludes too
+    PARAMS: ClassVar[dict[str, Param]] = {
+        **ToySplits.PARAMS,
+        "n_tests": Param("integer", 4, "hidden tests per problem"),
+        "input_len": Param("array", (3, 6), "(min, max) integers per test input"),
+        "input_max": Param("integer", 30, "test inputs are integers 0..this"),
+        "grading_timeout_s": Param(
+            "number", 5.0, "per-program wall-clock limit (config: grading.timeout_s)"
+        ),
+        "grading_workers": Param(
+            "integer", 0, "sandbox workers, 0: one per core (config: grading.workers)"
+        ),
+        "memory_mb": Param("integer", 512, "address-space cap of a graded program"),
+    }
 
     def __init__(
         self,
@@ -109,10 +123,7 @@ class ToyCodeTask(ToySplits, Task):
         memory_mb: int = 512,
         n_validation: int = 300,
     ):
-        """Split params as :class:`ArithTask`. ``n_tests``: hidden tests per problem.
-        ``input_len``: (min, max) integers per test input. ``input_max``: inputs are 0..this.
-        ``grading_timeout_s``: per-program wall-clock limit. ``grading_workers``: sandbox
-        workers (0 = one per core). ``memory_mb``: address-space cap of a graded program."""
+        """Parameters: :attr:`PARAMS` (the split params as :class:`ArithTask`'s)."""
         ToySplits.__init__(
             self, n_train, n_test, levels, hard_min_level, seed, hard_fraction, n_validation
         )

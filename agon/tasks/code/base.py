@@ -1,3 +1,4 @@
+# long: one class, the code task every data set inherits: its declared params, splits, grading
 """The common code task: prompts, splits, limits, special judges and grading in the sandbox.
 
 A completion is graded by its last fenced python block
@@ -27,10 +28,11 @@ import json
 import math
 import random
 from collections.abc import Sequence
+from typing import Any, ClassVar
 
 from agon.grading.verdict import Verdict
 from agon.sandbox import SandboxPool, check_program
-from agon.tasks.base import Problem, Task, build_splits, content_sha256
+from agon.tasks.base import Param, Problem, Task, build_splits, content_sha256
 from agon.tasks.code.calls import call_harness
 from agon.tasks.code.extract import extract_code
 from agon.tasks.code.grading import Run, finish
@@ -50,6 +52,67 @@ class CodeTask(CodePrompts, Task):
     hub_id = ""
     judge: Judge | None = None  # the official grader's semantics (None: exact tokens)
     hard_min_difficulty: float | None = None
+    # the sizes the source publishes for its "test" and "validation" splits (before problems
+    # without tests or with special judges are left out): upper bounds of what a task keeps
+    PUBLISHED_SIZES: ClassVar[dict[str, int]] = {}
+    PARAMS: ClassVar[dict[str, Param]] = {
+        "source": Param("string", None, "hub id (null: the task's own)"),
+        "data_files": Param(
+            "object", None, "local files instead, {split: path} in the source's schema"
+        ),
+        "revision": Param("string", None, "the hub revision (null: the latest)"),
+        "hard_min_difficulty": Param(
+            "number", None, "hard = difficulty >= this (null: the task's default)"
+        ),
+        "max_train": Param("integer", None, "cap on train problems (null: all)"),
+        "max_test": Param("integer", None, "cap on test problems (null: all)"),
+        "max_tests": Param(
+            "integer",
+            None,
+            "cap on tests per problem: public first, then a seeded sample (null: all; every "
+            "test kept must pass)",
+        ),
+        "grading_timeout_s": Param(
+            "number",
+            5.0,
+            "time limit per test where the data state none (config: grading.timeout_s)",
+        ),
+        "grading_workers": Param(
+            "integer", 0, "concurrent runs, 0: one per core (config: grading.workers)"
+        ),
+        "memory_mb": Param("integer", 512, "memory limit per test where the data state none"),
+        "site_packages": Param(
+            "boolean", False, "solutions may import installed packages (default: stdlib only)"
+        ),
+        "validation_size": Param(
+            "integer",
+            0,
+            "problems carved from the source's train split (before max_train) into validation; "
+            "0: 10% of it, at most 500",
+        ),
+        "seed": Param("integer", 0, "which problems are carved, and which tests max_tests keeps"),
+        "strict": Param(
+            "boolean",
+            False,
+            "compare stdin outputs as exact whitespace tokens instead of the official grader's "
+            "rule (function-call results keep the grader's rule: equality of values)",
+        ),
+        "time_limit_factor": Param(
+            "number",
+            2.0,
+            "multiplies the data's own time limits (the judges' are CPU time on their machines, "
+            "ours wall clock on a machine grading many programs at once)",
+        ),
+        "memory_limit_factor": Param(
+            "number", 1.0, "multiplies the data's own memory limits (plus INTERPRETER_MB)"
+        ),
+        "special_judge": Param(
+            "string",
+            "exclude",
+            "what to do with problems that need a checker (the module docstring)",
+            choices=SPECIAL_JUDGE_MODES,
+        ),
+    }
 
     def __init__(
         self,
@@ -71,25 +134,8 @@ class CodeTask(CodePrompts, Task):
         memory_limit_factor: float = 1.0,
         special_judge: str = "exclude",
     ) -> None:
-        """``source``: hub id (default: the task's). ``data_files``: local override,
-        ``{"train": path, "test": path}`` in the source's schema. ``hard_min_difficulty``:
-        hard = difficulty >= this (None: the task's default). ``max_train`` / ``max_test``:
-        caps on problems (None: all). ``max_tests``: cap on tests per problem, public tests
-        first, then a seeded sample (:func:`~agon.tasks.code.limits.cap_tests`; None: all;
-        every test must pass). ``grading_timeout_s`` / ``memory_mb``: limits per test where
-        the data states none. ``time_limit_factor`` / ``memory_limit_factor``: multiply the
-        data's own limits (default 2: the judges' limits are CPU time on their machines, ours
-        is wall clock on a machine grading many programs at once; memory 1, plus
-        :data:`~agon.tasks.code.limits.INTERPRETER_MB`). ``grading_workers``: concurrent runs
-        (0: one per core). ``site_packages``: solutions may import installed packages
-        (default: stdlib only). ``strict``: compare stdin outputs as exact whitespace tokens
-        instead of the official grader's rule (function-call results keep the grader's rule,
-        which is already equality of values). ``special_judge``: exclude | exact | checker
-        (see the module docstring). ``validation_size``: problems carved from the source's
-        train split (before ``max_train`` caps what is left) into the validation split; 0
-        means 10% of it, at most 500 (so a source with fewer than 10 train problems has an
-        empty validation split). ``seed``: which problems are carved, and which tests
-        ``max_tests`` keeps."""
+        """Parameters: :attr:`PARAMS`. Limits: the data's own where they state them, times the
+        factors (:mod:`agon.tasks.code.limits`), else ``grading_timeout_s`` / ``memory_mb``."""
         self.source = source or self.hub_id
         self.data_files = dict(data_files) if data_files else None
         self.revision = revision
@@ -119,6 +165,19 @@ class CodeTask(CodePrompts, Task):
         self._special: dict[str, dict[str, int]] = {}
         self._splits: dict[str, list[Problem]] | None = None
         self._pool = None
+
+    @classmethod
+    def expected_split_sizes(cls, params: dict[str, Any]) -> dict[str, int | None]:
+        """``test``: the source's published size (:attr:`PUBLISHED_SIZES`), ``max_test`` caps
+        it (unknown without either); ``validation``: ``validation_size`` where it is > 0, else
+        the source's own validation split's published size, else unknown (a share of train);
+        ``hard``: unknown (a threshold on the data's difficulty)."""
+        test = cls.PUBLISHED_SIZES.get("test")
+        cap = params.get("max_test")
+        if cap is not None:
+            test = cap if test is None else min(cap, test)
+        validation = params.get("validation_size") or cls.PUBLISHED_SIZES.get("validation")
+        return {"test": test, "validation": validation, "hard": None}
 
     # --- loading -------------------------------------------------------------------------
 

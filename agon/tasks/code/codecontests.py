@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from typing import Any
+from typing import Any, ClassVar
 
-from agon.tasks.base import Problem
+from agon.tasks.base import Param, Problem
 from agon.tasks.code.base import CodeTask, _problem
 from agon.tasks.code.judges import codecontests as cc_judge
 from agon.tasks.code.limits import duration_seconds
@@ -49,11 +49,18 @@ class CodeContestsTask(CodeTask):
     judge = cc_judge.JUDGE
     hard_min_difficulty = 2000.0
     FIELDS = ("name", "description", "public_tests", "private_tests", "generated_tests")
+    # the data set card: 165 test and 117 valid problems
+    PUBLISHED_SIZES: ClassVar[dict[str, int]] = {"test": 165, "validation": 117}
+    PARAMS: ClassVar[dict[str, Param]] = {
+        **CodeTask.PARAMS,
+        "validation_size": Param(
+            "integer", 0, "a seeded sample of that many of the source's valid split (0: all)"
+        ),
+        "include_generated": Param("boolean", True, "grade on the generated tests too"),
+    }
 
     def __init__(self, include_generated: bool = True, **kwargs: Any) -> None:
-        """``include_generated``: grade on the generated tests too. ``kwargs``: as
-        :class:`CodeTask`; ``validation_size`` > 0 keeps a seeded sample of that many of
-        the ``valid`` split (0: all of it)."""
+        """Parameters: :attr:`PARAMS` (``kwargs``: :class:`CodeTask`'s)."""
         super().__init__(**kwargs)
         self.include_generated = bool(include_generated)
 

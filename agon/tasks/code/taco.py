@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from agon.grading.verdict import Verdict
-from agon.tasks.base import Problem
+from agon.tasks.base import Param, Problem
 from agon.tasks.code.base import CodeTask, _problem
 from agon.tasks.code.grading import Run
 from agon.tasks.code.judges import taco as taco_judge
@@ -44,10 +44,19 @@ class TacoTask(CodeTask):
     judge = taco_judge.JUDGE
     hard_min_difficulty = 4.0
     FIELDS = ("question", "input_output", "difficulty")
+    PUBLISHED_SIZES: ClassVar[dict[str, int]] = {"test": 1000}  # TACO's data set card
+    PARAMS: ClassVar[dict[str, Param]] = {
+        **CodeTask.PARAMS,
+        "special_judge_file": Param(
+            "string",
+            None,
+            "TACO's output_spj.jsonl (or a file in its format) to read instead of the copy kept "
+            "here",
+        ),
+    }
 
     def __init__(self, special_judge_file: str | None = None, **kwargs: Any) -> None:
-        """``special_judge_file``: TACO's ``output_spj.jsonl`` (or a file in its format) to
-        read instead of the copy kept here. ``kwargs``: as :class:`CodeTask`."""
+        """Parameters: :attr:`PARAMS` (``kwargs``: :class:`CodeTask`'s)."""
         super().__init__(**kwargs)
         self.special_judge_file = special_judge_file
         self._spj = taco_special_judges(special_judge_file)
