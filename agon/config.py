@@ -8,6 +8,7 @@ the row, the field and what was expected.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import platform
@@ -28,18 +29,25 @@ class ConfigError(ValueError):
     """A config that does not match the schema; the message says where and why."""
 
 
-def _schema() -> dict:
-    """The config's JSON schema, with the method names of ``methods`` and ``related.methods``
-    and the default of ``related.methods`` filled in from the registry (:mod:`agon.methods`),
-    their one home."""
+@functools.cache
+def config_schema() -> dict:
+    """The config's JSON schema, parsed once per process (with libyaml where it is there), with
+    the method names of ``methods`` and ``related.methods`` and the default of
+    ``related.methods`` filled in from the registry (:mod:`agon.methods`), their one home. The
+    one reader of :data:`SCHEMA_PATH`: validation here and every settings field's default and
+    range (:mod:`agon.training.settings`) read this copy; treat it as read-only."""
     with open(SCHEMA_PATH) as f:
-        schema = yaml.safe_load(f)
+        schema = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     props = schema["properties"]
     props["methods"]["items"]["enum"] = list(TABLE1_METHODS)
     related = props["related"]["properties"]["methods"]
     related["items"]["enum"] = list(METHODS)
     related["default"] = list(RELATED_DEFAULT)
     return schema
+
+
+# the name tests/test_related.py and tests/test_method_registry.py import; config_schema is it
+_schema = config_schema
 
 
 def _validator_with_defaults(schema: dict):
@@ -101,7 +109,7 @@ def validate_config(config: dict) -> dict:
 
     Raises :class:`ConfigError` listing every problem found.
     """
-    validator = _validator_with_defaults(_schema())
+    validator = _validator_with_defaults(config_schema())
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         problems = list(dict.fromkeys(_describe(e, config) for e in errors))  # each once
@@ -146,7 +154,7 @@ def _ablation_problems(config: dict) -> list[str]:
     reference = (config.get("ablations") or {}).get("reference")
     if reference is not None and reference not in names:
         out.append(f"ablations.reference: {reference!r} is not a variant; variants: {names}")
-    schema = _schema()["properties"]["agon"]
+    schema = config_schema()["properties"]["agon"]
     for i, v in enumerate(variants):
         section = deep_merge(config.get("agon") or {}, v.get("agon") or {})
         validator = _validator_with_defaults(schema)
@@ -232,7 +240,7 @@ def regime_section(config: dict) -> dict:
     alone where it has none: the schema fills no section default for it, so a world without one
     (the positive control's) keeps its snapshots as they were (agon/regime.py)."""
     section = copy.deepcopy(config.get("regime") or {})
-    validator = _validator_with_defaults(_schema()["properties"]["regime"])
+    validator = _validator_with_defaults(config_schema()["properties"]["regime"])
     errors = [e.message for e in validator.iter_errors(section)]
     if errors:
         raise ConfigError(f"regime: {'; '.join(errors)}")
@@ -265,6 +273,17 @@ def deep_merge(base: dict, extra: Mapping) -> dict:
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+def config_value(config: Mapping, key: str) -> Any:
+    """The value of dotted config key ``key`` (``"train.budget.match"``) in ``config``; None
+    where it is absent."""
+    value: Any = config
+    for part in key.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
 
 
 def config_hash(config: Any) -> str:

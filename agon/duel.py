@@ -16,7 +16,8 @@ update are the policy-gradient core every in-house trainer shares (:mod:`agon.rl
 model alone is GRPO), so Agon and GRPO differ only by the duel. The loop around a step
 (problem stream, resume, checkpoints, metrics file, probes) is :mod:`agon.training.loop`; the
 policies (model, optimizer, devices) are :mod:`agon.training.policy`; the duel's settings
-(:class:`DuelSettings`, the config's ``agon`` section) are here, first.
+(:class:`DuelSettings`, the config's ``agon`` section) are with every trainer's in
+:mod:`agon.training.settings`, where the planner and the workflow read them without torch.
 
 Our reading of the paper (only the abstract is public) is ``docs/method.md``: who the rival
 is, the reward shapes, what the rival term does to each role under each ``reader_group`` and
@@ -33,7 +34,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -44,45 +45,16 @@ from agon.tasks.base import Problem, Task, apply_draft_view
 from agon.training import logbook
 from agon.training import metrics as mk
 from agon.training.policy import Policy
-from agon.training.settings import RLSettings, choices, family_setting, setting
+from agon.training.settings import DuelSettings, choices
 from agon.training.shell import InHouseTrainer
 
 # -- 0. settings ---------------------------------------------------------------------------------
 
-# the duel's own choices (the schema's ``agon`` section, in its order)
+# the duel's settings are DuelSettings (agon.training.settings: the planner reads them too);
+# its own choices (the schema's ``agon`` section, in its order)
 REWARD_SCHEMES = choices("agon.reward.scheme")  # agon | zero_sum | independent | cooperative
 READER_GROUPS = choices("agon.reader_group")  # draft | problem
 ROLE_SCHEDULES = choices("agon.role_schedule")  # alternate | both
-
-
-@dataclass
-class DuelSettings(RLSettings):
-    """The duel trainer's settings: the shared ones plus the config's ``agon`` section (nested
-    keys flattened with ``_``: ``agon.reward.scheme`` is ``reward_scheme``)."""
-
-    num_reads: int = setting("agon.num_reads")  # K: reads per draft
-    role_schedule: str = setting("agon.role_schedule")  # alternate | both
-    train_roles: list[str] = setting("agon.train_roles")  # the roles whose completions update
-    reward_scheme: str = setting("agon.reward.scheme")  # agon | zero_sum | independent | ...
-    reward_lam: float = setting("agon.reward.lam")  # weight of the agon scheme's win/loss term
-    # draft: K reads of one draft; problem: all G*K reads of a problem
-    reader_group: str = setting("agon.reader_group")
-    baseline: str = setting("agon.baseline")  # what an advantage subtracts: group | batch | none
-    # extra reward for a read that is right after a wrong draft: c_read * (1 - c_draft) * this
-    # (0: none; the reading in which the reader is paid for robustness; docs/method.md)
-    reward_reader_robustness: float = setting("agon.reward.reader_robustness")
-    draft_view: str = family_setting("draft_view")  # the family row's view of a draft
-
-    SECTIONS: ClassVar[tuple[str, ...]] = ("agon",)
-    FAMILY_KEYS: ClassVar[tuple[str, ...]] = ("max_new_tokens", "draft_view")
-    TOGETHER: ClassVar[bool] = True
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.role_schedule == "both" and self.problems_per_step < 2:
-            raise ValueError(
-                "role_schedule 'both' splits the problems in two: problems_per_step must be >= 2"
-            )
 
 
 # -- 1. rollout ----------------------------------------------------------------------------------

@@ -120,3 +120,34 @@ def test_overrides_hash_and_family_lookup(tmp_path):
 def test_snakefile_and_cli_share_one_schema():
     schema = ROOT / "workflow" / "schemas" / "config.schema.yaml"
     assert schema.resolve() == (ROOT / "agon" / "schemas" / "config.schema.yaml").resolve()
+
+
+def test_the_schema_file_is_parsed_once_for_validation_and_settings(monkeypatch):
+    """One cached parse of the schema file serves validation and every settings field."""
+    from agon import config as cfg
+    from agon.methods import TABLE1_METHODS
+    from agon.training import settings as st
+
+    parses = []
+
+    def counted(real):
+        def parse(stream, *args, **kwargs):
+            if getattr(stream, "name", None) == str(cfg.SCHEMA_PATH):
+                parses.append(stream.name)
+            return real(stream, *args, **kwargs)
+
+        return parse
+
+    monkeypatch.setattr(yaml, "load", counted(yaml.load))  # safe_load calls it too
+    cfg.config_schema.cache_clear()
+    try:
+        for _ in range(2):
+            load_config(ROOT / "config" / "config.yaml")
+        st.schema_node("train.steps")
+        st.check_key("agon.num_reads", 2)
+    finally:
+        cfg.config_schema.cache_clear()  # the next caller parses it afresh, unpatched
+    assert len(parses) == 1
+    assert st.config_schema is cfg.config_schema
+    # the one copy has the registry's method names filled in
+    assert cfg.config_schema()["properties"]["methods"]["items"]["enum"] == list(TABLE1_METHODS)

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -78,8 +82,10 @@ def test_each_field_is_a_config_key_a_family_key_or_says_why_not(cls, f):
 def test_a_config_field_is_its_key_with_the_schemas_default_and_rules(cls, f):
     key = f.metadata[st.CONFIG_KEY]
     section, _, rest = key.partition(".")
-    # from_config reads the field from this key: a section the class reads, flattened with _
-    assert section in ("train", *cls.SECTIONS), f"{key}: {cls.__name__} reads no {section!r}"
+    # from_config reads the field from this key: in a section the class (or one it extends)
+    # names, the field named as the key below it with _ for .
+    sections = {"train", *(s for k in cls.__mro__ for s in getattr(k, "SECTIONS", ()))}
+    assert section in sections, f"{key}: {cls.__name__} reads no {section!r}"
     assert rest.replace(".", "_") == f.name, f"{key} is read into {rest.replace('.', '_')!r}"
     node = st.schema_node(key)
     default = _default(f)
@@ -130,6 +136,50 @@ def test_a_default_config_gives_the_fields_defaults(cls):
     for f in dataclasses.fields(cls):
         expected = fam[f.name] if st.FAMILY_KEY in f.metadata else _default(f)
         assert getattr(s, f.name) == expected, f.name
+
+
+def test_each_field_is_read_from_its_own_key_the_engines_and_servers_included():
+    """The rollout engine's knobs (train.backend, its batch, vLLM's share) and agon.servers
+    reach every trainer through its settings, nested keys too; and the rollout options are
+    made of those settings."""
+    from agon.engines.rollouts import RolloutOptions
+    from baselines.cliff import CliffSettings
+
+    cfg = _config()
+    cfg["train"] |= {"backend": "vllm", "rollout_batch_size": 7, "vllm_gpu_memory_utilization": 0.5}
+    cfg["train"]["budget"]["match"] = "steps"
+    cfg["agon"]["servers"]["B"] = "http://b:8000"
+    cfg["agon"]["reward"]["scheme"] = "zero_sum"
+    fam = cfg["families"][0]
+    duel_s, cliff_s = duel.DuelSettings.from_config(cfg, fam), CliffSettings.from_config(cfg, fam)
+    for s in (duel_s, cliff_s, st.TrainSettings.from_config(cfg)):
+        assert (s.backend, s.rollout_batch_size, s.vllm_gpu_memory_utilization) == ("vllm", 7, 0.5)
+        assert s.budget_match == "steps"
+    assert duel_s.servers == cliff_s.servers == {"A": None, "B": "http://b:8000"}
+    assert duel_s.reward_scheme == "zero_sum"
+    options = RolloutOptions.from_config(cfg)
+    assert options == RolloutOptions.from_settings(cliff_s)
+    assert (options.backend, options.batch_size, options.gpu_memory_utilization) == ("vllm", 7, 0.5)
+    assert options.servers == {"A": None, "B": "http://b:8000"}
+    with pytest.raises(ValueError, match=r"train\.backend must be one of \['hf', 'vllm'\]"):
+        st.TrainSettings(backend="sglang")
+
+
+def test_the_duels_settings_load_without_torch():
+    """The planner and the workflow's regime read the duel's knobs: its settings class comes
+    without the duel's step (torch)."""
+    code = (
+        "import json, sys\n"
+        "from agon.training.settings import DuelSettings\n"
+        "import agon.plan.planner, agon.regime\n"
+        "print(json.dumps([m for m in ('torch', 'transformers', 'trl') if m in sys.modules]))\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout.strip()) == []
+    assert duel.DuelSettings is st.DuelSettings  # agon.duel's name for them
 
 
 def test_a_mutable_default_is_each_instances_own():

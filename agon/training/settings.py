@@ -3,12 +3,18 @@
 :class:`TrainSettings` holds what every trainer shares: the config's ``train`` section (the
 field names *are* its keys), the family's generation limit and the run's seed; the GRPO
 baseline's settings extend it with the ``grpo`` section (:mod:`baselines.grpo`, on TRL).
-:class:`RLSettings` adds what the in-house policy-gradient core reads (:mod:`agon.rl`); every
-in-house trainer's settings extend it: the duel's (:class:`agon.duel.DuelSettings`, with the
-``agon`` section, nested keys flattened with ``_``: ``agon.reward.scheme`` is
-``reward_scheme``) and those of Cliff, GAR and OPD-then-RL (each with its own section).
-:meth:`TrainSettings.from_config` fills any subclass the same way, so a knob added to the
-schema and to a settings class needs no mapping code.
+:class:`RLSettings` adds what the in-house policy-gradient core and its rollout engines read
+(:mod:`agon.rl`, :mod:`agon.engines.rollouts`); every in-house trainer's settings extend it:
+the duel's (:class:`DuelSettings`, the ``agon`` section, nested keys joined with ``_``:
+``agon.reward.scheme`` is ``reward_scheme``) and those of Cliff, GAR and OPD-then-RL (each with
+its own section). :meth:`TrainSettings.from_config` fills any subclass the same way, each field
+from its own key, so a knob added to the schema and to a settings class needs no mapping code.
+
+These classes are every ``train.*`` and ``agon.*`` knob's one way in, for the trainers and for
+``agon plan`` alike: nothing else reads those sections' keys from a config dict
+(``tests/test_knob_paths.py``). The duel's settings live here, not beside its step in
+:mod:`agon.duel` (which re-exports them), because the planner and the workflow's regime read
+the duel's knobs and must not import torch; this module knows the duel's knobs, never its code.
 
 The config schema is each knob's one home: a field declared ``setting("train.steps")`` takes
 its default, its choices and its range from the schema's ``train.steps``, and one check
@@ -30,9 +36,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import yaml
-
-from agon.config import SCHEMA_PATH
+from agon.config import config_schema, config_value
 
 # what a field's metadata says of it: the config key it is (or the family row's key), or why
 # it is neither; and the schema's rules for its values
@@ -42,14 +46,6 @@ NOT_CONFIG = "not_config"  # why the field is no config key (where its value com
 OWN_DEFAULT = "own_default"  # a family_setting whose default is not the schema's: why
 NULLABLE = "nullable"  # the schema allows null (None)
 RULES = ("enum", "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "pattern")
-
-
-@functools.cache
-def config_schema() -> dict:
-    """The config's JSON schema (:data:`agon.config.SCHEMA_PATH`), parsed once per process
-    (with libyaml where it is there: a few milliseconds)."""
-    with open(SCHEMA_PATH) as f:
-        return yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def schema_node(key: str) -> dict:
@@ -176,17 +172,6 @@ def check_eval_settings(every: int, limit: int | None = None) -> None:
     check_key("train.eval_problems", limit)
 
 
-def _flatten(section: dict, prefix: str = "") -> dict[str, Any]:
-    """``{"reward": {"scheme": "agon"}}`` -> ``{"reward_scheme": "agon"}``."""
-    out: dict[str, Any] = {}
-    for key, value in section.items():
-        if isinstance(value, dict) and key != "extra":  # grpo.extra is one knob: a dict
-            out.update(_flatten(value, f"{prefix}{key}_"))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 @dataclass
 class TrainSettings:
     """What both trainers share: the config's ``train`` section, by its own key names."""
@@ -217,6 +202,11 @@ class TrainSettings:
     # how AdamW's step lands on 16-bit weights (master_dtype None): plain rounding, kahan
     # (torch-optimi's compensated sum), stochastic_rounding (torchao); float32 weights: plain
     bf16_update: str = setting("train.bf16_update")
+    # the rollout engine: transformers generate (hf) or vLLM; the in-house trainers sample on
+    # it, GRPO's probes and Cliff's model teacher generate through transformers at this batch
+    backend: str = setting("train.backend")  # hf | vllm
+    rollout_batch_size: int = setting("train.rollout_batch_size")  # rows per generate call
+    vllm_gpu_memory_utilization: float = setting("train.vllm_gpu_memory_utilization")  # per engine
     checkpoint_every: int = setting("train.checkpoint_every")  # 0: only at the end
     keep_checkpoints: int = setting("train.keep_checkpoints")  # complete checkpoints kept
     eval_every: int = setting("train.eval_every")  # steps between greedy probes; 0: none
@@ -237,7 +227,8 @@ class TrainSettings:
     )
     budget_reference: str = not_config("", why="the reference run's summary.json (--match-run)")
 
-    # config sections read besides `train`, in order (later sections override earlier ones)
+    # the config sections besides `train` whose keys the class's own fields are (each field is
+    # read from its own key; a class also reads the sections of the classes it extends)
     SECTIONS: ClassVar[tuple[str, ...]] = ()
     # family-row keys read into settings of the same name
     FAMILY_KEYS: ClassVar[tuple[str, ...]] = ("max_new_tokens",)
@@ -276,19 +267,23 @@ class TrainSettings:
 
     @classmethod
     def from_config(cls, config: dict, family: dict | None = None, seed: int = 0, **fixed: Any):
-        """Settings from a validated config's ``train`` (+ :attr:`SECTIONS`) and a family row.
-
-        Keys of those sections that are not fields of ``cls`` are not this trainer's (e.g.
-        ``train.backend``); ``fixed`` sets fields a trainer fixes (``reward_scheme`` of
+        """Settings from a validated config and a family row: each field from its own config
+        key (``setting("agon.reward.scheme")`` reads ``config["agon"]["reward"]["scheme"]``),
+        each of :attr:`FAMILY_KEYS` from ``family``; a key the config leaves out or sets null
+        keeps the field's default. Keys no field names are not this trainer's (``grpo.*`` for
+        the duel); ``fixed`` sets fields a trainer fixes (``reward_scheme`` of
         ``agon_independent``).
         """
-        names = {f.name for f in dataclasses.fields(cls)}
-        values: dict[str, Any] = {}
-        for section in ("train", *cls.SECTIONS):
-            values.update(_flatten(dict(config.get(section) or {})))
+        fields = dataclasses.fields(cls)
+        values = {
+            f.name: config_value(config, f.metadata[CONFIG_KEY])
+            for f in fields
+            if CONFIG_KEY in f.metadata
+        }
         if family is not None:
             values.update({k: family.get(k) for k in cls.FAMILY_KEYS})
         values.update(fixed, seed=seed)
+        names = {f.name for f in fields}
         return cls(**{k: v for k, v in values.items() if k in names and v is not None})
 
     def to_dict(self) -> dict[str, Any]:
@@ -305,7 +300,48 @@ class RLSettings(TrainSettings):
     )
     # score sequences packed several per row (agon.packing), not padded
     packing: bool = setting("train.packing")
+    # backend vllm, server mode: the URL of each policy's `trl vllm-serve` (None: colocated);
+    # in the `agon` section, but every in-house trainer samples there
+    servers_A: str | None = setting("agon.servers.A")
+    servers_B: str | None = setting("agon.servers.B")
 
+    SECTIONS: ClassVar[tuple[str, ...]] = ("agon",)  # agon.servers
     # whether the trainer's models train together in every step (the duel): a compute budget,
     # which stops each model on its own, applies only to trainers whose models train alone
     TOGETHER: ClassVar[bool] = False
+
+    @property
+    def servers(self) -> dict[str, str | None]:
+        """Each policy's vLLM server URL (None: colocated vLLM), by policy name."""
+        return {"A": self.servers_A, "B": self.servers_B}
+
+
+@dataclass
+class DuelSettings(RLSettings):
+    """The duel trainer's settings (:mod:`agon.duel`): the shared ones plus the config's
+    ``agon`` section (nested keys joined with ``_``: ``agon.reward.scheme`` is
+    ``reward_scheme``)."""
+
+    num_reads: int = setting("agon.num_reads")  # K: reads per draft
+    role_schedule: str = setting("agon.role_schedule")  # alternate | both
+    train_roles: list[str] = setting("agon.train_roles")  # the roles whose completions update
+    reward_scheme: str = setting("agon.reward.scheme")  # agon | zero_sum | independent | ...
+    reward_lam: float = setting("agon.reward.lam")  # weight of the agon scheme's win/loss term
+    # draft: K reads of one draft; problem: all G*K reads of a problem
+    reader_group: str = setting("agon.reader_group")
+    baseline: str = setting("agon.baseline")  # what an advantage subtracts: group | batch | none
+    # extra reward for a read that is right after a wrong draft: c_read * (1 - c_draft) * this
+    # (0: none; the reading in which the reader is paid for robustness; docs/method.md)
+    reward_reader_robustness: float = setting("agon.reward.reader_robustness")
+    draft_view: str = family_setting("draft_view")  # the family row's view of a draft
+
+    SECTIONS: ClassVar[tuple[str, ...]] = ("agon",)
+    FAMILY_KEYS: ClassVar[tuple[str, ...]] = ("max_new_tokens", "draft_view")
+    TOGETHER: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.role_schedule == "both" and self.problems_per_step < 2:
+            raise ValueError(
+                "role_schedule 'both' splits the problems in two: problems_per_step must be >= 2"
+            )
