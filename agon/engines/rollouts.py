@@ -41,6 +41,7 @@ from agon.engines.hf import HFEngine, resolve_dtype
 from agon.engines.placement import Part, visible_gpus
 from agon.engines.process import EngineProcess, engine_env
 from agon.engines.vllm import STAGED_WEIGHTS
+from agon.training.settings import RLSettings
 
 
 class ServerRollouts(TemplatedEngine):
@@ -151,8 +152,8 @@ class ServerRollouts(TemplatedEngine):
 
 @dataclass(frozen=True)
 class RolloutOptions:
-    """How the in-house trainers sample: the config's ``train.backend`` and its sizes, and the
-    ``agon.servers`` of server mode (one URL per policy; none: colocated vLLM)."""
+    """How the in-house trainers sample: their settings' ``train.backend`` and its sizes, and
+    the ``agon.servers`` of server mode (one URL per policy; none: colocated vLLM)."""
 
     backend: str = "hf"  # hf | vllm
     batch_size: int = 128  # rows per generate call (train.rollout_batch_size)
@@ -160,15 +161,20 @@ class RolloutOptions:
     servers: Mapping[str, str | None] = field(default_factory=dict)  # policy name -> URL
 
     @classmethod
-    def from_config(cls, config: dict) -> RolloutOptions:
-        """The options of a validated config."""
-        tr = config["train"]
+    def from_settings(cls, s: RLSettings) -> RolloutOptions:
+        """The options of an in-house trainer's settings."""
         return cls(
-            backend=tr["backend"],
-            batch_size=tr["rollout_batch_size"],
-            gpu_memory_utilization=tr["vllm_gpu_memory_utilization"],
-            servers=dict((config.get("agon") or {}).get("servers") or {}),
+            backend=s.backend,
+            batch_size=s.rollout_batch_size,
+            gpu_memory_utilization=s.vllm_gpu_memory_utilization,
+            servers=s.servers,
         )
+
+    @classmethod
+    def from_config(cls, config: dict) -> RolloutOptions:
+        """The options of a validated config: those of its in-house trainers' settings
+        (:meth:`from_settings`, where the settings are at hand)."""
+        return cls.from_settings(RLSettings.from_config(config))
 
 
 # each server has its own weight-transfer group, so the two policies need distinct ports

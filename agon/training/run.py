@@ -53,7 +53,7 @@ def prepare(
     except ValueError as err:
         raise ConfigError(f"{config_path}: {err}") from None
     _set_budget(settings, method, match_run)
-    if config["train"]["backend"] == "vllm" and isinstance(settings, RLSettings):
+    if isinstance(settings, RLSettings) and settings.backend == "vllm":
         _check_vllm()
     return config, fam, settings
 

@@ -63,7 +63,7 @@ def make_teachers(config: dict, fam: dict, s: CliffSettings) -> dict[str, Any]:
     generating through transformers."""
     if s.teacher == "oracle":
         return {"A": OracleTeacher(), "B": OracleTeacher()}
-    batch = config["train"]["rollout_batch_size"]
+    batch = s.rollout_batch_size
     limit = s.teacher_max_new_tokens or s.max_new_tokens
     if s.teacher_model:
         engine = load_engine({"model": s.teacher_model}, fam, "hf", batch_size=batch)

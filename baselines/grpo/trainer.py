@@ -207,7 +207,7 @@ def train_grpo(
     for part in [metrics, *sorted(shares.glob("rank-*.jsonl"))]:
         truncate_jsonl(part, keep=lambda r: r.get(mk.STEP, -1) < resumed_step)
     per_step = settings.problems_per_step * settings.num_generations
-    evaluate = _hard_eval(config, fam, task, settings, row, tok) if settings.eval_every else None
+    evaluate = _hard_eval(fam, task, settings, row, tok) if settings.eval_every else None
     budget = from_settings(settings)
     callback = _metrics_callback(metrics, name, per_step, evaluate, settings.eval_every, budget)
     trainer = SkipZeroAdvantageGRPOTrainer(
@@ -234,7 +234,7 @@ def train_grpo(
 
 
 def _hard_eval(
-    config: dict, fam: dict, task: Task, settings: GRPOSettings, row: str, tokenizer: Any
+    fam: dict, task: Task, settings: GRPOSettings, row: str, tokenizer: Any
 ) -> Callable[[Any], dict]:
     """model -> its greedy pass@1 on ``train.eval_split`` (``eval/hard_pass@1/NAME``), as the
     duel trainer probes it: the same engine as the duel's rollouts (the live model, the row's
@@ -244,8 +244,7 @@ def _hard_eval(
     wrong = wrong_drafts(task, problems)  # the same robustness probe as the duel's
 
     def evaluate(model: Any) -> dict:
-        batch = config["train"]["rollout_batch_size"]
-        engine = HFEngine(model, tokenizer, batch_size=batch, **options)
+        engine = HFEngine(model, tokenizer, batch_size=settings.rollout_batch_size, **options)
         m = hard_pass1(
             {row.upper(): engine},
             task,
