@@ -36,6 +36,7 @@ from typing import Any
 from agon.config import regime_section
 from agon.stats import percentile_interval
 from agon.toy.sft_data import reader_targets
+from agon.training.settings import DuelSettings
 
 # the systems the criteria read, as table 1 names its columns; the trained one's method is GRPO
 REGIME_SYSTEMS = ("base", "base_b", "base_cascade", "moa", "grpo", "grpo_b")
@@ -242,15 +243,14 @@ def planned_grpo_steps(config: dict) -> int:
     fixed = regime_section(config)["grpo_steps"]
     if fixed is not None:
         return int(fixed)
-    tr, ag = config["train"], config["agon"]
-    steps, reads = int(tr["steps"]), int(ag["num_reads"])
-    if ag["role_schedule"] == "both":  # each model drafts half the problems every step
+    s = DuelSettings.from_config(config)
+    steps, reads = int(s.steps), int(s.num_reads)
+    if s.role_schedule == "both":  # each model drafts half the problems every step
         per_model = [steps / 2 * (1 + reads)] * 2
     else:  # alternate: A drafts on even steps and reads B's drafts on odd ones
         first, second = math.ceil(steps / 2), steps // 2
         per_model = [first + second * reads, second + first * reads]
-    cap = max(steps, math.ceil(tr["budget"]["max_steps_factor"] * steps))
-    return min(math.ceil(max(per_model)), cap)
+    return min(math.ceil(max(per_model)), s.max_steps)  # max_steps: the budget's cap
 
 
 def regime_changes(config: dict, stage: str) -> dict:

@@ -421,6 +421,41 @@ def test_budget_caps_and_matches_samples():
     assert any("capped at 120" in n for n in grpo.notes)
 
 
+def test_each_run_reads_its_knobs_from_settings_made_once(monkeypatch):
+    """A training job's train.* and agon.* knobs come from one settings object per (family, how
+    it runs, ablation variant), made as its trainer makes them: a variant's agon changes reach
+    its duel, and what the trainer refuses the planner refuses, naming the key."""
+    import agon.plan.workload as wl
+
+    cfg = load_config(SMALL)
+    cfg["ablations"]["variants"] = [{"name": "k4", "agon": {"num_reads": 4}}]
+    cfg["ablations"]["reference"] = None
+    made = Counter()
+    real = wl.run_settings
+
+    def counted(config, family, runs):
+        s = real(config, family, runs)
+        made[(family["name"], runs, s.num_reads if runs == "duel" else None)] += 1
+        return s
+
+    monkeypatch.setattr(wl, "run_settings", counted)
+    p = plan(cfg, "all")
+    assert made and set(made.values()) == {1}, made
+    k = cfg["agon"]["num_reads"]
+    assert k != 4
+    assert ("qwen3_small", "duel", 4) in made and ("qwen3_small", "duel", k) in made
+    duel = job(p, "train qwen3_small deepmath agon seed0")
+    variant = job(p, "ablation_train qwen3_small deepmath k4 agon seed0")
+    # the same drafts, each read 4 times instead of K (every length at its cap)
+    ratio = variant.tokens_generated / duel.tokens_generated
+    assert ratio == pytest.approx((1 + 4) / (1 + k))
+
+    cfg["train"]["problems_per_step"] = 1
+    cfg["agon"]["role_schedule"] = "both"
+    with pytest.raises(PlanError, match="problems_per_step must be >= 2"):
+        plan(cfg, "results/table1.csv")
+
+
 def test_toy_config_plans_on_cpu_without_a_measurement():
     p = plan(load_config(REPO / "config" / "config.yaml"), "results/table1.csv")
     trains = [j for j in p.jobs if j.job.rule == "train"]

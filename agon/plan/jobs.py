@@ -29,6 +29,7 @@ from agon.methods import (
 )
 from agon.plan.dims import PlanError
 from agon.results import Layout
+from agon.training.settings import TrainSettings
 
 # the SLURM profile the workflow's README runs the paper with; its `retries` bound the restarts
 SLURM_PROFILE = Path(__file__).resolve().parents[2] / "profiles" / "slurm" / "config.yaml"
@@ -104,7 +105,7 @@ def target_name(target: str) -> str:
 def _train_methods(config: dict, systems: list[str]) -> list[str]:
     """The trained methods ``systems`` need, and the run budget-matched ones match, in order."""
     methods = set(trained_methods_for(systems))
-    if config["train"]["budget"]["match"] != "steps" and methods & set(BUDGET_MATCHED):
+    if TrainSettings.from_config(config).budget_match != "steps" and methods & set(BUDGET_MATCHED):
         methods.add(BUDGET_REFERENCE)
     return [m for m in TRAINED_METHODS if m in methods]
 

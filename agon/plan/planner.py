@@ -35,6 +35,7 @@ from agon.plan.dims import (
     training_flops,
 )
 from agon.plan.published import dims_from_config, load_dims
+from agon.training.settings import DuelSettings, RLSettings, TrainSettings
 
 SIGNIFICANT_BITS = {"bfloat16": 8, "float16": 11}  # a 16-bit float's significand, implicit bit in
 SECONDS_PER_HOUR = 3600.0
@@ -164,6 +165,14 @@ class PlanContext:
         )  # fmt: skip
 
     @cache  # noqa: B019 (as above: one context per plan call)
+    def settings(self, family: str, runs: str, variant: str | None) -> TrainSettings:
+        """The settings a training run of ``family`` reads its ``train.*`` and ``agon.*`` knobs
+        from, made once per (family, how it runs, ablation variant: its ``agon`` changes; None:
+        the config's own)."""
+        config = self.config if variant is None else ablation_config(self.config, variant)
+        return wl.run_settings(config, self.families[family], runs)
+
+    @cache  # noqa: B019 (as above: one context per plan call)
     def efficiency(self, kind: str, engine: str, dims: ModelDims) -> hw.Efficiency:
         return hw.efficiency(kind, engine, dims, self.measurements)
 
@@ -203,18 +212,12 @@ class Plan:
 # ----------------------------------------------------------------------------- a job's work
 
 
-def _duel_agon(config: dict, job: dag.Job) -> dict:
-    """The ``agon`` section a duel job runs with (an ablation variant's changes applied)."""
-    if job.rule == "ablation_train":
-        return ablation_config(config, job.variant)["agon"]
-    return config["agon"]
-
-
 def _reference(ctx: PlanContext, e: wl.Expect) -> dict:
     """The ``agon`` run's per-model spend on (family, task): what budget-matched runs match."""
     key = (e.family, e.task["name"])
     if key not in ctx.references:
-        ref = wl.duel_workload(ctx.config, ctx.config["agon"], e, BUDGET_REFERENCE)
+        s = ctx.settings(e.family, "duel", None)
+        ref = wl.duel_workload(ctx.config, s, e, BUDGET_REFERENCE)
         ctx.references[key] = ref.spend
     return ctx.references[key]
 
@@ -224,14 +227,21 @@ def _runs(job: dag.Job) -> str:
     return "duel" if job.rule == "ablation_train" else wl.method_row(job.method).runs
 
 
+def _settings(ctx: PlanContext, job: dag.Job) -> TrainSettings:
+    """A training job's settings (an ablation variant's with its ``agon`` changes)."""
+    variant = job.variant if job.rule == "ablation_train" else None
+    return ctx.settings(job.family, _runs(job), variant)
+
+
 def _workload(ctx: PlanContext, job: dag.Job) -> wl.Workload:
     e = wl.expect(ctx.families[job.family], ctx.tasks[job.task], ctx.lengths)
     if job.rule in EVALS:
         return wl.eval_workload(ctx.config, e, job.system)
-    if _runs(job) == "duel":
-        return wl.duel_workload(ctx.config, _duel_agon(ctx.config, job), e, job.method)
-    ref = _reference(ctx, e) if ctx.config["train"]["budget"]["match"] != "steps" else None
-    return wl.solo_workload(ctx.config, e, job.method, ref)
+    s = _settings(ctx, job)
+    if isinstance(s, DuelSettings):
+        return wl.duel_workload(ctx.config, s, e, job.method)
+    ref = _reference(ctx, e) if s.budget_match != "steps" else None
+    return wl.solo_workload(ctx.config, s, e, job.method, ref)
 
 
 def _models(ctx: PlanContext, job: dag.Job, w: wl.Workload) -> dict[str, ModelDims]:
@@ -244,12 +254,12 @@ def _models(ctx: PlanContext, job: dag.Job, w: wl.Workload) -> dict[str, ModelDi
 def _train_shape(ctx: PlanContext, job: dag.Job, fam: dict, w: wl.Workload) -> mm.TrainShape:
     """What a training job's memory depends on (for GRPO, TRL's micro-batch: the whole step
     when micro_batch_size holds no whole group)."""
-    tr, grpo = ctx.config["train"], ctx.config.get(wl.TRL_SECTION) or {}
+    s, grpo = _settings(ctx, job), ctx.config.get(wl.TRL_SECTION) or {}
     runs = _runs(job)
     trl = runs == "trl"
-    mb = tr["micro_batch_size"]
+    mb = s.micro_batch_size
     if trl:  # baselines.grpo's batch_shape: divides the step's completions, holds whole groups
-        total, g = tr["problems_per_step"] * tr["num_generations"], tr["num_generations"]
+        total, g = s.problems_per_step * s.num_generations, s.num_generations
         mb = min(total, mb)
         while mb >= g and (total % mb or mb % g):
             mb -= 1
@@ -258,17 +268,17 @@ def _train_shape(ctx: PlanContext, job: dag.Job, fam: dict, w: wl.Workload) -> m
     share = (grpo.get("extra") or {}).get("vllm_gpu_memory_utilization", wl.TRL_VLLM_SHARE)
     return mm.TrainShape(
         dtype=fam["dtype"],
-        master_dtype=tr.get("master_dtype"),
+        master_dtype=s.master_dtype,
         micro_batch=int(mb),
         prompt=int(longest),
         completion=fam["max_new_tokens"],
-        gradient_checkpointing=bool(tr.get("gradient_checkpointing", False)),
-        reference_model=tr["beta"] > 0,
-        engine=wl.rollout(ctx.config, runs)[0],
+        gradient_checkpointing=bool(s.gradient_checkpointing),
+        reference_model=s.beta > 0,
+        engine=wl.rollout(ctx.config, s, runs)[0],
         rollout_rows=int(max((g.rows for g in w.generations), default=1)),
         rollout_context=int(longest + fam["max_new_tokens"]),
-        vllm_share=float(share if trl else tr["vllm_gpu_memory_utilization"]),
-        bf16_update=str(tr.get("bf16_update") or "plain"),
+        vllm_share=float(share if trl else s.vllm_gpu_memory_utilization),
+        bf16_update=str(s.bf16_update or "plain"),
     )
 
 
@@ -282,12 +292,12 @@ def _placement(
         same = not col.train and fam["model_a"]["model"] == fam["model_b"]["model"]
         used = sorted({g.model for g in w.generations})
         return place_eval(used[:1] if same else used, ctx.config["eval"].get("backend", "hf"), gpus)
-    runs, grpo = _runs(job), ctx.config.get(wl.TRL_SECTION) or {}
-    if runs == "trl":
+    runs, grpo, s = _runs(job), ctx.config.get(wl.TRL_SECTION) or {}, _settings(ctx, job)
+    if isinstance(s, RLSettings):  # an in-house trainer: agon.servers
+        servers = s.servers
+    else:  # TRL's GRPOTrainer: its own server, if any
         url = grpo.get("vllm_server_base_url") if grpo.get("vllm_mode") == "server" else None
         servers = {"A": url, "B": url}
-    else:
-        servers = (_duel_agon(ctx.config, job) or {}).get("servers") or {}
     processes = gpus if (ctx.fsdp and gpus >= 2) else 1
     return place(
         runs, shape.engine, gpus, servers=servers, processes=processes,
@@ -333,7 +343,6 @@ def price(
     shape: mm.TrainShape | None,
 ) -> None:
     """Tokens, FLOPs and seconds of the job's phases into ``p``."""
-    tr = ctx.config["train"]
     dtype = ctx.families[job.family]["dtype"]
     device = ctx.kind.name if p.resources["gpus"] else "cpu"
     kind = ctx.kind if device != "cpu" else hw.get_gpu_kind("cpu")
@@ -382,10 +391,11 @@ def price(
     gc = shape.gradient_checkpointing if shape else False
     engine = shape.engine if shape else "hf"
     work = []  # training-side (what, dims, FLOPs): updates, then no-grad forwards
-    for t in w.trainings:
+    for t in w.trainings:  # only a training job's: its settings give the KL and iterations
+        ts = _settings(ctx, job)
         f = training_flops(
             models[t.model], int(t.prompt), int(t.completion), gradient_checkpointing=gc,
-            reference_model=tr["beta"] > 0, num_iterations=tr["num_iterations"],
+            reference_model=ts.beta > 0, num_iterations=ts.num_iterations,
         )["total"] * t.sequences  # fmt: skip
         p.tokens_trained += t.sequences * t.completion
         work.append((t.what, models[t.model], f))
@@ -450,7 +460,7 @@ def _complete(ctx: PlanContext, p: JobPlan, w: wl.Workload, models: dict[str, Mo
         samples = max((g.sequences for g in w.generations), default=1.0)
         interval = p.seconds * ctx.config["eval"]["batch_size"] / samples
     else:
-        every = ctx.config["train"]["checkpoint_every"]
+        every = _settings(ctx, p.job).checkpoint_every
         steps = sum(p.steps.values()) if _runs(p.job) == "trl" else max(p.steps.values())
         interval = p.seconds / steps * every if every else math.inf
     restart = _restart_seconds(p, models, ctx.families[p.job.family]["dtype"])
@@ -527,7 +537,7 @@ def _job_plan(ctx: PlanContext, job: dag.Job) -> JobPlan:
     fam = ctx.families[job.family]
     shape = None if job.rule in EVALS else _train_shape(ctx, job, fam, w)
     p.notes += w.notes
-    if shape is not None and (note := precision_note(shape, ctx.config["train"]["learning_rate"])):
+    if shape is not None and (note := precision_note(shape, _settings(ctx, job).learning_rate)):
         p.warnings.append(note)
     p.steps = dict(w.steps)
     p.memory = _memory(ctx, job, w, models, shape)

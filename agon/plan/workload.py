@@ -29,12 +29,13 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from agon.config import config_value
 from agon.methods import BUDGET_MATCHED, COLUMNS
 from agon.plan.dims import PlanError
 from agon.registry import TRAINERS, Helper, Method
 from agon.tasks import TASKS
+from agon.training.settings import DuelSettings, RLSettings, TrainSettings
 
 
 @dataclass(frozen=True)
@@ -319,30 +320,39 @@ TRL_SECTION = "grpo"  # the config section of the runs on TRL's GRPOTrainer (Met
 UNDECLARED = Method("", table=None)  # a trainer registered without a row: solo, nothing declared
 
 
+# the settings class a run reads its train.* and agon.* knobs from, by how it runs
+# (agon.registry.RUNS): the duel's; an in-house solo trainer's shared ones (its own section's keys
+# are its helpers', read by Helper); TRL's GRPO's shared ones (its grpo section: TRL_SECTION)
+RUN_SETTINGS: dict[str, type[TrainSettings]] = {
+    "duel": DuelSettings,
+    "solo": RLSettings,
+    "trl": TrainSettings,
+}
+
+
 def method_row(method: str) -> Method:
     return TRAINERS.rows.get(method, UNDECLARED)
 
 
-def rollout(config: dict, runs: str) -> tuple[str, int]:
+def run_settings(config: dict, family: dict, runs: str) -> TrainSettings:
+    """The settings of a run of ``family`` that runs as ``runs``, made as its trainer makes them
+    (:meth:`~agon.training.settings.TrainSettings.from_config`); what the trainer would refuse
+    is a :class:`PlanError` naming the key."""
+    try:
+        return RUN_SETTINGS[runs].from_config(config, family)
+    except ValueError as err:
+        raise PlanError(f"families (name {family.get('name')!r}), {runs} run: {err}") from None
+
+
+def rollout(config: dict, s: TrainSettings, runs: str) -> tuple[str, int]:
     """(engine, sequences handed to it at once) of a run's own samples: on TRL's GRPOTrainer
     (``runs`` "trl") vLLM where the config's ``grpo.use_vllm`` says so, else transformers, a
     step's P x G completions at once; the in-house trainers ``train.backend`` at
-    ``rollout_batch_size``."""
-    tr = config["train"]
+    ``rollout_batch_size`` (``s``: the run's settings)."""
     if runs == "trl":
         engine = "vllm" if (config.get(TRL_SECTION) or {}).get("use_vllm") else "hf"
-        return engine, tr["problems_per_step"] * tr["num_generations"]
-    return tr["backend"], tr["rollout_batch_size"]
-
-
-def config_value(config: dict, key: str) -> Any:
-    """The value of dotted ``key`` (``"cliff.teacher"``) in ``config``; None where absent."""
-    value: Any = config
-    for part in key.split("."):
-        if not isinstance(value, dict):
-            return None
-        value = value.get(part)
-    return value
+        return engine, s.problems_per_step * s.num_generations
+    return s.backend, s.rollout_batch_size
 
 
 @dataclass(frozen=True)
@@ -419,27 +429,25 @@ class Workload:
     logits: list[Logits] = field(default_factory=list)
 
 
-def _probes(config: dict, e: Expect, steps: int, engine: str, rows: int) -> list[Generation]:
+def _probes(s: TrainSettings, e: Expect, steps: int, engine: str, rows: int) -> list[Generation]:
     """Each model's greedy probes over the run (none with ``eval_every: 0``)."""
-    tr = config["train"]
-    every = int(tr.get("eval_every") or 0)
+    every = s.eval_every
     if not every:
         return []
     count = steps // every + 1 + (1 if steps % every else 0)
-    problems = e.problems(tr["eval_split"], tr.get("eval_problems"))
+    problems = e.problems(s.eval_split, s.eval_problems)
     cap = Count(e.max_new, f"cap ({GREEDY_LENGTH_NOTE}); {problems.source}")
     solve, n = e.solve_prompt.value, count * problems.value
     return [Generation(f"{m} probes", m, n, solve, cap, engine, rows, True) for m in "AB"]
 
 
-def duel_workload(config: dict, agon: dict, e: Expect, method: str) -> Workload:
-    """The duel of ``method`` (its ``agon`` section ``agon``, a variant's for an ablation)."""
-    tr = config["train"]
-    steps, p, g, k = tr["steps"], tr["problems_per_step"], tr["num_generations"], agon["num_reads"]
-    engine, rows = rollout(config, "duel")
+def duel_workload(config: dict, s: DuelSettings, e: Expect, method: str) -> Workload:
+    """The duel of ``method`` under its settings ``s`` (a variant's for an ablation)."""
+    steps, p, g, k = s.steps, s.problems_per_step, s.num_generations, s.num_reads
+    engine, rows = rollout(config, s, "duel")
     draft = {m: e.role(m, "drafter", method) for m in "AB"}
     read = {m: e.role(m, "reader", method) for m in "AB"}
-    if agon["role_schedule"] == "both":
+    if s.role_schedule == "both":
         drafts = {m: steps * (p / 2) * g for m in "AB"}
     else:  # alternate: A drafts on even steps
         drafts = {"A": math.ceil(steps / 2) * p * g, "B": (steps // 2) * p * g}
@@ -461,15 +469,15 @@ def duel_workload(config: dict, agon: dict, e: Expect, method: str) -> Workload:
             "completions": drafts[m] + reads,
             "tokens": drafts[m] * draft[m].value + reads * read[m].value,
         }
-    w.generations += _probes(config, e, steps, engine, rows)
+    w.generations += _probes(s, e, steps, engine, rows)
     return w
 
 
-def budget_steps(config: dict, reference: dict[str, float] | None, per_step: dict[str, float]):
+def budget_steps(
+    s: TrainSettings, reference: dict[str, float] | None, per_step: dict[str, float]
+) -> tuple[int, str]:
     """(steps, note) of a budget-matched model matching ``reference`` at ``per_step``."""
-    tr = config["train"]
-    match, steps = tr["budget"]["match"], tr["steps"]
-    cap = max(steps, math.ceil(tr["budget"]["max_steps_factor"] * steps))
+    match, steps, cap = s.budget_match, s.steps, s.max_steps
     if match == "steps" or reference is None:
         return steps, f"budget: {steps} steps"
     key = "tokens" if match == "tokens" else "completions"
@@ -480,18 +488,22 @@ def budget_steps(config: dict, reference: dict[str, float] | None, per_step: dic
 
 
 def solo_workload(
-    config: dict, e: Expect, method: str, reference: dict[str, dict[str, float]] | None
+    config: dict,
+    s: TrainSettings,
+    e: Expect,
+    method: str,
+    reference: dict[str, dict[str, float]] | None,
 ) -> Workload:
-    """A budget-matched method's run: each model alone, with its row's helpers' work."""
-    tr = config["train"]
-    p, g = tr["problems_per_step"], tr["num_generations"]
+    """A budget-matched method's run under its settings ``s``: each model alone, with its row's
+    helpers' work (their own keys read from ``config``)."""
+    p, g = s.problems_per_step, s.num_generations
     row = method_row(method)
-    engine, rows = rollout(config, row.runs)
+    engine, rows = rollout(config, s, row.runs)
     w = Workload()
     for m in ("A", "B"):
         sample = e.role(m, "drafter", method)
         per = {"tokens": p * g * sample.value, "completions": p * g}
-        steps, note = budget_steps(config, (reference or {}).get(m), per)
+        steps, note = budget_steps(s, (reference or {}).get(m), per)
         n = steps * p * g
         w.steps[m] = steps
         w.notes.append(f"{m}: {note}")
@@ -500,12 +512,12 @@ def solo_workload(
         w.trainings.append(Training(f"{m} on its samples", m, n, solve, sample.value))
         w.spend[m] = {"steps": steps, "completions": n, "tokens": n * sample.value}
         for h in row.helpers or ():
-            _helper(config, e, method, h, m, w, steps, sample)
+            _helper(config, s, e, method, h, m, w, steps, sample)
     if row.helpers is None:
         w.notes.append(f"no helper work declared for {method}: priced as GRPO")
     # every trainer probes (GRPO through a callback, on the duel's rollout engine)
     probe_steps = max(w.steps.values())
-    w.generations += _probes(config, e, probe_steps, tr["backend"], tr["rollout_batch_size"])
+    w.generations += _probes(s, e, probe_steps, s.backend, s.rollout_batch_size)
     return w
 
 
@@ -523,6 +535,7 @@ def _helper_model(config: dict, h: Helper, m: str) -> tuple[str, str | None]:
 
 def _helper(
     config: dict,
+    s: TrainSettings,
     e: Expect,
     method: str,
     h: Helper,
@@ -531,11 +544,11 @@ def _helper(
     steps: float,
     sample: Count,
 ) -> None:
-    """Helper ``h``'s work for model ``m`` over ``steps`` steps, and what it holds."""
+    """Helper ``h``'s work for model ``m`` over ``steps`` steps, and what it holds (its own keys
+    read from ``config``, the shared ones from ``s``)."""
     if h.when is not None and config_value(config, h.when[0]) != h.when[1]:
         return
-    tr = config["train"]
-    p, g, rows = tr["problems_per_step"], tr["num_generations"], tr["rollout_batch_size"]
+    p, g, rows = s.problems_per_step, s.num_generations, s.rollout_batch_size
     if h.first_steps is not None and (first := config_value(config, h.first_steps)) is not None:
         steps = min(int(first), steps)
     count = steps * p if h.over == "anchors" else steps * p * g  # wrong_samples: all of them
@@ -549,7 +562,7 @@ def _helper(
         length = Count(tokens, f"cap ({GREEDY_LENGTH_NOTE})")
     what = h.what.format(m=m, helper=model)
     if h.kind == "generate":
-        engine = h.engine or tr["backend"]
+        engine = h.engine or s.backend
         w.generations.append(Generation(what, model, count, prompt, length, engine, rows, True))
     else:
         w.scorings.append(Scoring(what, model, count, prompt, length.value))
