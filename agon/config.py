@@ -20,7 +20,7 @@ import yaml
 from jsonschema import Draft202012Validator, validators
 
 from agon.methods import METHODS, RELATED_DEFAULT, TABLE1_METHODS
-from agon.tasks import available_tasks
+from agon.tasks import TaskParamsError, available_tasks, check_task_params
 
 SCHEMA_PATH = Path(__file__).with_name("schemas") / "config.schema.yaml"
 
@@ -44,10 +44,6 @@ def config_schema() -> dict:
     related["items"]["enum"] = list(METHODS)
     related["default"] = list(RELATED_DEFAULT)
     return schema
-
-
-# the name tests/test_related.py and tests/test_method_registry.py import; config_schema is it
-_schema = config_schema
 
 
 def _validator_with_defaults(schema: dict):
@@ -140,6 +136,11 @@ def _check_semantics(config: dict) -> None:
             problems.append(
                 f"tasks[{i}] (name {row['name']!r}): field 'name': expected one of {known}"
             )
+        else:
+            try:
+                check_task_params(row["name"], row["params"])
+            except TaskParamsError as err:
+                problems += [f"tasks[{i}] (name {row['name']!r}): {p}" for p in err.problems]
     problems += _ablation_problems(config)
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))

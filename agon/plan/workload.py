@@ -23,7 +23,6 @@ single-model ``samples.jsonl`` (``prompt_tokens``), and data splits' ``split.jso
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import re
@@ -34,7 +33,7 @@ from agon.config import config_value
 from agon.methods import BUDGET_MATCHED, COLUMNS
 from agon.plan.dims import PlanError
 from agon.registry import TRAINERS, Helper, Method
-from agon.tasks import TASKS
+from agon.tasks import expected_split_sizes
 from agon.training.settings import DuelSettings, RLSettings, TrainSettings
 
 
@@ -208,25 +207,8 @@ def read_lengths(root: str | Path) -> MeasuredLengths:
 
 # a solve prompt (template, persona, problem) where none was measured: assumed, not measured
 ASSUMED_SOLVE_PROMPT_TOKENS = 512
-# published test-split sizes (CodeContests' card: 165 test, 117 valid; HumanEval's paper; TACO's
-# card), upper bounds of the hard splits within them
-TEST_SPLIT_SIZES = {"codecontests": 165, "humaneval": 164, "taco": 1000}
-VALIDATION_SPLIT_SIZES = {"codecontests": 117}
-ASSUMED_SPLIT_PROBLEMS = 500  # a task with no size parameter nor row above
-TEST_SIZE_PARAMS = ("max_test", "test_size", "n_test")
-VALIDATION_SIZE_PARAMS = ("validation_size", "n_validation")
-
-
-def _task_default(task: str, names: tuple[str, ...]) -> int | None:
-    """A task constructor's default for the first of ``names`` it has (None: none)."""
-    try:
-        params = inspect.signature(TASKS.get(task).__init__).parameters
-    except (KeyError, ValueError, TypeError):
-        return None
-    for name in names:
-        if name in params and isinstance(params[name].default, int):
-            return params[name].default
-    return None
+# a split whose size its task cannot tell from its params (agon.tasks.expected_split_sizes: None)
+ASSUMED_SPLIT_PROBLEMS = 500
 
 
 @dataclass(frozen=True)
@@ -266,8 +248,9 @@ class Expect:
         return self.cap if n is None else n
 
     def problems(self, split: str, cap: int | None = None) -> Count:
-        """How many problems of ``split`` a job reads, at most ``cap``: measured, else the whole
-        split's size (parameters, table, constructor default), else assumed."""
+        """How many problems of ``split`` a job reads, at most ``cap``: measured, else the size
+        its task expects from its params (:func:`agon.tasks.expected_split_sizes`; a hard split
+        the task cannot size, its whole split's as an upper bound), else assumed."""
         task, lengths = self.task["name"], self.lengths
         params = self.task.get("params") or {}
         test_side = split in ("hard", "test")
@@ -278,13 +261,13 @@ class Expect:
         elif evaluated:
             n = Count(evaluated, f"measured: evaluations in {lengths.root}")
         else:
-            names = TEST_SIZE_PARAMS if test_side else VALIDATION_SIZE_PARAMS
-            table = TEST_SPLIT_SIZES if test_side else VALIDATION_SPLIT_SIZES
-            given = next((params[k] for k in names if params.get(k)), None)
-            size = given or table.get(task) or _task_default(task, names)
+            expected = expected_split_sizes(task, params)
             whole = "test" if test_side else "validation"
-            bound = "upper bound: " if split.endswith("hard") else ""
-            if size:
+            if split == "hard" and expected["hard"] is not None:
+                n = Count(expected["hard"], f"the hard split's {expected['hard']} problems")
+            elif expected[whole] is not None:
+                bound = "upper bound: " if split.endswith("hard") else ""
+                size = expected[whole]
                 n = Count(size, f"{bound}the {whole} split's {size} problems")
             else:
                 n = Count(ASSUMED_SPLIT_PROBLEMS, f"assumed {ASSUMED_SPLIT_PROBLEMS} problems")
