@@ -26,10 +26,10 @@ registry.TRAINERS.rows["fake"] = registry.Method(
 )
 registry.TRAINERS.register("fake", "baselines.cliff:TRAINER")
 from agon import methods
-from agon.config import _schema, load_config
+from agon.config import config_schema, load_config
 from agon.plan.planner import plan
 
-schema = _schema()["properties"]
+schema = config_schema()["properties"]
 config = load_config("config/config.yaml")
 fake_jobs = [j for j in plan(config, "results/related.csv").jobs if j.job.method == "fake"]
 print(json.dumps({
@@ -69,7 +69,7 @@ def test_a_method_added_to_the_registry_reaches_every_consumer():
 
 def test_related_methods_default_is_the_registrys():
     """Neither the schema file nor the toy config types the related table's method list."""
-    from agon.config import _schema
+    from agon.config import config_schema
     from agon.methods import RELATED, RELATED_DEFAULT
 
     raw = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
@@ -77,7 +77,7 @@ def test_related_methods_default_is_the_registrys():
     assert (
         "methods" not in (yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["related"])
     )
-    default = _schema()["properties"]["related"]["properties"]["methods"]["default"]
+    default = config_schema()["properties"]["related"]["properties"]["methods"]["default"]
     assert default == list(RELATED_DEFAULT) and default[-len(RELATED) :] == list(RELATED)
 
 

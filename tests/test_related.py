@@ -77,10 +77,10 @@ def test_related_table_compares_each_method_with_agon_and_counts_helper_tokens(t
 
 
 def test_schema_lists_every_method_the_related_table_can_name():
-    from agon.config import _schema
+    from agon.config import config_schema
     from agon.methods import METHODS, RELATED
 
-    items = _schema()["properties"]["related"]["properties"]["methods"]["items"]["enum"]
+    items = config_schema()["properties"]["related"]["properties"]["methods"]["items"]["enum"]
     assert items == [m for m in METHODS if m not in RELATED] + list(RELATED)
-    table1 = _schema()["properties"]["methods"]["items"]["enum"]
+    table1 = config_schema()["properties"]["methods"]["items"]["enum"]
     assert table1 == [m for m in METHODS if m not in RELATED]

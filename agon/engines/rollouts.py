@@ -170,12 +170,6 @@ class RolloutOptions:
             servers=s.servers,
         )
 
-    @classmethod
-    def from_config(cls, config: dict) -> RolloutOptions:
-        """The options of a validated config: those of its in-house trainers' settings
-        (:meth:`from_settings`, where the settings are at hand)."""
-        return cls.from_settings(RLSettings.from_config(config))
-
 
 # each server has its own weight-transfer group, so the two policies need distinct ports
 SERVER_GROUP_PORT = 51216  # policy A's; B's is the next

@@ -58,7 +58,7 @@ def family_policies(
     (:func:`placement`), the placement ``agon plan`` prices. Under ``train.master_dtype:
     float32`` the weights load in float32 and the forward, the backward and generation
     autocast to the family's dtype."""
-    options = RolloutOptions.from_config(config)
+    options = RolloutOptions.from_settings(settings)
     weights, autocast = master_precision(settings, fam["dtype"])
     where = placement(options, accelerator)
     rank = accelerator.local_process_index if where.processes > 1 else 0
