@@ -14,7 +14,9 @@
 # --configfile takes every word after it: name a target before it, not after.
 #
 # The DAG fans out over families x tasks x methods x seeds; every stage lives in its own
-# rules file, Python helpers in workflow/rules/common.smk, the logic in the `agon` package.
+# rules file, the Python helpers by subject in the files included first (common.smk: the config,
+# layout and resources; snapshots.smk: what each job reads of the config; *_jobs.smk: each
+# table's inputs, commands and results), the logic in the `agon` package.
 
 from snakemake.utils import min_version
 
@@ -33,7 +35,14 @@ if not workflow.overwrite_configfiles:
 report: "workflow/report/workflow.rst"
 
 
+# the helpers, before the rules that call them when the DAG is built
 include: "workflow/rules/common.smk"
+include: "workflow/rules/snapshots.smk"
+include: "workflow/rules/table1_jobs.smk"
+include: "workflow/rules/ablations_jobs.smk"
+include: "workflow/rules/regime_jobs.smk"
+include: "workflow/rules/control_jobs.smk"
+# the rules
 include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"

@@ -6,8 +6,9 @@
 
 
 rule ablation_config:
-    """One variant's config for one (family, task): the train and eval sections, its agon
-    changes applied; rewritten only when its content changes."""
+    """One variant's training config for one (family, task): table 1's train snapshot with its
+    agon changes applied (its evaluation reads table 1's eval snapshot); rewritten only when
+    its content changes."""
     output:
         LAYOUT.ablation_snapshot("{family}", "{task}", "{variant}"),
     params:
