@@ -1,5 +1,6 @@
 """The architecture holds: ``agon/`` never imports ``baselines/``, no import cycles, no private
-names imported across packages, no oversized module without a stated reason, and no heavy
+names imported across packages, no oversized module or workflow file without a stated reason,
+and no heavy
 module (torch, transformers, TRL) on the paths that must start fast, each lazy import keeping
 off the module its comment names.
 
@@ -24,6 +25,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("agon", "baselines")
 MAX_LINES = 400  # a longer module says why on its first lines ("# long: ...")
+# the Snakefile and each .smk file (a rules file: a stage's few rules; a helper file: one
+# subject, workflow/rules/common.smk's seams); a longer one says why in the same way
+WORKFLOW_MAX_LINES = 200
+WORKFLOW_FILES = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
 
 
 def _modules() -> dict[str, Path]:
@@ -138,14 +143,26 @@ def test_no_private_names_across_packages():
     assert not bad, bad
 
 
-@pytest.mark.parametrize("module", sorted(MODULES))
-def test_module_size(module):
-    lines = MODULES[module].read_text().splitlines()
-    if len(lines) > MAX_LINES:
+def _check_size(path: Path, limit: int) -> None:
+    """``path`` has at most ``limit`` lines, or says why it is one piece on its first lines."""
+    lines = path.read_text().splitlines()
+    if len(lines) > limit:
         assert any(line.startswith("# long:") for line in lines[:3]), (
-            f"{MODULES[module].relative_to(ROOT)} has {len(lines)} lines (> {MAX_LINES}): split it "
+            f"{path.relative_to(ROOT)} has {len(lines)} lines (> {limit}): split it "
             "along its seams, or say why it is one piece in a '# long: ...' line at its top"
         )
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_module_size(module):
+    _check_size(MODULES[module], MAX_LINES)
+
+
+@pytest.mark.parametrize("path", WORKFLOW_FILES, ids=lambda p: p.name)
+def test_workflow_file_size(path):
+    """The Snakefile and every rules or helper file: the workflow's Python helpers stay split
+    by subject (config and resources, snapshots, each table's jobs), as modules are."""
+    _check_size(path, WORKFLOW_MAX_LINES)
 
 
 # ------------------------------------------------------------------ the shell and the core
