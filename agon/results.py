@@ -86,7 +86,8 @@ class Layout:
 
     # ablations (results/ablations.csv): one duel variant per folder, trained and evaluated
     def ablation_snapshot(self, family: str, task: str, variant: str) -> str:
-        """The config a variant's train and eval jobs run with (its agon changes applied)."""
+        """The config a variant's training runs with (its agon changes applied); its evaluation
+        reads table 1's eval snapshot (evaluation reads no agon key)."""
         return f"{self.out_dir}/{family}/{task}/config/ablation/{variant}.yaml"
 
     def ablation_train_dir(self, family: str, task: str, variant: str, seed: int | str) -> str:

@@ -1,5 +1,5 @@
 """The jobs of the workflow's DAG for a target, derived from the config with the functions
-``workflow/rules/common.smk`` uses, so they are the jobs ``snakemake -n`` lists
+``workflow/rules/*_jobs.smk`` use, so they are the jobs ``snakemake -n`` lists
 (``tests/test_plan.py`` compares them); the config-snapshot jobs are left out.
 
 A job longer than its runtime row (:func:`chunks`) is stopped at its limit, resubmitted by the

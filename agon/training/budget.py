@@ -12,7 +12,7 @@ matches what each *model* spent instead (docs/method.md, matched compute):
 
 How the count reaches the GRPO job: a dependency. The GRPO job of (family, task, seed) waits
 for the Agon run's ``summary.json`` and reads each model's spend from it (``agon train
---match-run``); the workflow wires it (``workflow/rules/common.smk``). A budget fixed up front
+--match-run``); the workflow wires it (``workflow/rules/table1_jobs.smk``). A budget fixed up front
 that both trainers stop at would need the duel's per-model spend before the duel runs, and the
 duel's tokens per step depend on what its models write; the dependency matches what was
 really spent, at the price of running the two jobs one after the other.

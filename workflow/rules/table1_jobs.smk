@@ -13,6 +13,7 @@ from agon.methods import (
     trained_methods_for,
 )
 from agon.packaged_models import PROVENANCE
+from agon.training.settings import TrainSettings
 
 
 def pretrain_seed(wildcards):
@@ -36,7 +37,7 @@ def base_model_inputs(wildcards):
 
 def budget_matched(method):
     """Whether ``method``'s run waits for the reference run of its seed (train.budget)."""
-    return method in BUDGET_MATCHED and config["train"]["budget"]["match"] != "steps"
+    return method in BUDGET_MATCHED and TrainSettings.from_config(config).budget_match != "steps"
 
 
 def train_inputs(wildcards):
