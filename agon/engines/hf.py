@@ -1,3 +1,4 @@
+# long: one backend whole: batches, seeded per-row sampling, logprobs and hidden states of a call.
 """The transformers backend: batched ``generate`` on CPU or GPU.
 
 Prompts are rendered with the family's chat template (:func:`agon.engines.base.render_prompt`),
@@ -19,13 +20,19 @@ the same prompts, ``n`` and ``batch_size`` give the same samples. With
 a generator of its own, seeded from ``(prompt_seeds[i], j)``, by inverse-CDF on the processed
 distribution; ``generate`` is then handed that one token. A prompt's samples are then the same
 whatever else shares its batch (up to the float rounding of padded batches).
+
+Hidden states: inside ``with engine.recording_hidden_states() as hidden:``, every ``generate``
+call also keeps, for each completion, the final hidden states (the LM head's input, after the
+final norm) that predicted its tokens, ``hidden.of(completion)``: what GAR's LM-head gradient is
+made of (``baselines/gar``), taken from the forward that sampled the tokens instead of a second
+one. Recording reads the head's input and changes nothing the model computes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,45 +120,68 @@ class _SampleAndRecord:
         self.sampling = sampling
         self.prev: torch.Tensor | None = None  # log-distribution of the previous step
         self.logprobs: list[torch.Tensor] = []  # one (batch,) tensor per generated token
-        self.generators = None
+        self.uniforms: torch.Tensor | None = None  # (rows, max_new_tokens): each row's draws
+        self.step = 0
         if row_seeds is not None and not sampling.greedy:
-            self.generators = [torch.Generator().manual_seed(x) for x in row_seeds]
+            # a row draws one float32 uniform per step from its own generator: all of them at
+            # once, the same numbers (the CPU generator fills a tensor one value at a time, in
+            # order), without a call per row and step
+            self.uniforms = torch.stack(
+                [
+                    torch.rand(
+                        sampling.max_new_tokens,
+                        generator=torch.Generator().manual_seed(x),
+                        dtype=torch.float32,
+                    )
+                    for x in row_seeds
+                ]
+            )
+
+    @property
+    def picks(self) -> bool:
+        """Whether the processor picks each row's token itself (every other score -inf)."""
+        return self.uniforms is not None
 
     def _gather(self, tokens: torch.Tensor) -> None:
-        if self.prev is not None:
-            self.logprobs.append(self.prev.gather(1, tokens[:, None]).squeeze(1).float().cpu())
+        if self.prev is not None:  # kept on the device: one copy at the end, not one per step
+            self.logprobs.append(self.prev.gather(1, tokens[:, None]).squeeze(1).float())
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         self._gather(input_ids[:, -1])
         scores = scores.float()
-        raw = torch.log_softmax(scores, dim=-1)
         s = self.sampling
+        if s.logprobs == "raw":
+            self.prev = torch.log_softmax(scores, dim=-1)
         if not s.greedy:
             if s.temperature != 1.0:
                 scores = scores / s.temperature
             if s.top_p < 1.0:
                 scores = _top_p_mask(scores, s.top_p)
-        self.prev = raw if s.logprobs == "raw" else torch.log_softmax(scores, dim=-1)
-        if self.generators is not None:
+        if s.logprobs != "raw":
+            self.prev = torch.log_softmax(scores, dim=-1)
+        if self.uniforms is not None:
             return self._sample_rows(scores)
         return scores
 
     def _sample_rows(self, scores: torch.Tensor) -> torch.Tensor:
         """Draw each row's token from its own (CPU) generator; ``generate`` gets only that token."""
         cdf = torch.softmax(scores, dim=-1).cumsum(dim=-1)
-        u = torch.stack([torch.rand((), generator=g, dtype=cdf.dtype) for g in self.generators])
+        if self.uniforms.device != cdf.device:
+            self.uniforms = self.uniforms.to(cdf.device)
+        u = self.uniforms[:, self.step]
+        self.step += 1
         # the first token whose cumulative mass exceeds u * total: never a zero-mass token
-        tokens = torch.searchsorted(cdf, (u.to(cdf.device) * cdf[:, -1])[:, None], right=True)
+        tokens = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)
         tokens = tokens.clamp(max=cdf.size(-1) - 1)
         one_hot = torch.full_like(scores, float("-inf"))
         return one_hot.scatter(1, tokens, 0.0)
 
     def finish(self, sequences: torch.Tensor) -> torch.Tensor:
-        """All recorded logprobs as a ``(batch, new_tokens)`` tensor."""
+        """All recorded logprobs as a ``(batch, new_tokens)`` tensor, on the CPU."""
         self._gather(sequences[:, -1])
         self.prev = None
         return (
-            torch.stack(self.logprobs, dim=1)
+            torch.stack(self.logprobs, dim=1).cpu()
             if self.logprobs
             else torch.zeros(sequences.shape[0], 0)
         )
@@ -165,6 +195,33 @@ def _top_p_mask(scores: torch.Tensor, top_p: float) -> torch.Tensor:
     drop_sorted = (cum - torch.softmax(sorted_scores, dim=-1)) >= top_p
     drop = drop_sorted.scatter(1, order, drop_sorted)
     return scores.masked_fill(drop, float("-inf"))
+
+
+class HiddenStates:
+    """The hidden states :meth:`HFEngine.recording_hidden_states` recorded: per completion, the
+    ``(len(token_ids), d)`` final hidden states that predicted its tokens, in the model's dtype,
+    on its device (row ``t`` predicts ``token_ids[t]``: the prompt's last position, then each
+    sampled token's)."""
+
+    def __init__(self) -> None:
+        self._rows: dict[int, tuple[Completion, torch.Tensor]] = {}
+
+    def add(self, completion: Completion, hidden: torch.Tensor) -> None:
+        """Record ``hidden`` as ``completion``'s."""
+        self._rows[id(completion)] = (completion, hidden)
+
+    def of(self, completion: Completion) -> torch.Tensor | None:
+        """``completion``'s hidden states; None for a completion not sampled while recording."""
+        got = self._rows.get(id(completion))
+        # keyed by identity: an id is reused once its object is gone, so check it is this one
+        return got[1] if got is not None and got[0] is completion else None
+
+    def clear(self) -> None:
+        """Drop every recorded row (and the memory it holds)."""
+        self._rows.clear()
+
+    def __len__(self) -> int:
+        return len(self._rows)
 
 
 class HFEngine(TemplatedEngine):
@@ -218,6 +275,7 @@ class HFEngine(TemplatedEngine):
         self.eos_ids = self._eos_ids()
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else self.eos_ids[0]
+        self._hidden: HiddenStates | None = None  # recording_hidden_states' sink, while open
 
     def _eos_ids(self) -> list[int]:
         """Every token that ends a completion: the tokenizer's eos and the model's eos list."""
@@ -237,6 +295,18 @@ class HFEngine(TemplatedEngine):
     def device(self) -> torch.device:
         """Where the model's weights are."""
         return next(self.model.parameters()).device
+
+    @contextlib.contextmanager
+    def recording_hidden_states(self) -> Iterator[HiddenStates]:
+        """Within the block, :meth:`generate` also records each completion's final hidden
+        states (:class:`HiddenStates`); the samples are the same as without it."""
+        if self.model.get_output_embeddings() is None:
+            raise ValueError("recording_hidden_states needs a model with an output projection")
+        sink = self._hidden = HiddenStates()
+        try:
+            yield sink
+        finally:
+            self._hidden = None
 
     def generate(
         self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None
@@ -286,18 +356,22 @@ class HFEngine(TemplatedEngine):
             input_ids[r, width - len(p) :] = torch.tensor(p, dtype=torch.long)
             attention[r, width - len(p) :] = 1
         recorder = _SampleAndRecord(sampling, row_seeds)
+        # a row with its own generator gets its token from the recorder, every other score
+        # -inf: generate's greedy path takes it as its draw would, without a softmax over the
+        # vocabulary and a multinomial (and its warpers) at every step
+        greedy = sampling.greedy or recorder.picks
         config = GenerationConfig(
             max_new_tokens=sampling.max_new_tokens,
-            do_sample=not sampling.greedy,
+            do_sample=not greedy,
             # temperature / top-p are applied by the recorder; neutral values keep generate's
             # own warpers (and the checkpoint's defaults such as top_k) out of the way
             temperature=1.0,
             top_p=1.0,
-            top_k=None if sampling.greedy else 0,  # greedy ignores it (and warns if it is set)
+            top_k=None if greedy else 0,  # greedy ignores it (and warns if it is set)
             # generate fills every knob left None from the checkpoint's generation_config:
             # pin the ones that reshape the distribution to their neutral values
             repetition_penalty=1.0,
-            min_p=None if sampling.greedy else 0.0,
+            min_p=None if greedy else 0.0,
             typical_p=1.0,
             epsilon_cutoff=0.0,
             eta_cutoff=0.0,
@@ -311,22 +385,51 @@ class HFEngine(TemplatedEngine):
         device = self.device
         cast = self.autocast_dtype  # float32 masters generate in the dtype they train in
         autocast = torch.autocast(device.type, cast) if cast else contextlib.nullcontext()
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), autocast:
-            if seed is not None:
-                torch.manual_seed(seed)
-            sequences = self.model.generate(
-                input_ids=input_ids.to(device),
-                attention_mask=attention.to(device),
-                generation_config=config,
-                logits_processor=LogitsProcessorList([recorder]),
-                tokenizer=self.tokenizer if sampling.stop else None,
+        steps: list[torch.Tensor] = []  # per decode step, the head's input at the last position
+        hook = None
+        if self._hidden is not None:
+            hook = self.model.get_output_embeddings().register_forward_pre_hook(
+                lambda _module, args: steps.append(args[0][:, -1])
             )
+        try:
+            forked = torch.random.fork_rng(devices=[device] if device.type == "cuda" else [])
+            with forked, autocast:
+                if seed is not None:
+                    torch.manual_seed(seed)
+                sequences = self.model.generate(
+                    input_ids=input_ids.to(device),
+                    attention_mask=attention.to(device),
+                    generation_config=config,
+                    logits_processor=LogitsProcessorList([recorder]),
+                    tokenizer=self.tokenizer if sampling.stop else None,
+                )
+        finally:
+            if hook is not None:
+                hook.remove()
         new = sequences[:, width:].cpu()
         logprobs = recorder.finish(sequences)
-        return [
+        done = [
             self._completion(prompts[r], new[r].tolist(), logprobs[r].tolist(), sampling)
             for r in range(len(prompts))
         ]
+        if self._hidden is not None:
+            self._record_hidden(done, steps, new.size(1))
+        return done
+
+    def _record_hidden(
+        self, done: list[Completion], steps: list[torch.Tensor], new_tokens: int
+    ) -> None:
+        """Give each completion of a batch its rows of the recorded head inputs (one forward
+        per sampled token: the prefill's last position, then each decode step)."""
+        if len(steps) != new_tokens:
+            raise RuntimeError(
+                f"recording_hidden_states saw {len(steps)} forwards of the output projection "
+                f"for {new_tokens} sampled tokens: this model's generate does not call its head "
+                "once per token, so the hidden states cannot be matched to the tokens"
+            )
+        hidden = torch.stack(steps, dim=1)  # (rows, new tokens, d)
+        for r, completion in enumerate(done):
+            self._hidden.add(completion, hidden[r, : len(completion.token_ids)])
 
     def _completion(
         self, prompt: list[int], ids: list[int], logprobs: list[float], sampling: SamplingParams
