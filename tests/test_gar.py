@@ -253,7 +253,8 @@ def test_weight_zero_is_the_grpo_step(models):
         assert torch.allclose(p, q, atol=1e-6)
     assert m_gar["A/gar/scored"] == 8 and m_gar["A/gar/no_anchor"] == 0
     assert -1 <= m_gar["A/gar/cosine"] <= 1 and m_gar["A/gar/bonus"] == 0.0
-    assert m_gar["A/gar/anchor_tokens"] > 0 and m_gar["A/gar/rollout_tokens"] > 0
+    # the anchors are forwarded; the samples' hidden states are the rollout's own
+    assert m_gar["A/gar/anchor_tokens"] > 0 and m_gar["A/gar/rollout_tokens"] == 0
 
     s1 = GARSettings(weight=0.5, cosine="signed", **kw)
     scored = tiny_policies("qwen3", root, s1, names=["A"], seeds=[0])
@@ -287,12 +288,147 @@ def test_toy_run_writes_summary_and_moves_both_models(tmp_path, models):
         assert summary[f"{name}/gar_anchor_tokens"] == sum(
             r[f"{name}/gar/anchor_tokens"] for r in rows
         )
-        assert summary[f"{name}/gar_rollout_tokens"] > 0 and summary[f"{name}/gar_no_anchor"] == 0
+        # the trainer's transformers engine records the samples' states: none forwarded again
+        assert summary[f"{name}/gar_rollout_tokens"] == 0 and summary[f"{name}/gar_no_anchor"] == 0
         row = _toy_config(models)["families"][0][f"model_{name.lower()}"]
         before = AutoModelForCausalLM.from_pretrained(row["model"])
         after = AutoModelForCausalLM.from_pretrained(out / name)
         assert any(not torch.equal(p, q) for p, q in zip(before.parameters(), after.parameters()))
     assert 0 < summary["gar_time_s"] <= summary["train_time_s"]
+
+
+# ------------------------------------------------------------------------- the samples' states
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_rollout_records_the_hidden_states_a_second_forward_makes(arch, tiny):
+    """The engine records, per completion, the final hidden states that predicted its tokens:
+    those of the extra forward (to float rounding), with the very same samples as without
+    recording; only inside the block, and only for the completions sampled there."""
+    from agon.engines import SamplingParams
+    from agon.engines.hf import HFEngine
+
+    torch.manual_seed(0)
+    engine = HFEngine(str(tiny[arch]), dtype="float32", device="cpu", batch_size=5)
+    task = ArithTask(n_train=6, n_test=1, n_validation=0, levels=3, hard_min_level=2)
+    prompts = [task.solve_prompt(p) for p in task.problems("train")[:3]]
+    sp = SamplingParams(max_new_tokens=12, seed=1, prompt_seeds=(5, 6, 7))
+    plain = engine.generate(prompts, n=3, sampling=sp)
+    with engine.recording_hidden_states() as hidden:
+        rows = engine.generate(prompts, n=3, sampling=sp)
+    after = engine.generate(prompts, n=3, sampling=sp)
+    flat = [c for row in rows for c in row]
+    assert [c.token_ids for row in plain for c in row] == [c.token_ids for c in flat]
+    assert [c.logprobs for row in plain for c in row] == [c.logprobs for c in flat]
+    assert len(hidden) == 9 and all(hidden.of(c) is None for row in plain + after for c in row)
+    forwarded = completion_hidden_states(
+        engine.model, [c.prompt_token_ids for c in flat], [c.token_ids for c in flat], 0
+    )
+    for c, want in zip(flat, forwarded):
+        assert hidden.of(c).shape == want.shape == (len(c.token_ids), 32)
+        assert torch.allclose(hidden.of(c), want, atol=1e-5)
+    hidden.clear()
+    assert len(hidden) == 0 and hidden.of(flat[0]) is None
+
+
+def _reference_cosines(task, policy, ro, s) -> tuple[np.ndarray, dict[str, float]]:
+    """The cosines as GAR took them before the rollout recorded hidden states, kept as the
+    reference: one no-grad forward over each problem's anchor and its samples, then
+    :func:`problem_cosines` per problem."""
+    from baselines.gar.reward import anchor_ids
+
+    P, G = ro.correct.shape
+    limit = s.anchor_max_tokens or s.max_new_tokens
+    anchors = [anchor_ids(task, p, policy.engine.tokenizer, limit) for p in ro.problems]
+    need = needs_cosine(ro.correct, np.array([a is not None for a in anchors]), s.apply_to)
+    prompts, comps, where = [], [], []
+    for k in range(P):
+        samples = [g for g in range(G) if need[k, g]]
+        if samples:
+            rows = ro.completions[k]
+            prompts += [rows[0].prompt_token_ids] + [rows[g].prompt_token_ids for g in samples]
+            comps += [anchors[k]] + [rows[g].token_ids for g in samples]
+            where.append((k, samples))
+    hidden = completion_hidden_states(
+        policy.model, prompts, comps, policy.pad_token_id, s.packing, s.micro_batch_size
+    )
+    head = Head.of(policy.model, s.temperature)
+    cosine, at = np.full((P, G), np.nan), 0
+    tokens = {"anchor_tokens": 0.0, "rollout_tokens": 0.0}
+    for k, samples in where:
+        seqs = [(hidden[j], torch.tensor(comps[j])) for j in range(at, at + 1 + len(samples))]
+        cos = problem_cosines(head, seqs[0], seqs[1:], s.reduction, s.compute, s.vocab_chunk)
+        cosine[k, samples] = cos.numpy()
+        tokens["anchor_tokens"] += len(prompts[at]) + len(comps[at])
+        tokens["rollout_tokens"] += sum(
+            len(prompts[j]) + len(comps[j]) for j in range(at + 1, at + 1 + len(samples))
+        )
+        at += 1 + len(samples)
+    return cosine, tokens
+
+
+@pytest.mark.parametrize("reduction", ["sum", "token_mean"])
+def test_cosines_from_the_rollouts_states_are_the_old_paths(reduction, models):
+    """GAR's cosines from the states the rollout recorded equal, to 1e-5, those of the old path
+    that forwarded every sample again (:func:`_reference_cosines`), which forwards the anchors
+    alone; an engine that cannot record (sampling under autocast) still forwards the samples,
+    as the old path did, to the same cosines."""
+    from dataclasses import replace
+
+    from agon import rl
+    from baselines.gar.step import gar_step, records_hidden, score_rollouts
+    from tests.duel_helpers import tiny_policies
+
+    task = ArithTask(n_train=8, n_test=1, n_validation=0, levels=3, hard_min_level=2)
+    task.grading_workers = 1
+    problems = task.problems("train")[:3]
+    s = GARSettings(problems_per_step=3, num_generations=4, max_new_tokens=10, reduction=reduction)
+    policy = tiny_policies("qwen3", models[0].parent, s, names=["A"], seeds=[0])["A"]
+    assert records_hidden(policy)
+    try:
+        with policy.engine.recording_hidden_states() as hidden:
+            ro = rl.solo_rollout(task, "A", policy, problems, s, step=0)
+        want, tokens = _reference_cosines(task, policy, ro, s)
+        got = score_rollouts(task, policy, ro, s, hidden)
+        np.testing.assert_allclose(got.cosine, want, atol=1e-5)
+        assert got.counts["rollout_tokens"] == 0 < tokens["rollout_tokens"]
+        assert got.counts["anchor_tokens"] == tokens["anchor_tokens"] > 0
+        # with no states given, the samples are forwarded again: the old path itself
+        again = score_rollouts(task, policy, ro, s)
+        np.testing.assert_allclose(again.cosine, want, atol=1e-7)
+        assert again.counts["rollout_tokens"] == tokens["rollout_tokens"]
+        policy.engine.autocast_dtype = torch.bfloat16  # samples in another precision: no states
+        assert not records_hidden(policy)
+        row = gar_step(task, {"A": policy}, problems, replace(s, learning_rate=1e-30), step=1)
+        assert row["A/gar/rollout_tokens"] > 0
+    finally:
+        task.close()
+
+
+def test_bench_times_two_steps_that_both_train(models):
+    """``bench/bench_gar.py``: a random model solves nothing, so GRPO's step on the bare task
+    skips its update while GAR's trains; graded by :class:`bench.bench_gar.SomeRight` (the
+    verifier, then about half counted right), both train on the same samples."""
+    from agon import rl
+    from baselines.gar.step import gar_step
+    from bench.bench_gar import SomeRight
+    from tests.duel_helpers import tiny_policies
+
+    task = ArithTask(n_train=8, n_test=1, n_validation=0, levels=3, hard_min_level=2)
+    task.grading_workers = 1
+    problems = task.problems("train")[:2]
+    s = GARSettings(problems_per_step=2, num_generations=4, max_new_tokens=8, learning_rate=1e-30)
+    policy = tiny_policies("qwen3", models[0].parent, s, names=["A"], seeds=[0])
+    try:
+        bare = rl.grpo_step(task, policy, problems, s, step=0)
+        graded = rl.grpo_step(SomeRight(task), policy, problems, s, step=0)
+        gar = gar_step(SomeRight(task), policy, problems, s, step=0)
+    finally:
+        task.close()
+    assert bare["A/drafter/correct"] == 0.0 and bare["A/zero_advantage"] == 1.0
+    assert 0.0 < graded["A/drafter/correct"] < 1.0
+    assert graded["A/zero_advantage"] == gar["A/zero_advantage"] == 0.0
+    assert graded["A/trained_tokens"] == gar["A/trained_tokens"] == bare["A/trained_tokens"]
 
 
 def test_a_task_without_worked_solutions_is_refused(tmp_path, models):

@@ -27,10 +27,13 @@ Either way the softmax needs every vocabulary entry: with several chunks a first
 each token's log-sum-exp and a second the chunk's probabilities, so no more than
 ``tokens x vocab_chunk`` logits exist at once. Everything is float32.
 
-The hidden states come from an extra no-grad forward of the backbone (the policy's own
-forward goes through TRL's fused LM head, which returns log-probs and no hidden states),
-:func:`completion_hidden_states`; it needs the whole model on the process (one process, or
-DDP's replicas; not FSDP's shards).
+Only the final hidden states and the head are needed, no backward pass. A sample's hidden
+states are those its rollout recorded while sampling it (:mod:`baselines.gar.step`); an
+anchor's, or a sample's the rollout could not record, come from an extra no-grad forward of
+the backbone, :func:`completion_hidden_states` (the policy's training forward goes through
+TRL's fused LM head, which returns log-probs and no hidden states, and comes after the
+reward); it needs the whole model on the process (one process, or DDP's replicas; not FSDP's
+shards).
 """
 
 from __future__ import annotations

@@ -3,10 +3,18 @@
 Each model trains alone on the core's single-model step, :func:`agon.rl.solo_step` (G samples
 per problem, seeded per problem, graded, GRPO's group-normalized advantage of the reward, then
 :func:`~agon.rl.update`). Its one hook (:func:`gar_hooks`, ``reward``), between grading and
-advantage: each sample's cosine with its problem's anchor (:func:`score_rollouts`: one extra no-grad
-forward of the policy's backbone over the anchors and the samples, then
-:func:`baselines.gar.gradients.problem_cosines` per problem), which makes the reward
-``correct + weight * f(cosine)`` (:mod:`baselines.gar.reward`).
+advantage: each sample's cosine with its problem's anchor (:func:`score_rollouts`: the samples'
+final hidden states, then :func:`baselines.gar.gradients.problem_cosines` per problem), which
+makes the reward ``correct + weight * f(cosine)`` (:mod:`baselines.gar.reward`).
+
+The samples' hidden states are the rollout's own: the transformers engine records them while it
+samples (:meth:`agon.engines.hf.HFEngine.recording_hidden_states`; the policy's weights do not
+change between the rollout and the reward), so the only extra forward is the anchors' (each
+teacher-forced after its problem's prompt, with the current weights). Where the rollout cannot
+give them (a vLLM engine; an engine that samples under autocast, whose states would be in
+another precision than the forward's) the samples are forwarded again with the anchors, as
+:func:`baselines.gar.gradients.completion_hidden_states` does; either way the cosines agree to
+float rounding (``tests/test_gar.py``).
 
 :func:`gar_step` takes the core's step arguments, so :func:`agon.training.loop.train` runs it
 as its step, on one process or several (DDP).
@@ -14,6 +22,7 @@ as its step, on one process or several (DDP).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +31,7 @@ import numpy as np
 import torch
 
 from agon import rl
+from agon.engines.hf import HFEngine, HiddenStates
 from agon.tasks.base import Problem, Task
 from agon.training import metrics as mk
 from agon.training.policy import Policy
@@ -34,7 +44,8 @@ COSINE = "{model}/gar/cosine"  # their mean cosine
 BONUS = "{model}/gar/bonus"  # their mean reward term, weight * f(cosine)
 NO_ANCHOR = "{model}/gar/no_anchor"  # problems of the step without an anchor
 ANCHOR_TOKENS = "{model}/gar/anchor_tokens"  # prompt + anchor tokens forwarded for anchors
-ROLLOUT_TOKENS = "{model}/gar/rollout_tokens"  # prompt + sample tokens forwarded again
+ROLLOUT_TOKENS = "{model}/gar/rollout_tokens"  # prompt + sample tokens forwarded again (0 where
+# the rollout's own hidden states served)
 GAR_S = "time/gar_s"  # wall seconds of the cosines, both models (inside time/rollout_s)
 
 # every key above is the whole batch's on every process (counts summed over processes before
@@ -57,10 +68,22 @@ class Scores:
     counts: dict[str, float] = field(default_factory=dict)
 
 
-def score_rollouts(task: Task, policy: Policy, ro: rl.SoloRollout, s: Any) -> Scores:
+def records_hidden(policy: Policy) -> bool:
+    """Whether ``policy``'s rollout can give GAR its samples' hidden states: a transformers
+    engine sampling in the weights' own dtype, as the extra forward would run (under autocast
+    its states would be in another precision)."""
+    engine = policy.engine
+    return isinstance(engine, HFEngine) and engine.autocast_dtype is None
+
+
+def score_rollouts(
+    task: Task, policy: Policy, ro: rl.SoloRollout, s: Any, hidden: HiddenStates | None = None
+) -> Scores:
     """The cosine of every sample that needs one (:func:`~baselines.gar.reward.needs_cosine`)
     with its problem's anchor under ``policy`` as it is now (the anchor's gradient is taken
-    with the current weights, every step), and the cost counts."""
+    with the current weights, every step), and the cost counts. ``hidden``: the samples'
+    hidden states as the rollout recorded them; a sample without them is forwarded again, in
+    one no-grad forward with the anchors."""
     correct = ro.correct
     P, G = correct.shape
     tokenizer = policy.engine.tokenizer
@@ -69,17 +92,11 @@ def score_rollouts(task: Task, policy: Policy, ro: rl.SoloRollout, s: Any) -> Sc
     anchored = np.array([a is not None for a in anchors], dtype=bool)
     need = needs_cosine(correct, anchored, s.apply_to)
     cosine = np.full((P, G), np.nan)
-    prompts: list[list[int]] = []
+    prompts: list[list[int]] = []  # what the extra forward scores: anchors, samples not recorded
     comps: list[list[int]] = []
-    where: list[tuple[int, list[int]]] = []  # (problem, its samples) in the order of `comps`
-    for k in range(P):
-        samples = [g for g in range(G) if need[k, g]]
-        if not samples:
-            continue
-        rows = ro.completions[k]
-        prompts += [rows[0].prompt_token_ids] + [rows[g].prompt_token_ids for g in samples]
-        comps += [anchors[k]] + [rows[g].token_ids for g in samples]
-        where.append((k, samples))
+    # per problem with a sample to score: (problem, its samples, the anchor's and each sample's
+    # hidden states: an index into the forward's output, or the rollout's recorded tensor)
+    where: list[tuple[int, list[int], list[int | torch.Tensor]]] = []
     counts = {
         "problems": float(P),
         "no_anchor": float((~anchored).sum()),
@@ -87,21 +104,38 @@ def score_rollouts(task: Task, policy: Policy, ro: rl.SoloRollout, s: Any) -> Sc
         "anchor_tokens": 0.0,
         "rollout_tokens": 0.0,
     }
+    for k in range(P):
+        samples = [g for g in range(G) if need[k, g]]
+        if not samples:
+            continue
+        rows = ro.completions[k]
+        states: list[int | torch.Tensor] = [len(comps)]
+        prompts.append(rows[0].prompt_token_ids)  # the samples' prompt: the anchor's too
+        comps.append(anchors[k])
+        counts["anchor_tokens"] += len(prompts[-1]) + len(comps[-1])
+        for g in samples:
+            recorded = hidden.of(rows[g]) if hidden is not None else None
+            if recorded is not None:
+                states.append(recorded)
+                continue
+            states.append(len(comps))
+            prompts.append(rows[g].prompt_token_ids)
+            comps.append(rows[g].token_ids)
+            counts["rollout_tokens"] += len(prompts[-1]) + len(comps[-1])
+        where.append((k, samples, states))
     if where:
-        hidden = completion_hidden_states(
+        forwarded = completion_hidden_states(
             policy.model, prompts, comps, policy.pad_token_id, s.packing, s.micro_batch_size
         )
         head = Head.of(policy.model, s.temperature)
-        at = 0
-        for k, samples in where:
-            seqs = [(hidden[j], _ids(comps[j])) for j in range(at, at + 1 + len(samples))]
+        for k, samples, states in where:
+            rows = ro.completions[k]
+            ids = [anchors[k]] + [rows[g].token_ids for g in samples]
+            seqs = [
+                (forwarded[x] if isinstance(x, int) else x, _ids(y)) for x, y in zip(states, ids)
+            ]
             cos = problem_cosines(head, seqs[0], seqs[1:], s.reduction, s.compute, s.vocab_chunk)
             cosine[k, samples] = cos.numpy()
-            counts["anchor_tokens"] += len(prompts[at]) + len(comps[at])
-            counts["rollout_tokens"] += sum(
-                len(prompts[j]) + len(comps[j]) for j in range(at + 1, at + 1 + len(samples))
-            )
-            at += 1 + len(samples)
     return Scores(cosine, anchored, counts)
 
 
@@ -139,18 +173,22 @@ def gar_metrics(name: str, counts: Mapping[str, float]) -> dict[str, float]:
     }
 
 
-def gar_hooks(task: Task, s: Any) -> rl.SoloHooks:
+def gar_hooks(task: Task, s: Any, hidden: Mapping[str, HiddenStates] | None = None) -> rl.SoloHooks:
     """GAR's change to GRPO's step: each sample's reward takes its cosine with its problem's
-    anchor, between grading and advantage."""
+    anchor, between grading and advantage. ``hidden``: per model, the hidden states its
+    rollout recorded (:func:`gar_step` records them where :func:`records_hidden`)."""
 
     def reward(
         name: str, policy: Policy, ro: rl.SoloRollout, watch: rl.Stopwatch
     ) -> tuple[np.ndarray, dict[str, float]]:
+        states = (hidden or {}).get(name)
         with watch:
-            got = score_rollouts(task, policy, ro, s)
+            got = score_rollouts(task, policy, ro, s, states)
             rewards = gar_rewards(
                 ro.correct, got.cosine, got.anchored, s.weight, s.cosine, s.apply_to, s.missing
             )
+        if states is not None:
+            states.clear()  # not needed past the reward: free them before the update
         return rewards, step_counts(got, ro.correct, s)
 
     return rl.SoloHooks(reward=reward, metrics=gar_metrics, seconds=GAR_S)
@@ -170,5 +208,12 @@ def gar_step(
     :class:`baselines.gar.trainer.GARSettings`; returns the step's metrics row.
 
     :func:`agon.rl.solo_step` with :func:`gar_hooks`: the GAR metrics of the row are the whole
-    batch's."""
-    return rl.solo_step(task, policies, problems, s, step, keys, gar_hooks(task, s))
+    batch's. Each policy whose rollout can (:func:`records_hidden`) records its samples' hidden
+    states while it samples them, so the cosines need no second forward of the samples."""
+    with contextlib.ExitStack() as stack:
+        hidden = {
+            name: stack.enter_context(policy.engine.recording_hidden_states())
+            for name, policy in policies.items()
+            if records_hidden(policy)
+        }
+        return rl.solo_step(task, policies, problems, s, step, keys, gar_hooks(task, s, hidden))
