@@ -24,13 +24,18 @@
 - ``solo.step_over_trl``: our solo step (= GRPO) over TRL GRPOTrainer's step on the same
   model, batch (P problems x G samples), generation length and reward function, median step
   times after a warm-up step; the median of ``TRL_RUNS`` runs, each its own TRL trainer between
-  two blocks of our steps, with the runs' spread (``_min``, ``_max``). ``solo.rollout_s`` /
+  two blocks of our steps, with the runs' spread (``_min``, ``_max``). TRL's side is the GRPO
+  baseline's as the product builds it: its settings (:class:`baselines.grpo.GRPOSettings`, the
+  same values as our side's :class:`~agon.training.settings.RLSettings`) turned into TRL's
+  ``GRPOConfig`` by :meth:`~baselines.grpo.GRPOSettings.grpo_config`, and its trainer class
+  (:class:`~baselines.grpo.zero_advantage.SkipZeroAdvantageGRPOTrainer`). ``solo.rollout_s`` /
   ``solo.update_s`` split our step, ``solo.trl_generate_s`` / ``solo.trl_rest_s`` TRL's (its
   ``generate`` call, and the rest of its step: log-probabilities, loss, backward, optimizer).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import tempfile
 import time
@@ -39,14 +44,14 @@ from pathlib import Path
 import torch
 from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-from trl import GRPOConfig, GRPOTrainer
 
 from agon import duel, rl
 from agon.random_models import tiny_policies
 from agon.tasks.base import Problem
 from agon.tasks.synthetic import ParityTask
 from agon.training.settings import RLSettings
-from baselines.grpo import make_reward_fn
+from baselines.grpo import GRPOSettings, make_reward_fn
+from baselines.grpo.zero_advantage import SkipZeroAdvantageGRPOTrainer
 
 TARGETS = {
     "duel.step_over_two_solo": ("<=", 1.10),
@@ -92,9 +97,23 @@ def _time_interleaved(fns, n: int) -> list[list[tuple[float, dict[str, float]]]]
     return out
 
 
+def trl_settings(n: int) -> GRPOSettings:
+    """The GRPO baseline's settings of a TRL run of ``n`` timed steps after a warm-up step: the
+    solo side's values (:func:`settings`), no checkpoint (our steps save none)."""
+    _, solo_s, _ = settings()
+    theirs = {f.name for f in dataclasses.fields(GRPOSettings) if f.init}
+    shared = {
+        f.name: getattr(solo_s, f.name)
+        for f in dataclasses.fields(solo_s)
+        if f.init and f.name in theirs
+    }
+    return GRPOSettings(**{**shared, "steps": n + 1, "checkpoint_every": 0})
+
+
 def _trl_step_times(model_path: Path, work: Path, n: int) -> list[tuple[float, float]]:
     """(wall seconds, seconds in ``generate``) of each of ``n`` steps of TRL's GRPOTrainer
-    (P x G completions per step) after a warm-up step."""
+    (P x G completions per step) after a warm-up step, configured and built as the GRPO
+    baseline builds it (:func:`baselines.grpo.train_grpo`)."""
     task = ParityTask()
     problems = task.problems("train")
     ds = Dataset.from_list(
@@ -102,25 +121,7 @@ def _trl_step_times(model_path: Path, work: Path, n: int) -> list[tuple[float, f
     )
     tok = AutoTokenizer.from_pretrained(model_path)
     model = AutoModelForCausalLM.from_pretrained(model_path)
-    args = GRPOConfig(
-        output_dir=str(work),
-        max_steps=n + 1,
-        per_device_train_batch_size=P * G,
-        num_generations=G,
-        max_completion_length=MAX_NEW,
-        learning_rate=LR,
-        loss_type="dapo",
-        beta=0.0,
-        top_k=0,
-        disable_dropout=True,
-        gradient_checkpointing=False,
-        bf16=False,
-        use_cpu=True,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        temperature=1.0,
-    )
+    args = trl_settings(n).grpo_config(work)
     stamps: list[float] = []
     generating: list[float] = []  # seconds in generate, summed per step
     generate = model.generate
@@ -142,7 +143,7 @@ def _trl_step_times(model_path: Path, work: Path, n: int) -> list[tuple[float, f
         def on_step_end(self, *a, **k):
             stamps.append(time.perf_counter())
 
-    trainer = GRPOTrainer(
+    trainer = SkipZeroAdvantageGRPOTrainer(
         model=model,
         reward_funcs=[make_reward_fn(task, problems)],
         args=args,
@@ -214,97 +215,113 @@ def run() -> dict[str, float]:
     problems = (task.problems("train") * 4)[:P]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        duel_s, solo_s, read_s = settings()
-        pair = _policies(root, ["A", "B"], [0, 1], duel_s)
-        solo_a = _policies(root, ["A"], [0], solo_s)
-        solo_b = _policies(root, ["B"], [1], read_s)
-        duel.duel_step(task, pair, problems, duel_s, step=0)  # warm-up
-        roll = duel.rollout(task, pair["A"], pair["B"], problems, duel_s, step=0, salt=0)
-        read_problems, drafts = _read_problems(problems, roll)
-        shaped = _ReaderShaped(task, drafts)
+        return {**duel_costs(task, problems, root), **solo_over_trl(task, problems, root)}
 
-        def duel_step(i):
-            row = duel.duel_step(task, pair, problems, duel_s, step=i + 1)
-            [(_, d, r, _)] = duel.directions(i + 1, duel_s, list(pair), list(range(P)), P)
-            return {
-                "tokens": row["tokens_generated"],
-                "drafter_trained": row[f"{d}/trained_tokens"],
-                "reader_trained": row[f"{r}/trained_tokens"],
-                "drafter_zero": row[f"{d}/zero_advantage"],
-                "reader_zero": row[f"{r}/zero_advantage"],
-            }
 
-        def two_solo(i, second_task=shaped):
-            # the duel's two generations and two updates, as two independent GRPO steps
-            a = rl.grpo_step(task, solo_a, problems, solo_s, step=i + 1)
-            b = rl.grpo_step(second_task, {"B": solo_b["B"]}, read_problems, read_s, step=i + 1)
-            return {
-                "tokens": a["tokens_generated"] + b["tokens_generated"],
-                "drafter_trained": a["A/trained_tokens"],
-                "reader_trained": b["B/trained_tokens"],
-                "drafter_zero": a["A/zero_advantage"],
-                "reader_zero": b["B/zero_advantage"],
-            }
+def duel_costs(task, problems: list[Problem], root: Path) -> dict[str, float]:
+    """The ``duel.*`` metrics: a duel step against two solo steps of its shape."""
+    duel_s, solo_s, read_s = settings()
+    pair = _policies(root, ["A", "B"], [0, 1], duel_s)
+    solo_a = _policies(root, ["A"], [0], solo_s)
+    solo_b = _policies(root, ["B"], [1], read_s)
+    duel.duel_step(task, pair, problems, duel_s, step=0)  # warm-up
+    roll = duel.rollout(task, pair["A"], pair["B"], problems, duel_s, step=0, salt=0)
+    read_problems, drafts = _read_problems(problems, roll)
+    shaped = _ReaderShaped(task, drafts)
 
-        def two_solo_raw(i):
-            return two_solo(i, second_task=task)
+    def duel_step(i):
+        row = duel.duel_step(task, pair, problems, duel_s, step=i + 1)
+        [(_, d, r, _)] = duel.directions(i + 1, duel_s, list(pair), list(range(P)), P)
+        return {
+            "tokens": row["tokens_generated"],
+            "drafter_trained": row[f"{d}/trained_tokens"],
+            "reader_trained": row[f"{r}/trained_tokens"],
+            "drafter_zero": row[f"{d}/zero_advantage"],
+            "reader_zero": row[f"{r}/zero_advantage"],
+        }
 
-        def one_solo(i):
-            row = rl.grpo_step(task, solo_a, problems, solo_s, step=i + 100)
-            return {
-                "tokens": row["tokens_generated"],
-                "rollout_s": row["time/rollout_s"],
-                "update_s": row["time/update_s"],
-                "zero": row["A/zero_advantage"],
-            }
+    def two_solo(i, second_task=shaped):
+        # the duel's two generations and two updates, as two independent GRPO steps
+        a = rl.grpo_step(task, solo_a, problems, solo_s, step=i + 1)
+        b = rl.grpo_step(second_task, {"B": solo_b["B"]}, read_problems, read_s, step=i + 1)
+        return {
+            "tokens": a["tokens_generated"] + b["tokens_generated"],
+            "drafter_trained": a["A/trained_tokens"],
+            "reader_trained": b["B/trained_tokens"],
+            "drafter_zero": a["A/zero_advantage"],
+            "reader_zero": b["B/zero_advantage"],
+        }
 
-        # one step of each side in turn, so machine noise hits every side alike
-        duels, solos, raws = _time_interleaved([duel_step, two_solo, two_solo_raw], 2 * STEPS)
+    def two_solo_raw(i):
+        return two_solo(i, second_task=task)
 
-        def per_tok(rows):
-            return _median(t / max(info["tokens"], 1) for t, info in rows)
+    # one step of each side in turn, so machine noise hits every side alike
+    duels, solos, raws = _time_interleaved([duel_step, two_solo, two_solo_raw], 2 * STEPS)
 
-        def med(rows, key):
-            return _median(info[key] for _, info in rows)
+    def per_tok(rows):
+        return _median(t / max(info["tokens"], 1) for t, info in rows)
 
-        def count(rows, key):
-            return float(sum(info[key] == 1.0 for _, info in rows))
-
-        # solo vs TRL: TRL_RUNS runs, each a TRL trainer between two blocks of our steps
-        ratios, ours_all, trl_all = [], [], []
-        for run_i in range(TRL_RUNS):
-            ours = _time_steps(one_solo, STEPS)
-            trl = _trl_step_times(root / "qwen3-0", root / f"trl{run_i}", STEPS)
-            ours += _time_steps(one_solo, STEPS)
-            ratios.append(_median(t for t, _ in ours) / _median(t for t, _ in trl))
-            ours_all += ours
-            trl_all += trl
     return {
         "duel.reads_per_draft": float(K),
         "duel.step_over_two_solo": per_tok(duels) / per_tok(solos),
         "duel.step_over_two_solo_raw": per_tok(duels) / per_tok(raws),
         "duel.step_s": _median(t for t, _ in duels),
         "duel.two_solo_s": _median(t for t, _ in solos),
-        "duel.tokens_per_step": med(duels, "tokens"),
-        "duel.two_solo_tokens": med(solos, "tokens"),
-        "duel.drafter_trained_tokens": med(duels, "drafter_trained"),
-        "duel.reader_trained_tokens": med(duels, "reader_trained"),
-        "duel.drafter_zero_advantage_steps": count(duels, "drafter_zero"),
-        "duel.reader_zero_advantage_steps": count(duels, "reader_zero"),
-        "duel.solo_drafter_trained_tokens": med(solos, "drafter_trained"),
-        "duel.solo_reader_trained_tokens": med(solos, "reader_trained"),
-        "duel.solo_zero_advantage_steps": count(solos + raws, "drafter_zero")
-        + count(solos + raws, "reader_zero"),
+        "duel.tokens_per_step": _med(duels, "tokens"),
+        "duel.two_solo_tokens": _med(solos, "tokens"),
+        "duel.drafter_trained_tokens": _med(duels, "drafter_trained"),
+        "duel.reader_trained_tokens": _med(duels, "reader_trained"),
+        "duel.drafter_zero_advantage_steps": _count(duels, "drafter_zero"),
+        "duel.reader_zero_advantage_steps": _count(duels, "reader_zero"),
+        "duel.solo_drafter_trained_tokens": _med(solos, "drafter_trained"),
+        "duel.solo_reader_trained_tokens": _med(solos, "reader_trained"),
+        "duel.solo_zero_advantage_steps": _count(solos + raws, "drafter_zero")
+        + _count(solos + raws, "reader_zero"),
         "duel.timed_steps": float(len(duels)),
+    }
+
+
+def solo_over_trl(task, problems: list[Problem], root: Path) -> dict[str, float]:
+    """The ``solo.*`` metrics: our solo step against TRL GRPOTrainer's, ``TRL_RUNS`` runs, each
+    a TRL trainer between two blocks of our steps."""
+    _, solo_s, _ = settings()
+    solo_a = _policies(root, ["A"], [0], solo_s)
+
+    def one_solo(i):
+        row = rl.grpo_step(task, solo_a, problems, solo_s, step=i + 100)
+        return {
+            "tokens": row["tokens_generated"],
+            "rollout_s": row["time/rollout_s"],
+            "update_s": row["time/update_s"],
+            "zero": row["A/zero_advantage"],
+        }
+
+    ratios, ours_all, trl_all = [], [], []
+    for run_i in range(TRL_RUNS):
+        ours = _time_steps(one_solo, STEPS)
+        trl = _trl_step_times(root / "qwen3-0", root / f"trl{run_i}", STEPS)
+        ours += _time_steps(one_solo, STEPS)
+        ratios.append(_median(t for t, _ in ours) / _median(t for t, _ in trl))
+        ours_all += ours
+        trl_all += trl
+    return {
         "solo.step_over_trl": _median(ratios),
         "solo.step_over_trl_min": min(ratios),
         "solo.step_over_trl_max": max(ratios),
         "solo.step_over_trl_runs": float(len(ratios)),
         "solo.step_s": _median(t for t, _ in ours_all),
-        "solo.rollout_s": med(ours_all, "rollout_s"),
-        "solo.update_s": med(ours_all, "update_s"),
-        "solo.zero_advantage_steps": count(ours_all, "zero"),
+        "solo.rollout_s": _med(ours_all, "rollout_s"),
+        "solo.update_s": _med(ours_all, "update_s"),
+        "solo.zero_advantage_steps": _count(ours_all, "zero"),
         "solo.trl_step_s": _median(t for t, _ in trl_all),
         "solo.trl_generate_s": _median(g for _, g in trl_all),
         "solo.trl_rest_s": _median(t - g for t, g in trl_all),
     }
+
+
+def _med(rows, key) -> float:
+    return _median(info[key] for _, info in rows)
+
+
+def _count(rows, key) -> float:
+    return float(sum(info[key] == 1.0 for _, info in rows))

@@ -54,7 +54,7 @@ from agon.tasks.base import apply_draft_view
 from agon.tasks.synthetic import ParityTask
 from agon.training.policy import Policy, make_policy
 from agon.training.settings import RLSettings
-from baselines.grpo import make_reward_fn, prompt_dataset
+from baselines.grpo import GRPOSettings, make_reward_fn, prompt_dataset
 from baselines.moa import moa
 
 # the paper families' checkpoints, their draft views (config/paper.yaml), and the layers each
@@ -265,34 +265,31 @@ def test_duel_step_at_real_width(arch, tmp_path):
 
 @pytest.mark.parametrize("arch", sorted(FAMILIES))
 def test_trl_grpo_step_at_real_width(arch, tmp_path):
-    """One GRPO step on TRL's GRPOTrainer (the baseline's reward and prompts) at real width:
-    TRL's own AdamW for Qwen3-4B (it fits), SGD for the two wider vocabularies."""
+    """One GRPO step on TRL's GRPOTrainer (the baseline's reward and prompts) at real width,
+    configured as the baseline configures it (:meth:`baselines.grpo.GRPOSettings.grpo_config`):
+    TRL's own AdamW for Qwen3-4B (it fits), SGD for the two wider vocabularies (``grpo.extra``)."""
     # lazy: TRL (seconds to import) only in this test
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     name, _ = FAMILIES[arch]
     model, tok = build_wide_model(name, TRAINING_LAYERS[arch], tmp_path / "m", dtype=TRAIN_DTYPE)
     task = ParityTask()
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "out"),
-        max_steps=1,
-        per_device_train_batch_size=4,
+    settings = GRPOSettings(
+        steps=1,
+        problems_per_step=2,
         num_generations=2,
-        max_completion_length=NEW_TOKENS,
+        micro_batch_size=4,  # the step's 4 completions in one micro-batch
+        max_new_tokens=NEW_TOKENS,
         temperature=ROLLOUT_TEMPERATURE,
         learning_rate=SGD_LR if arch != "qwen3" else 1e-3,
-        optim="adamw_torch" if arch == "qwen3" else "sgd",
-        loss_type="dapo",
-        beta=0.0,
-        top_k=0,
-        disable_dropout=True,
-        bf16=False,
-        use_cpu=True,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        chat_template_kwargs=_chat_kwargs(arch) or None,
+        checkpoint_every=0,
+        extra={"optim": "adamw_torch" if arch == "qwen3" else "sgd"},
+        # TRL's default seed, which this test ran under: its two groups of two then disagree
+        # (under seed 0 each group's two rewards agree, and the step has no gradient)
+        seed=42,
     )
+    args = settings.grpo_config(tmp_path / "out", chat_template_kwargs=_chat_kwargs(arch))
+    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (4, 1)
     before = _probe(model)
     trainer = GRPOTrainer(
         model=model,
