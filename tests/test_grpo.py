@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 import torch
@@ -130,3 +131,61 @@ def test_resume_skips_a_checkpoint_whose_save_was_cut_short(tmp_path):
     assert not cut.exists() and not (tmp_path / "checkpoint-10").exists()
     (whole / "optimizer.pt").unlink()
     assert last_complete_checkpoint(tmp_path) is None
+
+
+# ----------------------------------------------------------------------------- where each trains
+
+
+def test_on_gpus_each_model_gets_a_process_and_a_gpu_of_its_own(monkeypatch):
+    """One process seeing several GPUs makes transformers' Trainer wrap the model in
+    nn.DataParallel, which TRL's GRPOTrainer refuses, and holds one colocated vLLM: on GPUs
+    each model trains in a process of its own seeing one GPU, A and B at once on two GPUs, one
+    after the other on one GPU or through one server; the CPU and a launcher's ranks train
+    both in their own process, as before."""
+    from agon.engines.placement import place
+    from baselines.grpo.trainer import grpo_placement, launch_waves
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert launch_waves(place("trl", "vllm", 2)) == [[("a", "0"), ("b", "1")]]
+    assert launch_waves(place("trl", "hf", 1)) == [[("a", "0")], [("b", "0")]]
+    served = place("trl", "vllm", 2, servers={"A": "http://s:8000", "B": "http://s:8000"})
+    assert launch_waves(served) == [[("a", "0")], [("b", "0")]]
+    assert launch_waves(place("trl", "hf", 0)) == []
+    assert launch_waves(place("trl", "vllm", 2, processes=2)) == []
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6,7")  # physical ids, as the job was given
+    assert launch_waves(place("trl", "vllm", 2)) == [[("a", "6"), ("b", "7")]]
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    s = GRPOSettings(use_vllm=True, vllm_mode="colocate")
+    assert grpo_placement(s).at_once
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert launch_waves(grpo_placement(s)) == []
+
+
+@pytest.mark.slow  # ~28 s: three spawned processes, each importing torch, transformers, TRL
+def test_models_train_in_processes_of_their_own(tmp_path, monkeypatch, capfd):
+    """train_pair with two GPUs (the count faked; the spawned processes find none and train on
+    the CPU): each model trains and is saved by a process of its own that sees only its GPU;
+    the trainer's own environment is untouched; a model that fails names itself and stops the
+    run before the next wave."""
+    from baselines.grpo.trainer import train_pair
+
+    cfg = load_config(tiny_config(tmp_path, train={"steps": 1, "checkpoint_every": 0}))
+    fam = cfg["families"][0]
+    s = GRPOSettings.from_config(cfg, fam)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    summary = train_pair(cfg, fam, "parity", s, tmp_path / "out")
+    printed = capfd.readouterr().out
+    assert "[grpo A] training on GPU 0, in a process of its own" in printed
+    assert "[grpo B] training on GPU 1, in a process of its own" in printed
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ
+    assert summary["A/steps"] == summary["B/steps"] == 1
+    assert (tmp_path / "out" / "A" / "config.json").is_file()
+    assert (tmp_path / "out" / "B" / "config.json").is_file()
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)  # A, then B: A fails first
+    fam["model_a"] = {**fam["model_a"], "model": str(tmp_path / "no-such-model")}
+    with pytest.raises(RuntimeError, match="training model A failed"):
+        train_pair(cfg, fam, "parity", s, tmp_path / "failed")
+    assert "[grpo B]" not in capfd.readouterr().out

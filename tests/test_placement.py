@@ -23,7 +23,12 @@ from agon.engines import placement as pl
 from agon.engines import process as ep
 from agon.engines import rollouts
 from agon.engines.base import Completion, Engine
-from agon.plan.memory import PERSISTENT, device_name
+from agon.plan.memory import (
+    ASSUMED_CUDA_CONTEXT_BYTES,
+    ASSUMED_CUDA_GRAPH_BYTES,
+    PERSISTENT,
+    device_name,
+)
 from agon.plan.planner import plan
 from agon.training import shell
 
@@ -33,6 +38,11 @@ TESTS = Path(__file__).resolve().parent
 
 def gpus_of(where: pl.Placement, rank: int = 0) -> dict[str, int | None]:
     return {p.name: p.gpu for p in where.parts if p.rank == rank}
+
+
+def processes_on(where: pl.Placement, gpu: int) -> set[tuple[int, str]]:
+    """The processes (rank, Part.process) holding a part on ``gpu``: a CUDA context each."""
+    return {(p.rank, p.process) for p in where.on(gpu)}
 
 
 # ----------------------------------------------------------------------------- the decision
@@ -66,9 +76,33 @@ def test_servers_grpo_on_trl_and_fsdp():
     assert [p.name for p in served.servers] == ["A.engine", "B.engine"]
     assert served.used == [0, 1] and all(p.gpu is None for p in served.servers)
     assert served.server_gpus == 2
+    # GRPO on TRL: a process per model, each seeing one GPU (TRL refuses nn.DataParallel, and
+    # a process holds one colocated vLLM): A and B at once on two GPUs, else one after another
     trl = pl.place("trl", "vllm", 2)
-    assert set(gpus_of(trl).values()) == {0} and trl.used == [0]  # holds 2, uses 1
-    assert {p.phase for p in trl.parts} == {"A", "B"}
+    assert gpus_of(trl) == {
+        "A.policy": 0, "A.optimizer": 0, "A.engine": 0,
+        "B.policy": 1, "B.optimizer": 1, "B.engine": 1,
+    }  # fmt: skip
+    assert trl.used == [0, 1] and trl.at_once and {p.phase for p in trl.parts} == {None}
+    assert {p.model: p.process for p in trl.parts} == {"A": "A", "B": "B"}  # engine in-process
+    assert processes_on(trl, 1) == {(0, "B")} and "at once" in trl.how
+    one = pl.place("trl", "vllm", 1)
+    assert set(gpus_of(one).values()) == {0} and not one.at_once
+    assert {p.phase for p in one.parts} == {"A", "B"} and processes_on(one, 0) == {
+        (0, "A"),
+        (0, "B"),
+    }
+    # one server URL serves one model at a time: A, then B
+    trl_served = pl.place("trl", "vllm", 2, servers={"A": "http://a:8000", "B": "http://a:8000"})
+    assert trl_served.used == [0] and not trl_served.at_once and trl_served.server_gpus == 1
+    ranks = pl.place("trl", "vllm", 2, processes=2)  # accelerate: A, then B, in the ranks
+    assert {p.phase for p in ranks.parts} == {"A", "B"} and {p.process for p in ranks.parts} == {
+        pl.TRAINER
+    }
+    assert {p.process for p in pl.place("trl", "hf", 0).parts} == {pl.TRAINER}  # CPU: as before
+    # the duel's colocated engines run in processes of their own; everything else in the rank's
+    duel = pl.place("duel", "vllm", 2)
+    assert processes_on(duel, 0) == {(0, pl.TRAINER), (0, "A.engine")}
     fsdp = pl.place("duel", "vllm", 4, processes=4, sharded=True)
     for rank in range(4):
         assert set(gpus_of(fsdp, rank).values()) == {rank}
@@ -108,7 +142,11 @@ def test_the_trainer_builds_from_the_placement(monkeypatch, gpus):
     config = load_config(PAPER)
     config["families"][0]["model_b"]["model"] = "B-model"
     fam = config["families"][0]
-    shell.family_policies(config, fam, SimpleNamespace(master_dtype=None), None)
+    settings = SimpleNamespace(
+        master_dtype=None, backend="vllm", rollout_batch_size=8, vllm_gpu_memory_utilization=0.2,
+        servers={}, gradient_checkpointing=False,
+    )  # fmt: skip
+    shell.family_policies(config, fam, settings, None)
     where = pl.place("duel", "vllm", gpus)
     assert loaded == {fam["model_a"]["model"]: where.part("A.policy").device, "B-model":
                       where.part("B.policy").device}  # fmt: skip
@@ -194,17 +232,30 @@ def test_engine_process_round_trip_on_cpu():
 # ----------------------------------------------------------------------------- the planner
 
 
-def _sum_of_parts(memory) -> dict[str, float]:
+def _sum_of_parts(memory, engines_sleep: bool = True) -> dict[str, float]:
     """Each device's peak recomputed from the parts the placement puts on it: their persistent
-    components, plus the largest transient set of any one of them."""
-    out: dict[str, tuple[float, float]] = {}
-    for part, held in memory.placed:
-        for b in held:
-            keep = sum(v for k, v in b.components.items() if k in PERSISTENT)
-            rest = b.total - keep
-            p, t = out.get(device_name(part), (0.0, 0.0))
-            out[device_name(part)] = (p + keep, max(t, rest))
-    return {name: p + t for name, (p, t) in out.items()}
+    components and a CUDA context per process there, plus the largest of: every sleeping
+    engine's share awake (a rollout), or one part's transient set with the shares of the other
+    models' engines beside it (an update: its own policy's engine sleeps)."""
+    held: dict[str, dict] = {}
+    for part, breakdowns in memory.placed:
+        d = held.setdefault(device_name(part), {"keep": 0.0, "asleep": {}, "sets": [], "ps": set()})
+        d["ps"].add((part.rank, part.process))
+        for b in breakdowns:
+            for k, v in b.components.items():
+                if k == "vllm_reserved" and engines_sleep and part.kind == "engine":
+                    d["asleep"][part.model] = d["asleep"].get(part.model, 0.0) + v
+                elif k in PERSISTENT:
+                    d["keep"] += v
+            rest = sum(v for k, v in b.components.items() if k not in PERSISTENT)
+            if rest:
+                d["sets"].append((part.model if part.kind == "policy" else None, rest))
+    out = {}
+    for name, d in held.items():
+        awake = sum(d["asleep"].values())
+        sets = [awake] + [t + awake - d["asleep"].get(m, 0.0) for m, t in d["sets"]]
+        out[name] = d["keep"] + len(d["ps"]) * ASSUMED_CUDA_CONTEXT_BYTES + max(sets)
+    return out
 
 
 @pytest.mark.parametrize("gpus,fsdp", [(1, False), (2, False), (4, False), (2, True), (4, True)])
@@ -225,14 +276,18 @@ def test_planned_memory_per_gpu_is_the_sum_of_the_placed_parts(gpus, fsdp):
     engines = {p.model: p.gpu for p, _ in mem.placed if p.kind == "engine" and p.rank == 0}
     if gpus >= 2 and not fsdp:
         assert engines["A"] != engines["B"]  # as coded before, both sat on GPU 0
-        assert "B.vllm_reserved" in mem.devices[f"GPU {engines['B']}"].components
-        assert "B.vllm_reserved" not in mem.devices["GPU 0"].components
+        on_gpu_0 = {p.name for p, _ in mem.placed if p.gpu == 0}
+        assert "B.engine" not in on_gpu_0
+    if gpus <= 2 or fsdp:  # an engine beside its policy sleeps through the policy's update
+        assert max(_sum_of_parts(mem, engines_sleep=False).values()) > mem.per_device.total
     if fsdp:  # each rank holds half (a quarter) of each model and both engines
         step = mem.devices["GPU 0"].components
         unsharded = plan(load_config(PAPER), "results/table1.csv").jobs
         one = next(j for j in unsharded if j.job.label == duel.job.label).memory.devices["GPU 0"]
         assert step["A.weights"] == pytest.approx(one.components["A.weights"] / gpus)
-        assert {"A.vllm_reserved", "B.vllm_reserved"} <= set(step)
+        # both engines on each rank's GPU; at the peak (an update) one of them sleeps
+        assert {"A.vllm_cuda_graphs", "B.vllm_cuda_graphs"} <= set(step)
+        assert len({"A.vllm_reserved", "B.vllm_reserved"} & set(step)) == 1
         assert any(f"{gpus} ranks share each step's problems" in n for n in duel.notes)
 
 
@@ -243,11 +298,21 @@ def test_server_mode_and_grpo_are_priced_where_they_sit():
     duel = next(j for j in p.jobs if j.job.label == "train qwen3 deepmath agon seed0")
     assert sorted(duel.memory.devices) == ["GPU 0", "GPU 1", "server A", "server B"]
     assert "A.vllm_reserved" not in duel.memory.devices["GPU 0"].components
-    assert duel.memory.devices["server A"].total == pytest.approx(0.9 * 150e9)
+    server = 0.9 * 150e9 + ASSUMED_CUDA_GRAPH_BYTES + ASSUMED_CUDA_CONTEXT_BYTES
+    assert duel.memory.devices["server A"].total == pytest.approx(server)
     assert (duel.gpus_held, duel.gpus_used) == (4, 4)
     assert duel.gpu_hours == pytest.approx(duel.seconds / 3600 * 4)
+    # GRPO on TRL: A on GPU 0 and B on GPU 1 at once, the job as long as its slower model
     grpo = next(j for j in p.jobs if j.job.label == "train qwen3 deepmath grpo seed0")
-    assert (grpo.gpus_held, grpo.gpus_used) == (2, 1)
-    assert grpo.gpu_hours == pytest.approx(2 * grpo.gpu_hours_used)
+    assert (grpo.gpus_held, grpo.gpus_used) == (2, 2) and grpo.memory.placement.at_once
+    assert sorted(grpo.memory.devices) == ["GPU 0", "GPU 1"]
+    by_model = {m: sum(ph["seconds"] for ph in grpo.phases if ph["phase"].startswith(m))
+                for m in "AB"}  # fmt: skip
+    assert grpo.seconds >= max(by_model.values()) and grpo.seconds < sum(by_model.values())
     totals = p.totals("table1")
-    assert totals["gpu_hours"] > totals["gpu_hours_used"] > 0
+    assert totals["gpu_hours"] == pytest.approx(totals["gpu_hours_used"])  # nothing idle
+    one = load_config(PAPER)
+    one["resources"]["train"]["gpus"] = 1  # one GPU: A, then B, each in its own process
+    grpo1 = next(j for j in plan(one, "results/table1.csv").jobs if j.job.label == grpo.job.label)
+    assert (grpo1.gpus_held, grpo1.gpus_used) == (1, 1) and not grpo1.memory.placement.at_once
+    assert grpo1.seconds > grpo.seconds

@@ -19,6 +19,7 @@ import pytest
 import torch
 from test_workflow import REPO, dry_run_jobs, expected_counts, workdir_with
 
+import agon.plan.memory as mm
 from agon.cli import main
 from agon.config import load_config
 from agon.methods import columns_for_methods, eval_seeds, trained_methods_for
@@ -389,7 +390,10 @@ def test_paper_plan_flags_what_does_not_fit():
     kept = job(plan(config, "results/table1.csv", gpu="h200"), "train qwen3 deepmath agon seed0")
     assert any(f.startswith("memory:") and "activations" in f for f in kept.flags)
     share = config["train"]["vllm_gpu_memory_utilization"]  # each colocated engine's
-    assert duel.memory.per_device.components["A.vllm_reserved"] == pytest.approx(share * 150e9)
+    engine = dict((part.name, held) for part, held in duel.memory.placed)["A.engine"]
+    assert engine[0].components["vllm_reserved"] == pytest.approx(share * 150e9)
+    # its CUDA graphs stay on the GPU while it sleeps through A's update
+    assert "A.vllm_cuda_graphs" in duel.memory.devices["GPU 0"].components
     grpo = job(p, "train qwen3 deepmath grpo seed0")  # TRL with gradient checkpointing fits
     assert not any(f.startswith("memory:") for f in grpo.flags)
     assert grpo.steps == {"A": 750, "B": 750}  # tokens of the duel: 500 x (1 + 2 reads) / 2
@@ -401,6 +405,31 @@ def test_paper_plan_flags_what_does_not_fit():
     assert moa.memory.per_device.components["A.vllm_reserved"] == pytest.approx(0.45 * 150e9)
     t = p.totals("table1")
     assert t["jobs"] == len(p.jobs) and t["flagged"] > 0 and t["gpu_hours"] > 0
+
+
+def test_what_no_share_counts_is_priced_and_said_to_be_assumed():
+    """A CUDA context per process on each GPU, each vLLM engine's CUDA graphs beside its share,
+    the staged weights' second copy while one is rewritten, and the engines asleep through
+    their policy's update: each priced, and the page says they are assumed."""
+    config = load_config(PAPER)
+    p = plan(config, "results/table1.csv", gpu="h200")
+    duel = job(p, "train qwen3 deepmath agon seed0")
+    gpu0 = duel.memory.devices["GPU 0"].components
+    # the trainer's process and policy A's engine process both touch GPU 0
+    assert gpu0["cuda_context"] == pytest.approx(2 * mm.ASSUMED_CUDA_CONTEXT_BYTES)
+    assert gpu0["A.vllm_cuda_graphs"] == mm.ASSUMED_CUDA_GRAPH_BYTES
+    ctx = PlanContext(config, "h200", MeasuredLengths(), None)
+    a, b = (mm.weight_bytes(ctx.dims("qwen3", m), "bfloat16") for m in "AB")
+    # one process with both models, a staged copy per engine, and one more while rewritten
+    expected = mm.HOST_PROCESS_BYTES + (a + b) + (a + b) + max(a, b)
+    assert duel.memory.host == pytest.approx(expected)
+    # asleep through A's update, A's engine's share is not beside A's gradients and activations
+    update = {k: v for k, v in gpu0.items() if k.startswith("A.activations")}
+    assert update and "A.vllm_reserved" not in gpu0
+    text = to_text(p)
+    assert "memory, assumed: a CUDA context of 500 MiB" in text and "CUDA graphs" in text
+    eval_job = job(p, "evaluate qwen3 deepmath base seed0")  # an evaluation's vLLM engine too
+    assert "A.vllm_cuda_graphs" in eval_job.memory.devices["GPU 0"].components
 
 
 def test_small_gpu_plan_fits_one_80gb_gpu():
@@ -527,12 +556,10 @@ def test_helper_work_is_read_from_the_row_not_the_name(monkeypatch):
         }
         assert fake.memory.per_device.components == renamed
         assert fake.memory.host == real.memory.host
-    assert (
-        "fake_logits"
-        in _plan_method(
-            monkeypatch, config, "fake", replace(TRAINERS.rows["gar"])
-        ).memory.per_device.components
-    )
+    # the logits beside an update, at the peak when the engines (asleep through it) hold less
+    config["train"]["vllm_gpu_memory_utilization"] = 0.05
+    fake = _plan_method(monkeypatch, config, "fake", replace(TRAINERS.rows["gar"]))
+    assert "fake_logits" in fake.memory.per_device.components
 
 
 def test_a_new_rows_helpers_are_priced_from_their_config_keys(monkeypatch):
@@ -609,12 +636,13 @@ def test_a_row_that_declares_nothing_is_priced_as_grpo_and_says_so(monkeypatch):
 
 
 def test_how_a_method_runs_comes_from_its_row(monkeypatch):
-    """runs: trl (GRPO's TRL engine and one model at a time), duel (both together)."""
+    """runs: trl (GRPO's TRL engine, each model in a process of its own), duel (both
+    together in one)."""
     config = load_config(PAPER)
     grpo = _plan_method(monkeypatch, config, "grpo", None)
     trl = _plan_method(monkeypatch, config, "fake", replace(TRAINERS.rows["grpo"]))
     assert trl.phases == grpo.phases and trl.memory.placement == grpo.memory.placement
-    assert "one model at a time" in trl.memory.placement.how
+    assert "each in a process of its own" in trl.memory.placement.how
     agon = _plan_method(monkeypatch, config, "agon", None)
     duel = _plan_method(monkeypatch, config, "fake", replace(TRAINERS.rows["agon_independent"]))
     assert duel.phases == agon.phases and duel.steps == agon.steps

@@ -22,13 +22,21 @@ GPUs visible):
 - the transformers engine (``train.backend: hf``) samples from the live policy: its KV cache
   sits on the policy's GPU;
 - helpers (a Cliff or OPD teacher) load on the process's default device, GPU 0;
-- GRPO on TRL (``runs`` ``trl``) trains A, then B, one model at a time on GPU 0, its
-  colocated vLLM inside its process on the same GPU (TRL's colocate mode) or a server.
+- GRPO on TRL (``runs`` ``trl``) trains each model in a process of its own that sees one GPU
+  (``CUDA_VISIBLE_DEVICES``): transformers' Trainer wraps a model in ``nn.DataParallel`` when
+  one process sees several GPUs, which TRL's GRPOTrainer refuses, and a process holds one
+  colocated vLLM (TRL's colocate mode), which it tears down by exiting. With two GPUs A trains
+  on GPU 0 and B on GPU 1 at the same time; with one (or with ``grpo.vllm_mode: server``, whose
+  one URL serves one model at a time) A, then B, on GPU 0.
 
 **Several processes** (``accelerate launch``, one per GPU): accelerate puts everything a rank
 prepares on the rank's own device, so each rank holds its share of both policies (all of them
 replicated under DDP, ``1 / processes`` of weights, gradients and optimizer states under
-FSDP), its own colocated engines and helpers, on its GPU.
+FSDP), its own colocated engines and helpers, on its GPU. GRPO on TRL trains A, then B, in the
+ranks themselves (one engine at a time: the first is torn down before the second is built).
+
+``Part.process`` names the operating-system process that holds a part (``agon plan`` prices a
+CUDA context per process on each GPU it touches).
 
 With no GPU everything is on the CPU (the toy world, the tests).
 """
@@ -42,6 +50,7 @@ from dataclasses import dataclass
 POLICIES = ("A", "B")
 INHOUSE = ("duel", "solo")  # agon.registry.RUNS that hold both policies at once
 BACKENDS = ("hf", "vllm")
+TRAINER = "trainer"  # Part.process of what the training process (a rank) holds itself
 
 
 @dataclass(frozen=True)
@@ -54,7 +63,9 @@ class Part:
     ``helpers`` (frozen helper models). ``gpu``: the job's GPU index (None: the CPU, or for a
     server a GPU outside the job). ``rank``: the training process that holds it. ``shards``:
     FSDP keeps ``1 / shards`` of it per rank. ``phase``: parts of one phase (TRL's model A, then
-    model B) are never held at the same time as another phase's.
+    model B) are never held at the same time as another phase's. ``process``: the process that
+    holds it (:data:`TRAINER`, the rank's own; ``"A.engine"``, a colocated engine's; ``"A"``,
+    a TRL model's process of its own; ``"server A"``).
     """
 
     name: str
@@ -65,6 +76,7 @@ class Part:
     engine: str | None = None  # live | vllm, for an engine or a server
     shards: int = 1
     phase: str | None = None
+    process: str = "trainer"
 
     @property
     def device(self) -> str | None:
@@ -103,6 +115,14 @@ class Placement:
         return [p for p in self.parts if p.kind == "server"]
 
     @property
+    def at_once(self) -> bool:
+        """Whether the models train at the same time in processes of their own (TRL's GRPO on
+        two GPUs): a job's time is then its slower model's, not the sum."""
+        return any(p.process in POLICIES for p in self.parts) and not any(
+            p.phase for p in self.parts
+        )
+
+    @property
     def server_gpus(self) -> int:
         """The GPUs the servers hold, one each (TRL's models, one at a time, share one)."""
         return len({p.model if p.phase is None else "" for p in self.servers})
@@ -135,25 +155,32 @@ def place(
         raise ValueError(f"{processes} processes on {gpus} GPUs: accelerate runs one per GPU")
     parts: list[Part] = []
     shards = processes if (sharded and gpus) else 1
+    apart = runs == "trl" and processes == 1 and gpus >= 1  # a process per model, one GPU each
+    at_once = apart and gpus >= len(POLICIES) and not any(servers.get(m) for m in POLICIES)
     for rank in range(processes):
         own = rank if processes > 1 else 0  # a rank's own GPU
         if not gpus:
             own = None
         for i, m in enumerate(POLICIES):
             gpu = own
-            if processes == 1 and runs in INHOUSE and gpus >= 2:
+            if processes == 1 and gpus >= 2 and (runs in INHOUSE or at_once):
                 gpu = i  # one policy per GPU
-            phase = m if runs == "trl" else None  # TRL: one model at a time
-            parts.append(Part(f"{m}.policy", m, "policy", gpu, rank, None, shards, phase))
-            parts.append(Part(f"{m}.optimizer", m, "optimizer", gpu, rank, None, shards, phase))
+            phase = m if runs == "trl" and not at_once else None  # TRL: one model at a time
+            proc = m if apart else TRAINER
+            for kind in ("policy", "optimizer"):
+                parts.append(Part(f"{m}.{kind}", m, kind, gpu, rank, None, shards, phase, proc))
             if backend == "hf" or not gpus:
-                parts.append(Part(f"{m}.engine", m, "engine", gpu, rank, "live", 1, phase))
+                parts.append(Part(f"{m}.engine", m, "engine", gpu, rank, "live", 1, phase, proc))
             elif servers.get(m):
-                parts.append(Part(f"{m}.engine", m, "server", None, rank, "vllm", 1, phase))
+                parts.append(
+                    Part(f"{m}.engine", m, "server", None, rank, "vllm", 1, phase, f"server {m}")
+                )
             else:
                 spare = processes == 1 and runs in INHOUSE and gpus >= 2 * len(POLICIES)
                 where = len(POLICIES) + i if spare else gpu
-                parts.append(Part(f"{m}.engine", m, "engine", where, rank, "vllm", 1, phase))
+                # TRL's colocated vLLM lives in its trainer's process; ours in one of its own
+                owner = proc if runs == "trl" else f"{m}.engine"
+                parts.append(Part(f"{m}.engine", m, "engine", where, rank, "vllm", 1, phase, owner))
         if helpers:
             parts.append(Part("helpers", "helpers", "helpers", own, rank))
     return Placement(
@@ -170,11 +197,20 @@ def _describe(
     if processes > 1:
         how = f"FSDP over {processes} GPUs" if shards > 1 else f"DDP over {processes} GPUs"
         what = "each model sharded" if shards > 1 else "each model replicated"
-        return f"{how}: {what}, each rank's engines on its GPU"
+        trl = "; TRL: A, then B" if runs == "trl" else ""
+        return f"{how}: {what}, each rank's engines on its GPU{trl}"
     engines = {p.model: p for p in parts if p.name.endswith(".engine") and p.rank == 0}
     if runs == "trl":
-        where = "a server" if any(p.kind == "server" for p in engines.values()) else "GPU 0"
-        return f"one model at a time on GPU 0 (TRL, one process), its {backend} engine on {where}"
+        where = "a server" if any(p.kind == "server" for p in engines.values()) else "its GPU"
+        if any(p.phase for p in parts):
+            return (
+                f"TRL: A, then B, on GPU 0, each in a process of its own seeing one GPU, its "
+                f"{backend} engine on {where}"
+            )
+        return (
+            f"TRL: A on GPU 0 and B on GPU 1 at once, each in a process of its own seeing one "
+            f"GPU, its {backend} engine on {where}"
+        )
     policy = {p.model: p.gpu for p in parts if p.kind == "policy" and p.rank == 0}
     said = []
     for m in POLICIES:
@@ -203,10 +239,15 @@ def visible_gpus(env: Mapping[str, str] | None = None, count: int | None = None)
 def place_eval(models: list[str], backend: str, gpus: int) -> Placement:
     """Where an evaluation's engines sit: every distinct model of the system (its ``models``),
     each in its own engine, on the job's first GPU (``agon eval`` builds them on the default
-    device), or on the CPU. ``backend``: ``eval.backend``."""
+    device), or on the CPU. ``backend``: ``eval.backend``. A vLLM engine's work runs in a
+    process of its own (vLLM's engine core); transformers' in the evaluation's."""
     gpu = 0 if gpus else None
     kind = "vllm" if backend == "vllm" and gpus else "hf"
-    parts = tuple(Part(f"{m}.engine", m, "engine", gpu, engine=kind) for m in models)
+    parts = tuple(
+        Part(f"{m}.engine", m, "engine", gpu, engine=kind,
+             process=f"{m}.engine" if kind == "vllm" else TRAINER)
+        for m in models
+    )  # fmt: skip
     where = "GPU 0" if gpus else "the CPU"
     what = "vLLM engine, its share reserved" if kind == "vllm" else "transformers engine"
     return Placement(gpus, 1, parts, f"each model's {what}, on {where}")

@@ -1,3 +1,5 @@
+# long: one step's memory by component, then each device's under a placement: what sleeps, each
+# process's CUDA context, the staged weights on the host
 """Memory of a training step and of generation for any :class:`~agon.plan.dims.ModelDims`, and
 of each device under a job's placement.
 
@@ -166,23 +168,46 @@ def estimate_generation_memory(
 
 
 def vllm_reserved(share: float, device_bytes: float) -> Breakdown:
-    """A vLLM engine's reservation (its weights and KV cache inside), held from its start."""
-    return Breakdown({"vllm_reserved": float(share * device_bytes)})
+    """A vLLM engine's reservation (its weights and KV cache inside), held from its start
+    (released while it sleeps), and its CUDA graphs beside it (kept while it sleeps)."""
+    return Breakdown(
+        {"vllm_reserved": float(share * device_bytes), "vllm_cuda_graphs": ASSUMED_CUDA_GRAPH_BYTES}
+    )
 
 
 # ----------------------------------------------------------------------------- placed memory
 #
 # A device holds the sum of what agon.engines.placement.place puts on it: the persistent part
-# (weights, moments, reference model, a vLLM share) plus the larger of the transient sets that
-# alternate (an update's gradients and activations, a transformers rollout's KV cache). GRPO
-# on TRL holds one model at a time (a phase each).
+# (weights, moments, reference model, a vLLM share and its CUDA graphs, each process's CUDA
+# context) plus the larger of the sets that alternate: an update's gradients and activations
+# (while that policy's own vLLM engine sleeps, if engines sleep), a transformers rollout's KV
+# cache, every sleeping engine's share awake for the rollout. GRPO on TRL on one GPU holds one
+# model at a time (a phase each).
 
 # a process with torch and transformers imported, besides weights: assumed, not measured
 HOST_PROCESS_BYTES = 2**30
+# what no share counts, assumed (not measured here): a CUDA context per process on each GPU it
+# uses (~500 MiB is the common figure for a CUDA 12/13 context with cuBLAS loaded), and a vLLM
+# engine's CUDA graphs, which vLLM's worker reports beside the share it was given ("... and N
+# GiB for CUDAGraph memory. Replace gpu_memory_utilization config with `--kv-cache-memory=...`
+# to fit into requested memory": vllm/v1/worker/gpu_worker.py) and keeps while it sleeps
+# (docs.vllm.ai, sleep mode: weights and KV cache released); reported values run from 0.1 to a
+# few GiB with the capture sizes, 1 GiB taken for a 4B model at the default sizes
+ASSUMED_CUDA_CONTEXT_BYTES = 500.0 * 2**20
+ASSUMED_CUDA_GRAPH_BYTES = float(2**30)
 PERSISTENT = (
     "weights", "optimizer_states", "kahan_buffer", "reference_model", "vllm_reserved",
-    "helper_weights",
+    "vllm_cuda_graphs", "helper_weights", "cuda_context",
 )  # fmt: skip
+SLEEPS = "vllm_reserved"  # what a sleeping engine releases (weights and KV cache, level 2)
+ASSUMED_NOTE = (  # agon plan says it once
+    f"memory, assumed: a CUDA context of {ASSUMED_CUDA_CONTEXT_BYTES / 2**20:.0f} MiB per "
+    f"process on each GPU it uses; {ASSUMED_CUDA_GRAPH_BYTES / 2**30:g} GiB of CUDA graphs per "
+    "vLLM engine, beside its share (vLLM's worker reports them apart) and kept while it sleeps; "
+    "the in-house trainers' vLLM engines sleep through their own policy's update (their share "
+    "released), TRL's where grpo.extra.vllm_enable_sleep_mode says; the host holds a staged "
+    "copy of a policy's weights per colocated engine, and one more while one is rewritten"
+)
 OPTIMIZER = ("optimizer_states", "kahan_buffer")  # the optimizer part's components
 SHARDED = ("weights", "gradients", *OPTIMIZER, "reference_model", "autocast_weight_copies")
 # `trl vllm-serve`'s default --gpu_memory_utilization: a server's share of its own GPU
@@ -191,21 +216,44 @@ SERVER_SHARE = 0.9
 
 @dataclass
 class Device:
-    """One device's memory: what it always holds, and the transient sets it alternates."""
+    """One device's memory: what it always holds, the transient sets it alternates (each with
+    the model whose update it is, if it is one), and the shares of the engines that sleep
+    through their own policy's update (by model)."""
 
     persistent: Breakdown = field(default_factory=lambda: Breakdown({}))
-    transients: list[Breakdown] = field(default_factory=list)
+    transients: list[tuple[str | None, Breakdown]] = field(default_factory=list)
+    sleeping: dict[str, Breakdown] = field(default_factory=dict)
 
-    def add(self, b: Breakdown, prefix: str = "") -> None:
-        keep = {k: v for k, v in b.components.items() if k in PERSISTENT}
-        rest = {prefix + k: v for k, v in b.components.items() if k not in PERSISTENT}
+    def add(
+        self, b: Breakdown, prefix: str = "", update_of: str | None = None, sleeps: bool = False
+    ) -> None:
+        """Add what a part holds: ``update_of``, the model whose update its transient set is
+        (a policy's) or whose update its share sleeps through (an engine's, ``sleeps``)."""
+        comps = dict(b.components)
+        if sleeps and SLEEPS in comps:
+            model, share = update_of or "", Breakdown({prefix + SLEEPS: comps.pop(SLEEPS)})
+            self.sleeping[model] = self.sleeping.get(model, Breakdown({})).plus(share)
+        keep = {k: v for k, v in comps.items() if k in PERSISTENT}
+        rest = {prefix + k: v for k, v in comps.items() if k not in PERSISTENT}
         self.persistent = self.persistent.plus(Breakdown(keep), prefix)
         if rest:
-            self.transients.append(Breakdown(rest))
+            self.transients.append((None if sleeps else update_of, Breakdown(rest)))
 
     def peak(self) -> Breakdown:
-        """The persistent part plus the largest transient set."""
-        worst = max(self.transients, key=lambda b: b.total, default=Breakdown({}))
+        """The persistent part plus the largest alternating set: each transient set with the
+        sleeping engines awake beside it (all but its own model's during an update), or the
+        sleeping engines alone (a vLLM rollout)."""
+        awake = Breakdown({})
+        for b in self.sleeping.values():
+            awake = awake.plus(b)
+        sets = [awake]
+        for owner, t in self.transients:
+            beside = Breakdown({})
+            for m, b in self.sleeping.items():
+                if m != owner:
+                    beside = beside.plus(b)
+            sets.append(t.plus(beside))
+        worst = max(sets, key=lambda b: b.total)
         return self.persistent.plus(worst)
 
 
@@ -240,6 +288,7 @@ class TrainShape:
     rollout_context: int
     vllm_share: float
     bf16_update: str = "plain"
+    engine_sleeps: bool = False  # its vLLM engines sleep through their policy's update
 
 
 def device_name(part: Part) -> str:
@@ -284,25 +333,39 @@ def placed_memory(
     placement: Placement,
     parts: dict[tuple[str, int], list[Breakdown]],
     extra_transient: Breakdown | None = None,
+    engines_sleep: bool = False,
 ) -> dict[str, Breakdown]:
     """Each device's peak over the phases: the sum of the ``parts`` (by name and rank) the
-    placement puts on it; ``extra_transient`` joins each transient set beside a policy."""
+    placement puts on it, and a CUDA context per process on each GPU (or server) it uses;
+    ``extra_transient`` joins each transient set beside a policy; ``engines_sleep``: each
+    colocated vLLM engine releases its share while its own policy updates."""
     phases = sorted({p.phase for p in placement.parts if p.phase}) or [None]
     peaks: dict[str, Breakdown] = {}
     for phase in phases:
         devices: dict[str, Device] = {}
+        processes: dict[str, set[tuple[int, str]]] = {}
         for p in placement.parts:
             if p.phase not in (None, phase):
                 continue
             prefix = "" if p.kind == "helpers" else f"{p.model}."
+            name = device_name(p)
+            if name != "CPU":
+                processes.setdefault(name, set()).add((p.rank, p.process))
+            update = p.model if p.kind == "policy" else None
+            sleeps = engines_sleep and p.kind == "engine" and p.engine == "vllm"
             for b in parts[p.name, p.rank]:
-                devices.setdefault(device_name(p), Device()).add(b, prefix)
+                devices.setdefault(name, Device()).add(
+                    b, prefix, update_of=p.model if sleeps else update, sleeps=sleeps
+                )
         for name, dev in devices.items():
             holds_policy = any(
                 device_name(p) == name and p.kind == "policy" for p in placement.parts
             )
             if extra_transient is not None and holds_policy:
-                dev.transients = [t.plus(extra_transient) for t in dev.transients]
+                dev.transients = [(m, t.plus(extra_transient)) for m, t in dev.transients]
+            if name in processes:
+                n = len(processes[name])
+                dev.add(Breakdown({"cuda_context": n * ASSUMED_CUDA_CONTEXT_BYTES}))
             peak = dev.peak()
             if name not in peaks or peak.total > peaks[name].total:
                 peaks[name] = peak
@@ -319,26 +382,40 @@ def train_memory(
 ) -> Memory:
     """A training job's memory under ``placement`` (:func:`agon.engines.placement.place`); the
     host holds each process with every model's weights (a state dict is staged through it when
-    saved) and, per engine in a process of its own, the policy's staged weights."""
+    saved; a TRL model's process of its own, its own model's) and, per engine in a process of
+    its own, the policy's staged weights, one of them twice while it is rewritten (the new file
+    is written whole before it replaces the old)."""
     cap = device_bytes or 0.0
     parts = {
         (p.name, p.rank): part_memory(p, models.get(p.model), s, cap, helpers)
         for p in placement.parts
     }
     bytes_of = {m: weight_bytes(d, s.dtype) for m, d in models.items()}
-    staged = sum(
+    staged = [
         bytes_of[p.model]
         for p in placement.parts
-        if p.kind == "engine" and p.engine == "vllm" and placement.gpus and p.phase is None
-    )
-    host = placement.processes * (HOST_PROCESS_BYTES + sum(bytes_of.values())) + staged
+        if p.kind == "engine" and p.engine == "vllm" and placement.gpus and p.process != p.model
+        and p.phase is None
+    ]  # fmt: skip
+    apart = {p.model for p in placement.parts if p.process == p.model}
+    if apart:  # the launching process loads no model; each model's process loads its own
+        host = HOST_PROCESS_BYTES + sum(HOST_PROCESS_BYTES + bytes_of[m] for m in apart)
+    else:
+        host = placement.processes * (HOST_PROCESS_BYTES + sum(bytes_of.values()))
+    host += sum(staged) + max(staged, default=0.0)
     host += sum(h.components.get("helper_weights", 0.0) for h in helpers)
-    return _memory(placement, parts, host, extra_transient)
+    return _memory(placement, parts, host, extra_transient, s.engine_sleeps)
 
 
-def _memory(placement: Placement, parts: dict, host: float, extra: Breakdown | None = None):
+def _memory(
+    placement: Placement,
+    parts: dict,
+    host: float,
+    extra: Breakdown | None = None,
+    engines_sleep: bool = False,
+) -> Memory:
     """The :class:`Memory` of ``parts`` placed; on the CPU the host holds everything too."""
-    devices = placed_memory(placement, parts, extra)
+    devices = placed_memory(placement, parts, extra, engines_sleep)
     if not placement.gpus:
         host += sum(b.total for b in devices.values())
     placed = tuple((p, parts[p.name, p.rank]) for p in placement.parts)

@@ -265,7 +265,11 @@ def _train_shape(ctx: PlanContext, job: dag.Job, fam: dict, w: wl.Workload) -> m
             mb -= 1
         mb = mb if mb >= g else total
     longest = max((t.prompt for t in w.trainings), default=0.0)
-    share = (grpo.get("extra") or {}).get("vllm_gpu_memory_utilization", wl.TRL_VLLM_SHARE)
+    extra = grpo.get("extra") or {}
+    share = extra.get("vllm_gpu_memory_utilization", wl.TRL_VLLM_SHARE)
+    # the in-house trainers' engines sleep through their policy's update (Policy.backward);
+    # TRL's where its GRPOConfig asks (vllm_enable_sleep_mode, off by default)
+    sleeps = bool(extra.get("vllm_enable_sleep_mode", False)) if trl else True
     return mm.TrainShape(
         dtype=fam["dtype"],
         master_dtype=s.master_dtype,
@@ -279,6 +283,7 @@ def _train_shape(ctx: PlanContext, job: dag.Job, fam: dict, w: wl.Workload) -> m
         rollout_context=int(longest + fam["max_new_tokens"]),
         vllm_share=float(share if trl else s.vllm_gpu_memory_utilization),
         bf16_update=str(s.bf16_update or "plain"),
+        engine_sleeps=sleeps,
     )
 
 
@@ -347,6 +352,10 @@ def price(
     device = ctx.kind.name if p.resources["gpus"] else "cpu"
     kind = ctx.kind if device != "cpu" else hw.get_gpu_kind("cpu")
     seconds: float | None = 0.0
+    # models trained at once in processes of their own (TRL's GRPO on two GPUs): each model's
+    # work adds up on its own, and the job takes its slower model's time
+    apart = p.memory is not None and p.memory.placement.at_once
+    per_model: dict[str, float] = {}
     for g in w.generations:
         d = models[g.model]
         flops = g.sequences * generation_flops(d, int(g.prompt), int(g.completion))
@@ -387,6 +396,7 @@ def price(
             concurrency=rows, dtype=dtype, decode_eff=eff.decode, compute_eff=eff.compute,
         )  # fmt: skip
         seconds = None if seconds is None else seconds + s
+        per_model[g.model] = per_model.get(g.model, 0.0) + s
         _phase(p, g.what, "generate", flops, s, eff.generation_label)
     gc = shape.gradient_checkpointing if shape else False
     engine = shape.engine if shape else "hf"
@@ -398,20 +408,21 @@ def price(
             reference_model=ts.beta > 0, num_iterations=ts.num_iterations,
         )["total"] * t.sequences  # fmt: skip
         p.tokens_trained += t.sequences * t.completion
-        work.append((t.what, models[t.model], f))
+        work.append((t.what, t.model, models[t.model], f))
     for sc in w.scorings:
         d = models[sc.model]
         f = sc.sequences * forward_flops(d, int(sc.prompt), int(sc.completion), int(sc.completion))
-        work.append((sc.what, d, f))
-    for what, d, f in work:
+        work.append((sc.what, sc.model, d, f))
+    for what, model, d, f in work:
         p.flops_training += f
         if (eff := _efficiency(ctx, p, device, engine, d)) is None:
             seconds = None
             continue
         s = hw.training_seconds(f, kind, eff.train)
         seconds = None if seconds is None else seconds + s
+        per_model[model] = per_model.get(model, 0.0) + s
         _phase(p, what, "train", f, s, eff.training_label)
-    p.seconds = seconds
+    p.seconds = max(per_model.values()) if apart and seconds is not None else seconds
 
 
 def _efficiency(ctx: PlanContext, p: JobPlan, device: str, engine: str, d: ModelDims):
@@ -461,7 +472,8 @@ def _complete(ctx: PlanContext, p: JobPlan, w: wl.Workload, models: dict[str, Mo
         interval = p.seconds * ctx.config["eval"]["batch_size"] / samples
     else:
         every = _settings(ctx, p.job).checkpoint_every
-        steps = sum(p.steps.values()) if _runs(p.job) == "trl" else max(p.steps.values())
+        one_by_one = _runs(p.job) == "trl" and not p.memory.placement.at_once  # A, then B
+        steps = sum(p.steps.values()) if one_by_one else max(p.steps.values())
         interval = p.seconds / steps * every if every else math.inf
     restart = _restart_seconds(p, models, ctx.families[p.job.family]["dtype"])
     p.chunks = dag.chunks(p.seconds, limit, interval, restart)

@@ -20,6 +20,7 @@ from typing import Any
 
 import agon.plan.hardware as hw
 import agon.plan.jobs as dag
+import agon.plan.memory as mm
 from agon.plan.memory import Breakdown
 from agon.plan.planner import SECONDS_PER_HOUR, JobPlan, Plan
 
@@ -130,6 +131,8 @@ def assumptions(p: Plan) -> list[str]:
             f"models read at {dag.ASSUMED_LOAD_BYTES_PER_S / 1e9:g} GB/s, "
             f"{dag.ASSUMED_VLLM_WARMUP_S:.0f} s of warm-up per vLLM engine"
         )
+    if any(j.memory and j.memory.placement.gpus for j in p.jobs):
+        out.append(mm.ASSUMED_NOTE)
     launch = "accelerate with FSDP2, one process per GPU" if p.fsdp else "one process per job"
     out.append(f"launch: {launch}; placement as agon train builds it (agon.engines.placement)")
     return out + [

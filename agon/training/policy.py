@@ -5,6 +5,11 @@ algorithm (:mod:`agon.duel`) only calls the few methods here (``backward``,
 ``clip_grad_norm``, ``all_agree``, ``scheduler_step``), so whether the model sits on one
 device or is sharded over several processes by accelerate (DDP / FSDP2) is decided here and
 nowhere else.
+
+A rollout engine with memory of its own on the GPU (a colocated vLLM) sleeps through its
+policy's update and wakes for the weight sync that follows it, as TRL's colocate mode, verl and
+OpenRLHF release theirs: the engine's share of the GPU is the update's while it runs. Engines
+without ``sleep`` and ``wake_up`` (the transformers engine, a server) are left alone.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class Policy:
     # train.master_dtype float32: the dtype the forward and backward compute in (the family's),
     # the weights and AdamW's moments staying float32; None: no autocast
     autocast_dtype: torch.dtype | None = None
+    engine_asleep: bool = False  # the engine sleeps through this policy's update
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """The forward's precision: autocast to :attr:`autocast_dtype` on the model's device,
@@ -50,7 +56,9 @@ class Policy:
         return torch.autocast(device_type=device.type, dtype=self.autocast_dtype)
 
     def backward(self, loss: torch.Tensor) -> None:
-        """Backpropagate ``loss`` (through accelerate when the model is wrapped by it)."""
+        """Backpropagate ``loss`` (through accelerate when the model is wrapped by it), the
+        rollout engine asleep (:meth:`sleep_engine`)."""
+        self.sleep_engine()
         if self.accelerator is not None:
             self.accelerator.backward(loss)
         else:
@@ -90,8 +98,20 @@ class Policy:
             )
             self.scheduler.step()
 
+    def sleep_engine(self) -> None:
+        """Have the rollout engine free its GPU memory for the update, if it can (``sleep``;
+        once per update: the first backward). Level :data:`ENGINE_SLEEP_LEVEL`."""
+        sleep = getattr(self.engine, "sleep", None)
+        if sleep is not None and not self.engine_asleep:
+            sleep(ENGINE_SLEEP_LEVEL)
+            self.engine_asleep = True
+
     def sync_engine(self) -> None:
-        """Give a rollout engine that holds its own copy of the weights (vLLM) the new ones."""
+        """Give a rollout engine that holds its own copy of the weights (vLLM) the new ones,
+        woken first if it slept through the update."""
+        if self.engine_asleep:
+            self.engine.wake_up()
+            self.engine_asleep = False
         sync = getattr(self.engine, "sync_weights", None)
         if sync is not None:
             sync(self.model)
@@ -151,6 +171,10 @@ def make_policy(
     )
 
 
+# vLLM's sleep level for an engine through its policy's update: 2 drops the weights (level 1
+# copies them to host memory) and the KV cache, since the sync after the update overwrites
+# every weight anyway; TRL's colocate mode sleeps at 2 too
+ENGINE_SLEEP_LEVEL = 2
 SIXTEEN_BIT = (torch.bfloat16, torch.float16)
 SR_EXTRA = "bf16-sr"  # the optional dependency that brings torchao (pyproject.toml)
 
@@ -214,6 +238,7 @@ def make_accelerator() -> Any:
     accelerator = Accelerator(
         step_scheduler_with_optimizer=False, cpu=not torch.cuda.is_available()
     )
+    check_fsdp_plugin(accelerator)
     asked = os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
     if asked and distributed_info(accelerator)["distributed_type"] != "FSDP":
         # accelerate switches to FSDP only from a GPU-family backend, never from MULTI_CPU
@@ -224,6 +249,25 @@ def make_accelerator() -> Any:
             stacklevel=2,
         )
     return accelerator
+
+
+def check_fsdp_plugin(accelerator: Any) -> None:
+    """Refuse FSDP's own activation checkpointing (the accelerate config's
+    ``fsdp_activation_checkpointing``) for the in-house trainers: ``train.gradient_checkpointing``
+    is their one switch, so with both on every layer would be checkpointed twice, and its
+    ``checkpoint_wrapper`` renames every weight (``_checkpoint_wrapped_module.``) that a vLLM
+    engine's weight sync sends by name."""
+    if distributed_info(accelerator)["distributed_type"] != "FSDP":
+        return
+    plugin = getattr(accelerator.state, "fsdp_plugin", None)
+    if plugin is not None and getattr(plugin, "activation_checkpointing", False):
+        raise ValueError(
+            "the accelerate config sets fsdp_activation_checkpointing: true; the in-house "
+            "trainers checkpoint activations through train.gradient_checkpointing (it would "
+            "checkpoint each layer twice, and rename the weights the rollout engines load): set "
+            "fsdp_activation_checkpointing: false (config/accelerate/fsdp2.yaml does) and "
+            "train.gradient_checkpointing: true"
+        )
 
 
 def distribute(policy: Policy, accelerator: Any) -> None:

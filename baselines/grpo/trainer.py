@@ -1,3 +1,4 @@
+# long: the GRPO baseline whole: its settings, one model's TRL run, and where each model runs
 """The GRPO baseline: TRL's GRPOTrainer with the project's grader as its reward.
 
 Nothing about GRPO is reimplemented here: this module only translates the config (the shared
@@ -5,6 +6,14 @@ Nothing about GRPO is reimplemented here: this module only translates the config
 into a prompt dataset, and wraps ``Task.grade`` as a TRL reward function. The reward is the
 verifier's verdict through the same code path evaluation uses (1.0 correct, 0.0 wrong, None
 when it cannot score, which TRL keeps out of the group baseline).
+
+Where each model trains is :func:`agon.engines.placement.place`'s ``trl`` placement: on GPUs,
+each model in a process of its own that sees one GPU (``CUDA_VISIBLE_DEVICES``), A and B at
+once on two GPUs, one after the other on one. One process seeing several GPUs would have
+transformers' Trainer wrap the model in ``nn.DataParallel``, which TRL's GRPOTrainer refuses;
+and a process holds one colocated vLLM (TRL's colocate mode), torn down when the process exits.
+Under ``accelerate launch`` the ranks train A, then B, themselves (A's engine torn down first,
+:func:`release_engine`); on the CPU, one process trains A, then B, as it always has.
 
 Metrics: TRL's logs of every step go to ``metrics.jsonl`` (and to TensorBoard / W&B through
 ``train.report_to``), with the duel trainer's names added (``A/drafter/correct``,
@@ -17,11 +26,14 @@ hard problems of the validation split) at the duel trainer's steps and into the 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import logging
+import multiprocessing
 import os
 import re
 import shutil
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +43,7 @@ import torch
 
 from agon.engines import engine_options
 from agon.engines.hf import HFEngine, load_model, load_tokenizer
+from agon.engines.placement import POLICIES, Placement, place, visible_gpus
 from agon.provenance import atomic_write_text
 from agon.registry import Trainer
 from agon.tasks import task_from_config
@@ -230,7 +243,28 @@ def train_grpo(
     if trainer.accelerator.is_main_process:
         info = distributed_info(trainer.accelerator)
         (work_dir / "distributed.json").write_text(json.dumps(info))
+    release_engine(trainer)
     return metrics
+
+
+def release_engine(trainer: Any) -> None:
+    """Tear down ``trainer``'s colocated vLLM (TRL's colocate mode) and free what it held, so
+    that the next model's engine in this process starts on an empty GPU: vLLM keeps its model
+    parallel groups in module state, which a second ``LLM`` would find taken. The process's
+    own distributed group (accelerate's) is left alone."""
+    generation = getattr(trainer, "vllm_generation", None)
+    if getattr(generation, "llm", None) is not None:
+        generation.llm = None
+        try:
+            # lazy: vllm: the GPU-only optional extra; only a colocated TRL engine has groups
+            from vllm.distributed.parallel_state import destroy_model_parallel
+        except ImportError:
+            pass
+        else:
+            destroy_model_parallel()
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def _hard_eval(
@@ -261,21 +295,122 @@ def _hard_eval(
 
 def train_pair(config: dict, fam: dict, task_name: str, settings: GRPOSettings, out: Path) -> dict:
     """`agon train --method grpo`: A and B each trained alone with GRPO (for the ``grpo`` and
-    ``grpo_cascade`` columns); one merged ``metrics.jsonl``; the summary payload."""
-
-    task = task_from_config(config, task_name)
-    paths = []
-    try:
-        for row in ("a", "b"):
-            name = row.upper()
-            work = out / "checkpoints" / f"grpo_{name}"
-            paths.append(train_grpo(config, fam, task, settings, row, out / name, work))
-    finally:
-        task.close()
+    ``grpo_cascade`` columns), where :func:`grpo_placement` puts them; one merged
+    ``metrics.jsonl``; the summary payload."""
+    where = grpo_placement(settings)
+    waves = launch_waves(where)
+    if waves:  # on GPUs, in one launch: each model in a process of its own
+        paths = train_apart(config, fam, task_name, settings, out, waves)
+    else:
+        task = task_from_config(config, task_name)
+        paths = []
+        try:
+            for row in ("a", "b"):
+                name = row.upper()
+                work = out / "checkpoints" / f"grpo_{name}"
+                paths.append(train_grpo(config, fam, task, settings, row, out / name, work))
+        finally:
+            task.close()
     distributed = json.loads((out / "checkpoints" / "grpo_A" / "distributed.json").read_text())
     rows = logbook.merge_metrics(paths)
     atomic_write_text(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     return run_summary(out, settings) | {"distributed": distributed}
+
+
+def grpo_placement(settings: GRPOSettings) -> Placement:
+    """Where this process's GRPO run puts each model (:func:`agon.engines.placement.place`):
+    the GPUs it sees, TRL's engine (vLLM, colocated or a server; or transformers), and the
+    launcher's processes."""
+    url = settings.vllm_server_base_url if settings.vllm_mode == "server" else None
+    return place(
+        "trl",
+        "vllm" if settings.use_vllm else "hf",
+        torch.cuda.device_count(),  # NVML's count: no CUDA context in this process
+        servers={m: url for m in POLICIES},
+        processes=int(os.environ.get("WORLD_SIZE", "1")),
+    )
+
+
+def launch_waves(where: Placement) -> list[list[tuple[str, str]]]:
+    """The (model row, physical GPU) pairs trained together, wave after wave, when the
+    placement gives each model a process of its own; ``[]`` when this process trains them
+    itself (the CPU, or the ranks of a launcher)."""
+    apart = [p for p in where.parts if p.kind == "policy" and p.process == p.model]
+    if not apart:
+        return []
+    physical = visible_gpus(count=where.gpus)
+    pairs = [(p.model.lower(), physical[p.gpu]) for p in apart]
+    return [pairs] if where.at_once else [[pair] for pair in pairs]
+
+
+def train_apart(
+    config: dict,
+    fam: dict,
+    task_name: str,
+    settings: GRPOSettings,
+    out: Path,
+    waves: list[list[tuple[str, str]]],
+) -> list[Path]:
+    """Train each model of each wave in a spawned process of its own that sees only its GPU;
+    the models' ``metrics.jsonl``, A's first. A model that fails stops the others of its wave
+    (they resume from their checkpoints on the next run) and raises with its traceback."""
+    spawn = multiprocessing.get_context("spawn")  # a fresh interpreter: no CUDA state inherited
+    paths: dict[str, Path] = {}
+    for wave in waves:
+        running = {}
+        for row, gpu in wave:
+            parent, child = spawn.Pipe(duplex=False)
+            work = out / "checkpoints" / f"grpo_{row.upper()}"
+            args = (child, gpu, config, fam, task_name, settings, row, out / row.upper(), work)
+            proc = spawn.Process(target=_train_alone, args=args, name=f"grpo-{row.upper()}")
+            proc.start()
+            child.close()
+            running[row] = (proc, parent)
+        done = False
+        try:
+            for row, (proc, conn) in running.items():
+                try:
+                    ok, value = conn.recv()
+                except EOFError:  # it died before it could say why (killed, out of memory)
+                    proc.join()
+                    ok, value = False, f"its process ended (exit {proc.exitcode})"
+                if not ok:
+                    raise RuntimeError(f"grpo: training model {row.upper()} failed:\n{value}")
+                paths[row] = Path(value)
+            done = True
+        finally:
+            for proc, _ in running.values():
+                if not done and proc.is_alive():  # one failed: stop the rest of the wave
+                    proc.terminate()
+                proc.join()
+    return [paths[row] for row in ("a", "b")]
+
+
+def _train_alone(
+    conn: Any,
+    gpu: str,
+    config: dict,
+    fam: dict,
+    task_name: str,
+    settings: GRPOSettings,
+    row: str,
+    out_model: Path,
+    work_dir: Path,
+) -> None:
+    """A spawned process's work: see only GPU ``gpu`` (set before anything starts CUDA here),
+    train model ``row`` (:func:`train_grpo`), send back its metrics path or the traceback."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    print(f"[grpo {row.upper()}] training on GPU {gpu}, in a process of its own", flush=True)
+    try:
+        task = task_from_config(config, task_name)
+        try:
+            metrics = train_grpo(config, fam, task, settings, row, out_model, work_dir)
+        finally:
+            task.close()
+    except BaseException:
+        conn.send((False, traceback.format_exc()))
+        raise
+    conn.send((True, str(metrics)))
 
 
 # what a checkpoint the Trainer finished saving holds (it writes trainer_state.json after the
