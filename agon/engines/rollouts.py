@@ -8,20 +8,25 @@ sync. On GPUs, two ways (config ``train.backend: vllm``; see ``config/accelerate
 each engine where :func:`agon.engines.placement.place` puts it:
 
 - **server** (``agon.servers``: one URL per policy): each policy has its own
-  ``trl vllm-serve --model M --port P`` on its own GPU(s). :class:`ServerRollouts` renders
-  prompts with the same chat template code as the HF engine, sends token ids to the server
-  through TRL's ``VLLMClient``, and after each update pushes the new weights over NCCL
-  (``update_model_params``) and resets the server's prefix cache.
+  ``trl vllm-serve --model M --port P`` on its own GPU(s), started by the user before the job
+  (``docs/scale.md``, server mode). :class:`ServerRollouts` renders prompts with the same chat
+  template code as the HF engine, sends token ids (and the stop strings) to the server through
+  TRL's ``VLLMClient``, and after each update pushes the new weights over NCCL in one batched
+  update (``update_named_params``: one request and one packed broadcast for every tensor, as
+  TRL's own trainers sync) and resets the server's prefix cache. Its NCCL group lives on the
+  policy's GPU, entered as a device context, so the trainer's current device is left as it was.
 - **colocated**: a :class:`agon.engines.vllm.VLLMEngine` per policy in a process of its own
   (:class:`agon.engines.process.EngineProcess`), pinned to its GPU (beside its policy, or
-  its own); after each update the policy's weights are staged in shared memory and loaded
-  into it in place.
+  its own), built with vLLM's sleep mode so it sleeps through its policy's update
+  (:meth:`agon.training.policy.Policy.sleep_engine`); after each update the policy's weights
+  are staged in shared memory and loaded into it in place.
 
 Neither path runs in CI (no GPU); the engine process's protocol and environment do, on CPU.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,11 +42,25 @@ from agon.engines.base import (
     SamplingParams,
     TemplatedEngine,
 )
-from agon.engines.hf import HFEngine, resolve_dtype
+from agon.engines.hf import HFEngine, _first_stop, resolve_dtype
 from agon.engines.placement import Part, visible_gpus
 from agon.engines.process import EngineProcess, engine_env
 from agon.engines.vllm import STAGED_WEIGHTS
 from agon.training.settings import RLSettings
+
+# the names a wrapper adds to a parameter's: DDP's module, torch's checkpoint_wrapper (FSDP's
+# activation checkpointing); an engine loads the model's own
+WRAPPER_PREFIXES = ("module.",)
+WRAPPER_INFIXES = ("_checkpoint_wrapped_module.",)
+
+
+def engine_weight_name(name: str) -> str:
+    """A trained parameter's name as the engine's model calls it: the wrappers' parts dropped."""
+    for prefix in WRAPPER_PREFIXES:
+        name = name.removeprefix(prefix)
+    for infix in WRAPPER_INFIXES:
+        name = name.replace(infix, "")
+    return name
 
 
 class ServerRollouts(TemplatedEngine):
@@ -68,13 +87,25 @@ class ServerRollouts(TemplatedEngine):
         self.client = VLLMClient(
             base_url=base_url, group_port=group_port, connection_timeout=connection_timeout
         )
+        self.device = (
+            torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+        )
         self.is_main = is_main
         if (
             is_main
         ):  # one NCCL group per server: the main training rank pushes, the others only generate
-            self.client.init_communicator(device=device)
+            with self.on_device():  # TRL's client sets the current device; the context restores it
+                self.client.init_communicator(device=self.device)
         eos = tokenizer.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos])
+
+    def on_device(self) -> contextlib.AbstractContextManager:
+        """The policy's GPU as the current device while the weight-transfer group works on it
+        (NCCL runs on the current device's stream), the trainer's own restored after: a
+        ``torch.cuda.set_device`` would move every later default-``cuda`` load there."""
+        if self.device.type != "cuda":
+            return contextlib.nullcontext()
+        return torch.cuda.device(self.device)
 
     def generate(
         self, prompts: Sequence[Messages], n: int = 1, sampling: SamplingParams | None = None
@@ -83,11 +114,15 @@ class ServerRollouts(TemplatedEngine):
 
         ``trl vllm-serve`` takes one seed per request, not per prompt: ``prompt_seeds`` are
         checked and not used, so a run over several processes samples differently from one.
+        A completion ends at eos or at a stop string; its text excludes the stop string, its
+        token ids keep what was generated up to it (as :class:`agon.engines.hf.HFEngine`).
         """
         sampling = sampling or SamplingParams()
         encoded = [self.encode(p) for p in prompts]
         sampling.seeds_for(len(encoded))
-        extra = {"seed": sampling.seed} if sampling.seed is not None else None
+        extra: dict[str, Any] = {"seed": sampling.seed} if sampling.seed is not None else {}
+        if sampling.stop:
+            extra["stop"] = list(sampling.stop)
         out = self.client.generate(
             prompts=encoded,
             n=n,
@@ -96,7 +131,7 @@ class ServerRollouts(TemplatedEngine):
             top_k=0,
             max_tokens=sampling.max_new_tokens,
             logprobs=0,
-            generation_kwargs=extra,
+            generation_kwargs=extra or None,
         )
         completions = []
         for i, prompt in enumerate(encoded):
@@ -108,6 +143,9 @@ class ServerRollouts(TemplatedEngine):
                 text = self.tokenizer.decode(
                     ids[:-1] if stopped else ids, skip_special_tokens=False
                 )
+                hit = _first_stop(text, sampling.stop)
+                if hit is not None:
+                    text, stopped = text[: hit[0]], True
                 row.append(
                     Completion(
                         text=text,
@@ -121,23 +159,25 @@ class ServerRollouts(TemplatedEngine):
         return completions
 
     def sync_weights(self, model: Any) -> None:
-        """Send the trainer's current weights to the server and drop its stale prefix cache.
+        """Send the trainer's current weights to the server in one batched update and drop its
+        stale prefix cache.
 
-        Under FSDP2 every rank takes part in gathering each full parameter (``full_tensor``);
-        the main rank streams it to the server. All ranks wait until the server has them.
+        The server is told every tensor's name, dtype and shape first (a DTensor's shape is the
+        full one, so nothing is gathered for it), then the tensors stream in one packed NCCL
+        broadcast. Under FSDP2 every rank takes part in gathering each full parameter
+        (``full_tensor``), in the same order; the main rank streams it. All ranks wait until the
+        server has them.
         """
+        params = [(engine_weight_name(n), p) for n, p in model.named_parameters()]
 
         def full_params():
-            for name, p in model.named_parameters():
-                yield (
-                    name.removeprefix("module."),
-                    (p.full_tensor() if hasattr(p, "full_tensor") else p.data),
-                )
+            for name, p in params:
+                yield name, (p.full_tensor() if hasattr(p, "full_tensor") else p.data)
 
         if self.is_main:
-            with self.client.weight_update():
-                for name, tensor in full_params():
-                    self.client.update_named_param(name, tensor)
+            metadata = [(n, str(p.dtype).removeprefix("torch."), list(p.shape)) for n, p in params]
+            with self.on_device():
+                self.client.update_named_params(metadata, full_params())
             self.client.reset_prefix_cache()
         else:
             for _ in full_params():
@@ -159,6 +199,9 @@ class RolloutOptions:
     batch_size: int = 128  # rows per generate call (train.rollout_batch_size)
     gpu_memory_utilization: float = 0.3  # each colocated vLLM engine's share of the GPU
     servers: Mapping[str, str | None] = field(default_factory=dict)  # policy name -> URL
+    # vLLM's own keywords beyond the settings' (bench_paper_scale: load_format "dummy", its
+    # weights sent by the first sync, as a resumed run's are)
+    llm_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_settings(cls, s: RLSettings) -> RolloutOptions:
@@ -211,7 +254,9 @@ def rollout_engine(
         dtype=fam["dtype"],
         gpu_memory_utilization=options.gpu_memory_utilization,
         worker_extension_cls=STAGED_WEIGHTS,
+        enable_sleep_mode=True,  # it sleeps through its policy's update (Policy.sleep_engine)
         **common,
+        **options.llm_kwargs,
     )
     return EngineProcess(
         "agon.engines.vllm:VLLMEngine",
