@@ -26,7 +26,14 @@ reported in the JSON and the next still runs:
 3. ``duel``: model B built, both made policies as the trainer makes them
    (:func:`agon.training.policy.make_policy`: AdamW, gradient checkpointing where the settings
    have it), one :func:`agon.duel.duel_step` of 4 problems x 4 drafts x 2 reads at 1,024 new
-   tokens: rollout and update seconds, peak memory against the planner's estimate;
+   tokens: rollout and update seconds, peak memory against the planner's estimate. On a GPU
+   with vLLM installed (``--engine auto``, or ``vllm``) each policy samples from the trainer's
+   colocated vLLM engine (:func:`agon.engines.rollouts.rollout_engine`: a process of its own
+   pinned to the GPU the one-GPU placement gives it, asleep through its policy's update, its
+   weights staged after it; built from dummy weights, the policy's sent by a first sync, as a
+   resumed run's are), and the GPU's peak memory, every process's (polled), is checked against
+   what ``agon plan`` puts on that GPU (:func:`agon.plan.memory.train_memory` under
+   :func:`agon.engines.placement.place`);
 4. ``grpo``: one :func:`agon.rl.grpo_step` of model A alone at the same shape: its training
    rate (completion tokens trained on per second) is written for the planner;
 5. ``trl_grpo``: the policies freed, a fresh model A, one step of TRL's GRPOTrainer built as
@@ -52,11 +59,14 @@ Usage (a JSON summary on stdout, progress on stderr):
     python -m bench.bench_paper_scale --smoke           # CPU, toy scale (2 layers, hidden 64,
                                                         # 16 new tokens, batch 4): writes nothing
     python -m bench.bench_paper_scale --smoke --out DIR # ... and its measurements (kind cpu) there
+    python -m bench.bench_paper_scale --engine hf       # a GPU, the duel on transformers only
 
 On an H200 it is expected to take 4-7 minutes (the rollouts dominate: transformers ``generate``
 of a 36-layer model runs at roughly 30-60 ms per decode step, 1,024 steps per generation call,
-three calls in the duel and GRPO phases and one in TRL's); the phases' limits keep it under
-:data:`BUDGET_S`. Without a GPU, ``run()`` (``python -m bench``) runs the smoke mode.
+three calls in the duel and GRPO phases and one in TRL's; with vLLM the duel's two engines take
+a minute or two to start instead); the phases' limits and the budget keep it under
+:data:`BUDGET_S` (a phase the budget cannot fit is skipped and said so). Without a GPU,
+``run()`` (``python -m bench``) runs the smoke mode. None of this has run on a GPU yet.
 """
 
 from __future__ import annotations
@@ -65,6 +75,7 @@ import argparse
 import contextlib
 import dataclasses
 import gc
+import importlib.util
 import json
 import signal
 import sys
@@ -83,6 +94,8 @@ from agon import duel, rl
 from agon.duel import DuelSettings
 from agon.engines import SamplingParams
 from agon.engines.hf import HFEngine
+from agon.engines.placement import place
+from agon.engines.rollouts import RolloutOptions, rollout_engine
 from agon.plan import (
     GPU_KINDS,
     PUBLISHED,
@@ -95,7 +108,7 @@ from agon.plan import (
 )
 from agon.plan.dims import PlanError
 from agon.plan.hardware import MEASUREMENTS_DIR, efficiency, generation_seconds, read_measurements
-from agon.plan.memory import dtype_bytes
+from agon.plan.memory import TrainShape, dtype_bytes, train_memory
 from agon.random_models import build_model_from_dims
 from agon.tasks.synthetic import ParityTask
 from agon.training import metrics as mk
@@ -142,8 +155,9 @@ PAPER = Scale(
     decode_new=512,
     decode_batches=(64, 256),
     micro_batches=(8, 4, 2, 1),
-    # the duel's two generation calls of 1,024 steps dominate; each decode batch is one call
-    limits={"build": 90.0, "decode": 120.0, "duel": 240.0, "grpo": 120.0, "trl_grpo": 150.0},
+    # the duel's two generation calls of 1,024 steps dominate (with vLLM, its two engines'
+    # start); each decode batch is one call
+    limits={"build": 90.0, "decode": 120.0, "duel": 300.0, "grpo": 120.0, "trl_grpo": 150.0},
     budget_s=BUDGET_S,
 )
 # a paper architecture at toy size: the same code path on a CPU in seconds
@@ -184,7 +198,13 @@ TRACEBACK_CHARS = 2000  # of a failed phase's traceback, kept in the JSON
 GIB = 2**30
 NO_THINKING = {"enable_thinking": False}  # the Qwen template's short answer mode
 CHECKPOINTING_ATTRS = ("is_activation_checkpointing", "is_gradient_checkpointing")
+ENGINES = ("auto", "hf", "vllm")  # --engine: the duel's rollout engine (auto: vLLM if installed)
+VLLM_SHARE = 0.2  # each colocated engine's share of the GPU: config/paper.yaml's
+DEVICE_POLL_S = 0.05  # how often the GPU's free memory is read during the vLLM duel
+WITHIN_PLAN = 1.10  # a measured GPU peak up to this times the planned one agrees with the plan
 HEADLINE = (  # what python -m bench tabulates of each phase
+    "gpu_peak_gib",
+    "planned_gpu_gib",
     "tokens_per_s",
     "measured_over_bound",
     "rollout_s",
@@ -233,6 +253,7 @@ class Run:
     out: Path | None  # where measurements are written (None: nowhere)
     work: Path
     deadline: float
+    engine: str = "hf"  # the duel's rollout engine: hf, or vllm (colocated, as the trainer's)
     free_bytes: float | None = None  # the GPU's free memory before anything was built
     dims: ModelDims | None = None
     model_a: Any = None
@@ -510,7 +531,8 @@ def duel_settings(run: Run) -> DuelSettings:
 
 def make_policies(run: Run, s: DuelSettings, task: ParityTask, problems: list) -> None:
     """Policies A (model A) and B (a second model), made as the trainer makes them; their
-    reader prompts capped at the longest bare reader prompt plus ``new_tokens``."""
+    reader prompts capped at the longest bare reader prompt plus ``new_tokens``; each engine
+    the run's (:func:`vllm_engine`, or the live model)."""
     _, autocast = precision(s, run.scale.dtype)
     model_b, tok_b = build(run, seed=1)
     rows = run.scale.problems * run.scale.generations * run.scale.reads
@@ -518,7 +540,7 @@ def make_policies(run: Run, s: DuelSettings, task: ParityTask, problems: list) -
     bare = max(len(counter.encode(task.reader_prompt(p, ""))) for p in problems)
     run.reader_prompt = bare + run.scale.new_tokens  # the draft's tail fills the rest
     for name, model, tok in (("A", run.model_a, run.tokenizer), ("B", model_b, tok_b)):
-        engine = HFEngine(
+        live = HFEngine(
             model,
             tok,
             chat_template_kwargs=NO_THINKING,
@@ -526,10 +548,95 @@ def make_policies(run: Run, s: DuelSettings, task: ParityTask, problems: list) -
             max_prompt_tokens=run.reader_prompt,
             autocast_dtype=autocast,
         )
+        engine = (
+            vllm_engine(run, name, model, tok, autocast, rows) if run.engine == "vllm" else live
+        )
         run.policies[name] = make_policy(
-            name, model, engine, s, engine.pad_id, autocast_dtype=autocast
+            name, model, engine, s, live.pad_id, autocast_dtype=autocast
         )
     run.checkpointing = settings_report(s, run.model_a)["model_reports_checkpointing"]
+
+
+def vllm_engine(run: Run, name: str, model: Any, tok: Any, autocast: Any, rows: int) -> Any:
+    """Policy ``name``'s colocated vLLM engine as the trainer builds it
+    (:func:`agon.engines.rollouts.rollout_engine`, on the part the one-GPU duel placement
+    gives it), from dummy weights: the model folders hold no weights, the first sync sends the
+    policy's."""
+    row = {"model": str(run.work / f"model-{0 if name == 'A' else 1}")}
+    row["chat_template_kwargs"] = NO_THINKING
+    fam = {
+        "model_a": row, "model_b": row, "dtype": run.scale.dtype,
+        "max_prompt_tokens": run.reader_prompt,
+    }  # fmt: skip
+    options = RolloutOptions(
+        backend="vllm",
+        batch_size=rows,
+        gpu_memory_utilization=VLLM_SHARE,
+        llm_kwargs={"load_format": "dummy"},
+    )
+    part = place("duel", "vllm", 1).part(f"{name}.engine")
+    return rollout_engine(options, fam, name, model, tok, autocast, part)
+
+
+@contextlib.contextmanager
+def device_peak(run: Run) -> Iterator[dict]:
+    """The GPU's peak used memory over the block, every process's (the engines' too): its
+    total less the least free memory read, every :data:`DEVICE_POLL_S` (None on a CPU)."""
+    out: dict[str, float | None] = {"peak_bytes": None}
+    if not run.on_gpu:
+        yield out
+        return
+    least = [float(torch.cuda.mem_get_info()[0])]
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(DEVICE_POLL_S):
+            least[0] = min(least[0], float(torch.cuda.mem_get_info()[0]))
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    try:
+        yield out
+    finally:
+        stop.set()
+        thread.join()
+        free, total = torch.cuda.mem_get_info()
+        out["peak_bytes"] = float(total) - min(least[0], float(free))
+
+
+def planned_gpu_bytes(run: Run, s: DuelSettings, micro_batch: int) -> float:
+    """What ``agon plan`` puts on GPU 0 for this duel on one GPU at ``micro_batch``: both
+    policies, their engines' shares (asleep through their updates), graphs, CUDA contexts."""
+    rows = run.scale.problems * run.scale.generations * run.scale.reads
+    shape = TrainShape(
+        dtype=run.scale.dtype,
+        master_dtype=getattr(s, "master_dtype", None),
+        micro_batch=micro_batch,
+        prompt=run.reader_prompt,
+        completion=run.scale.new_tokens,
+        gradient_checkpointing=run.checkpointing,
+        reference_model=False,
+        engine=run.engine,
+        rollout_rows=rows,
+        rollout_context=run.reader_prompt + run.scale.new_tokens,
+        vllm_share=VLLM_SHARE,
+        bf16_update=str(getattr(s, "bf16_update", None) or "plain"),
+        engine_sleeps=True,
+    )
+    total = float(torch.cuda.mem_get_info()[1])
+    where = place("duel", run.engine, 1)
+    memory = train_memory({"A": run.dims, "B": run.dims}, shape, where, total, [])
+    return memory.devices["GPU 0"].total
+
+
+def fit_micro_batch(run: Run, s: DuelSettings) -> int:
+    """With vLLM engines on the GPU: the largest micro-batch whose planned GPU (engines
+    included) fits the GPU's memory, else the smallest."""
+    total = float(torch.cuda.mem_get_info()[1])
+    for mb in run.scale.micro_batches:
+        if planned_gpu_bytes(run, s, mb) <= MEMORY_MARGIN * total:
+            return mb
+    return run.scale.micro_batches[-1]
 
 
 def step_report(run: Run, row: dict, names: tuple[str, ...], roles: tuple[str, ...]) -> dict:
@@ -559,17 +666,26 @@ def phase_duel(run: Run) -> dict:
     s = duel_settings(run)
     task = ParityTask()
     problems = (task.problems("train") * run.scale.problems)[: run.scale.problems]
-    make_policies(run, s, task, problems)
-    master = getattr(s, "master_dtype", None)
-    run.micro_batch = choose_micro_batch(run, master)
-    s = replace(s, micro_batch_size=run.micro_batch)
-    row = duel.duel_step(task, run.policies, problems, s, step=0)
-    sync(run)
+    with device_peak(run) as gpu:
+        t0 = time.perf_counter()
+        make_policies(run, s, task, problems)
+        built_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for policy in run.policies.values():  # the policy's weights into its engine (vLLM)
+            policy.sync_engine()
+        sync_s = time.perf_counter() - t0
+        master = getattr(s, "master_dtype", None)
+        vllm = run.engine == "vllm"
+        run.micro_batch = fit_micro_batch(run, s) if vllm else choose_micro_batch(run, master)
+        s = replace(s, micro_batch_size=run.micro_batch)
+        row = duel.duel_step(task, run.policies, problems, s, step=0)
+        sync(run)
     plan = planned_bytes(
         run.dims, run.scale, run.micro_batch, run.checkpointing, master, run.reader_prompt
     )
     cut = sum(row.get(mk.key(mk.DRAFTS_CUT, model=n), 0.0) for n in run.policies)
-    return {
+    out = {
+        "engine": run.engine,
         "settings": settings_report(s, run.model_a),
         "micro_batch": run.micro_batch,
         "reader_max_prompt_tokens": run.reader_prompt,
@@ -578,6 +694,16 @@ def phase_duel(run: Run) -> dict:
         "planned_rollout_peak_gib": plan["rollout"] / GIB,
         "planned_update_peak_gib": plan["update"] / GIB,
     }
+    if run.engine == "vllm":
+        planned, measured = planned_gpu_bytes(run, s, run.micro_batch), gpu["peak_bytes"]
+        out |= {
+            "engines_built_s": built_s,
+            "first_sync_s": sync_s,
+            "gpu_peak_gib": measured / GIB,
+            "planned_gpu_gib": planned / GIB,
+            "gpu_peak_within_plan": measured <= WITHIN_PLAN * planned,
+        }
+    return out
 
 
 def phase_grpo(run: Run) -> dict:
@@ -593,8 +719,10 @@ def phase_grpo(run: Run) -> dict:
     report = step_report(run, row, ("A",), ("drafter",))
     trained = row.get("A/trained_tokens", 0.0)
     rate = trained / row[mk.UPDATE_S] if row[mk.UPDATE_S] > 0 else None
-    engine = run.policies["A"].engine
-    prompt = sum(len(engine.encode(task.solve_prompt(p))) for p in problems) // len(problems)
+    # the prompts as the engine renders them (a vLLM engine's process renders with the same
+    # template; the live model's engine counts here)
+    counter = HFEngine(run.policies["A"].model, run.tokenizer, chat_template_kwargs=NO_THINKING)
+    prompt = sum(len(counter.encode(task.solve_prompt(p))) for p in problems) // len(problems)
     if run.out is not None and rate and not row.get("A/zero_advantage"):
         path = write_measurement(
             run.out,
@@ -629,7 +757,12 @@ def phase_grpo(run: Run) -> dict:
 
 
 def free_policies(run: Run) -> None:
-    """Drop both policies and model A (their weights, moments and engines)."""
+    """Drop both policies and model A (their weights, moments and engines; a vLLM engine's
+    process stopped)."""
+    for policy in run.policies.values():
+        close = getattr(policy.engine, "close", None)
+        if close is not None:
+            close()
     run.policies.clear()
     run.model_a = None
     gc.collect()
@@ -744,7 +877,18 @@ def planner_reads_back(run: Run) -> dict | None:
     }
 
 
-def measure(scale: Scale, gpu_kind: str, out: Path | None) -> dict:
+def duel_engine(asked: str, on_gpu: bool) -> str:
+    """The duel's rollout engine: ``hf`` or ``vllm`` as asked, ``auto`` vLLM on a GPU where it
+    is installed; vLLM asked for without a GPU or without vLLM is an error."""
+    installed = importlib.util.find_spec("vllm") is not None
+    if asked == "vllm" and not (on_gpu and installed):
+        raise ValueError("--engine vllm needs a GPU and vLLM (pip install 'agon[gpu]')")
+    if asked == "auto":
+        return "vllm" if on_gpu and installed else "hf"
+    return asked
+
+
+def measure(scale: Scale, gpu_kind: str, out: Path | None, engine: str = "auto") -> dict:
     """Every phase at ``scale``; the JSON summary."""
     device = torch.device("cuda" if torch.cuda.is_available() and scale.toy is None else "cpu")
     with tempfile.TemporaryDirectory() as work:
@@ -756,6 +900,7 @@ def measure(scale: Scale, gpu_kind: str, out: Path | None) -> dict:
             out=out,
             work=Path(work),
             deadline=time.monotonic() + scale.budget_s,
+            engine=duel_engine(engine, device.type == "cuda"),
             free_bytes=float(torch.cuda.mem_get_info()[0]) if device.type == "cuda" else None,
         )
         run_phase(run, "build", scale.limits["build"], phase_build)
@@ -777,6 +922,7 @@ def measure(scale: Scale, gpu_kind: str, out: Path | None) -> dict:
             "gpu_kind": gpu_kind,
             "kind_matches_device": not run.on_gpu or names_kind(gpu_kind, name),
             "measured_kind": run.measured_kind,
+            "duel_engine": run.engine,
             "trainer_settings": settings_report(DuelSettings(**trainer_settings())),
             "torch": torch.__version__,
             "phases": run.phases,
@@ -797,6 +943,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--smoke", action="store_true", help="CPU, toy scale: the same code path")
     gpus = sorted(k for k, v in GPU_KINDS.items() if v.bandwidth)
     p.add_argument("--gpu-kind", default=DEFAULT_KIND, choices=gpus, help="whose bounds apply")
+    p.add_argument(
+        "--engine",
+        default="auto",
+        choices=ENGINES,
+        help="the duel's rollout engine (auto: the colocated vLLM on a GPU where it is installed)",
+    )
     p.add_argument(
         "--out",
         type=Path,
@@ -830,7 +982,11 @@ def main(argv: list[str] | None = None) -> int:
             json.dumps({"ok": False, "refused": "a smoke run never writes into bench/throughput"})
         )
         return 2
-    summary = measure(SMOKE if args.smoke else PAPER, args.gpu_kind, out)
+    try:
+        summary = measure(SMOKE if args.smoke else PAPER, args.gpu_kind, out, args.engine)
+    except ValueError as err:  # an engine this machine cannot run
+        print(json.dumps({"ok": False, "refused": str(err)}))
+        return 2
     print(json.dumps(summary, indent=2, default=str))
     return 0 if summary["ok"] else 1
 

@@ -147,3 +147,38 @@ def test_a_phase_past_its_limit_is_stopped(tmp_path):
     phases = json.loads(done.stdout)
     assert phases["slow"]["ok"] is False and "PhaseTimeout" in phases["slow"]["error"]
     assert phases["slow"]["wall_s"] < 10 and phases["next"]["ok"] is True
+
+
+def test_the_vllm_duel_is_built_as_the_trainer_builds_it(tmp_path, monkeypatch, capsys):
+    """On a GPU with vLLM the duel samples from the trainer's colocated engines: each built by
+    agon.engines.rollouts.rollout_engine, pinned to the GPU the one-GPU placement gives it,
+    asleep through its update (sleep mode on), from dummy weights that the first sync replaces.
+    Without a GPU or vLLM, --engine vllm is refused and auto means transformers."""
+    from agon.engines import rollouts
+
+    started = []
+
+    class Recorder:
+        def __init__(self, factory, kwargs, env, **kw):
+            started.append((factory, kwargs, env["CUDA_VISIBLE_DEVICES"]))
+
+    monkeypatch.setattr(rollouts, "EngineProcess", Recorder)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    run = _run(tmp_path)
+    run.reader_prompt = 300
+    for name in "AB":
+        bench.vllm_engine(run, name, None, None, None, rows=16)
+    (fa, ka, gpu_a), (_, kb, gpu_b) = started
+    assert fa == "agon.engines.vllm:VLLMEngine" and gpu_a == gpu_b == "3"
+    assert ka["model"] == str(tmp_path / "model-0") and kb["model"] == str(tmp_path / "model-1")
+    assert ka["enable_sleep_mode"] and ka["load_format"] == "dummy"
+    assert ka["gpu_memory_utilization"] == bench.VLLM_SHARE and ka["max_prompt_tokens"] == 300
+    with bench.device_peak(run) as gpu:
+        pass
+    assert gpu["peak_bytes"] is None  # measured on a GPU only
+
+    assert bench.duel_engine("auto", on_gpu=False) == "hf"
+    assert bench.duel_engine("hf", on_gpu=True) == "hf"
+    assert bench.main(["--smoke", "--engine", "vllm"]) == 2
+    assert "needs a GPU and vLLM" in json.loads(capsys.readouterr().out)["refused"]
