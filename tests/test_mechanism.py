@@ -177,3 +177,21 @@ def test_toycode_wrong_draft_has_one_wrong_line():
         assert task.grade([p], [draft])[0].correct is False
     finally:
         task.close()
+
+
+def test_the_run_rate_after_a_right_draft_weights_each_step_by_its_reads_after_a_right_draft():
+    """Two steps: 1 right read of 1 after a right draft, then 0 of 3; the run's rate is 1/4,
+    not a weighting by the reader's completions (8 and 8 here: 1/2)."""
+    rows = [
+        {
+            "B/reader/correct_after_right_draft": rate,
+            "B/reader/reads_after_right_draft": right,
+            "B/reader/correct_after_wrong_draft": 0.5,
+            "B/reader/reads_after_wrong_draft": 8 - right,
+            "B/reader/completions": 8,
+        }
+        for rate, right in ((1.0, 1), (0.0, 3))
+    ]
+    summary = logbook.mechanism_summary(rows, "B")
+    assert summary["B/read_after_right"] == pytest.approx(0.25)
+    assert summary["B/read_after_wrong"] == pytest.approx(0.5)

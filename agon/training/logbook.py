@@ -320,9 +320,9 @@ def mechanism_summary(rows: Sequence[Mapping[str, Any]], name: str) -> dict[str,
     out: dict[str, float] = {}
     reads = [r for r in rows if key(READ_AFTER_WRONG, model=name) in r]
     if reads:
-        completions = key(ROLE_COMPLETIONS, model=name, role="reader")
+        # each step's rate over its own denominator, as the rate after a wrong draft below
         out[f"{name}/read_after_right"] = _weighted(
-            reads, key(READ_AFTER_RIGHT, model=name), completions
+            reads, key(READ_AFTER_RIGHT, model=name), key(READS_AFTER_RIGHT, model=name)
         )
         out[f"{name}/read_after_wrong"] = _weighted(
             reads, key(READ_AFTER_WRONG, model=name), key(READS_AFTER_WRONG, model=name)
