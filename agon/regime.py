@@ -22,8 +22,8 @@ the ceilings and the difference form) and the toy gates (greedy, on the gate spl
 :mod:`agon.toy.gates`).
 
 A ratio's ceiling (:func:`ceilings`) is the largest value this world allows it (``agon /
-grpo``: 1 / grpo); where it is below the paper's claim (``regime.claims``) the claim cannot be
-shown in this world, whatever Agon does.
+grpo``: 1 / grpo; over several models, :data:`RATIOS`, 1 / the larger); where it is below the
+paper's claim (``regime.claims``) the claim cannot be shown in this world, whatever Agon does.
 """
 
 from __future__ import annotations
@@ -172,6 +172,41 @@ DIFFERENCE = "agon_gain_minus_k_moa_gain"  # (agon - base) - k (moa - base), k t
 
 
 @dataclass(frozen=True)
+class Ratio:
+    """One of table 1's ratios of Agon's cascade over a baseline: its columns' prefix ``key``,
+    the columns ``over`` it divides by (several: the larger pass@1 of them, on the point
+    estimate and on each bootstrap replicate) and the ``regime.claims`` entry it is read
+    against."""
+
+    key: str
+    over: tuple[str, ...]
+    claim: str
+
+    @property
+    def denominator(self) -> str:
+        """How the tables name what it divides by: ``grpo``, ``max(grpo, grpo_b)``."""
+        return self.over[0] if len(self.over) == 1 else f"max({', '.join(self.over)})"
+
+    @property
+    def title(self) -> str:
+        """How the tables name the ratio: ``agon / grpo``."""
+        return f"agon / {self.denominator}"
+
+
+# In table order. agon / grpo is the paper's literal claim (the cascade over one model, GRPO's
+# A); the cascade's answer is its reader's, B, so agon / grpo_b reads it against B's own GRPO
+# model, and agon / max(grpo, grpo_b) against the stronger of the two (the conservative one);
+# agon / grpo_cascade is the control (two models both ways, trained apart). The paper claims a
+# doubling over GRPO without naming a model: each GRPO denominator is read against that claim.
+RATIOS: tuple[Ratio, ...] = (
+    Ratio("agon_over_grpo", ("grpo",), "agon_over_grpo"),
+    Ratio("agon_over_grpo_b", ("grpo_b",), "agon_over_grpo"),
+    Ratio("agon_over_max_grpo", ("grpo", "grpo_b"), "agon_over_grpo"),
+    Ratio("agon_over_grpo_cascade", ("grpo_cascade",), "agon_over_grpo_cascade"),
+)
+
+
+@dataclass(frozen=True)
 class Ceiling:
     """The largest value this world allows a comparison of table 1, against the paper's
     claim; ``ceiling`` None: not defined (``note`` says why)."""
@@ -204,16 +239,18 @@ def claim_reading(lo: float | None, hi: float | None, claim: float) -> str:
 
 
 def ceilings(p: Mapping[str, float], regime: Mapping) -> list[Ceiling]:
-    """The ceilings of table 1's comparisons whose denominators ``p`` has: ``agon / grpo``
-    (1 / grpo), ``agon / grpo_cascade``, ``(agon - base) / (moa - base)`` ((1 - base) / (moa -
-    base), not defined when MoA's gain is not positive) and its difference form against 0
-    ((1 - base) - k (moa - base), k the claimed gain ratio)."""
+    """The ceilings of table 1's comparisons whose denominators ``p`` has: each of
+    :data:`RATIOS` (1 / its denominator's pass@1: ``agon / grpo``, 1 / grpo; over several
+    models, 1 / the larger), ``(agon - base) / (moa - base)`` ((1 - base) / (moa - base), not
+    defined when MoA's gain is not positive) and its difference form against 0 ((1 - base) -
+    k (moa - base), k the claimed gain ratio)."""
     claims = regime["claims"]
     out = []
-    for den in ("grpo", "grpo_cascade"):
-        if den in p:
-            top = 1 / p[den] if p[den] > 0 else math.inf
-            out.append(Ceiling(f"agon_over_{den}", top, claims[f"agon_over_{den}"]))
+    for ratio in RATIOS:
+        if set(ratio.over) <= set(p):
+            den = max(p[s] for s in ratio.over)
+            top = 1 / den if den > 0 else math.inf
+            out.append(Ceiling(ratio.key, top, claims[ratio.claim]))
     if {"moa", "base"} <= set(p):
         k = claims["agon_gain_over_moa_gain"]
         gain, room = p["moa"] - p["base"], 1 - p["base"]

@@ -116,6 +116,25 @@ def test_ceilings_say_what_this_world_cannot_show():
     assert flat[DIFFERENCE].verdict == "representable"
 
 
+def test_ceilings_over_either_grpo_model_and_the_stronger():
+    """agon / grpo_b's ceiling is 1 / grpo_b, agon / max(grpo, grpo_b)'s 1 / the larger, each
+    read against the paper's doubling over GRPO; none without its denominators."""
+    claim = REGIME["claims"]["agon_over_grpo"]
+    found = {c.key: c for c in ceilings({"grpo": 0.3, "grpo_b": 0.6}, REGIME)}
+    assert found["agon_over_grpo"].ceiling == pytest.approx(1 / 0.3)
+    assert found["agon_over_grpo_b"].ceiling == pytest.approx(1 / 0.6)
+    assert found["agon_over_max_grpo"].ceiling == pytest.approx(1 / 0.6)
+    assert {found[k].claim for k in found} == {claim}
+    assert found["agon_over_grpo"].verdict == "representable"  # 3.33 >= 2
+    for key in ("agon_over_grpo_b", "agon_over_max_grpo"):  # 1.67 < 2
+        assert found[key].verdict == "cannot be shown in this world"
+    swapped = {c.key: c for c in ceilings({"grpo": 0.6, "grpo_b": 0.3}, REGIME)}
+    assert swapped["agon_over_max_grpo"].ceiling == pytest.approx(1 / 0.6)
+    assert {c.key for c in ceilings({"grpo": 0.3}, REGIME)} == {"agon_over_grpo"}
+    zero = {c.key: c for c in ceilings({"grpo": 0.0, "grpo_b": 0.0}, REGIME)}
+    assert zero["agon_over_max_grpo"].ceiling == float("inf")
+
+
 def test_the_claim_is_read_against_the_interval():
     assert claim_reading(0.58, 1.35, 2.0).startswith("excluded")  # a doubling ruled out
     assert claim_reading(1.5, 2.6, 2.0).startswith("neither")
@@ -212,6 +231,55 @@ def test_table1_has_the_regime_section_recounted_from_samples(tmp_path):
     # the difference form's interval read against its claim (at least 0), in the last column
     diff = next(ln for ln in section.splitlines() if "(agon-base) - 8 (moa-base)" in ln)
     assert claim_reading(lo, hi, 0.0) and diff.endswith(f"| {claim_reading(lo, hi, 0.0)} |")
+
+
+def test_table1_reads_every_grpo_ratio_against_its_ceiling_and_the_claim(tmp_path, monkeypatch):
+    """agon / grpo_b and agon / max(grpo, grpo_b) in table 1's regime section as agon / grpo
+    is: the ceiling, claim and verdict columns right after each ratio's, a line with the
+    interval read against the claim; B's GRPO model strong enough that a doubling over it, and
+    over the stronger model, cannot be shown, which the comparisons table says."""
+    import report_helpers
+
+    monkeypatch.setitem(report_helpers.RATES, "grpo_b", 0.6)  # 1 / 0.6 < 2
+    cfg = make_config(tmp_path / "results", seeds=(0, 1), methods=["base", "moa", "grpo", "agon"])
+    layout = Layout(cfg["out_dir"], str(tmp_path / "figures"))
+    truth = write_synthetic(cfg, layout, n_problems=40)
+    build_report(cfg, layout)
+    (r,) = read_csv(layout.table_files("table1").csv)
+    x = {s: rate_matrix(truth[("fam1", "arith", s)]) for s in ("agon", "grpo", "grpo_b")}
+    p = {s: float(m.mean()) for s, m in x.items()}
+    n_boot, claim = cfg["eval"]["bootstrap"], REGIME["claims"]["agon_over_grpo"]
+    md = Path(layout.table_files("table1").md).read_text()
+    section = md.split("## Regime")[1]
+    ratios = [k for k in r if k.startswith("agon_over_") and k.endswith("_note")]
+    assert ratios == [f"agon_over_{d}_note" for d in ("grpo", "grpo_b", "max_grpo")]
+    cols = list(r)
+    for key, title, over in (
+        ("agon_over_grpo", "agon / grpo", ("grpo",)),
+        ("agon_over_grpo_b", "agon / grpo_b", ("grpo_b",)),
+        ("agon_over_max_grpo", "agon / max(grpo, grpo_b)", ("grpo", "grpo_b")),
+    ):
+        i = cols.index(f"{key}_note")
+        assert cols[i + 1 : i + 4] == [f"{key}_{k}" for k in ("ceiling", "claim", "verdict")]
+        top = 1 / max(p[s] for s in over)
+        assert float(r[f"{key}_ceiling"]) == pytest.approx(top)
+        assert float(r[f"{key}_claim"]) == claim
+        verdict = "cannot be shown in this world" if top < claim else "representable"
+        assert r[f"{key}_verdict"] == verdict
+        reps = _paired([x["agon"], *(x[s] for s in over)], n_boot, RNG[key])
+        lo, hi = percentile_interval(reps[0] / reps[1:].max(axis=0))
+        assert (float(r[f"{key}_lo"]), float(r[f"{key}_hi"])) == pytest.approx((lo, hi))
+        line = next(
+            ln for ln in section.splitlines() if ln.startswith(f"| fam1 | arith | {title} |")
+        )
+        reading = claim_reading(lo, hi, claim)
+        assert reading and line.endswith(f"| {top:.2f} | {claim:g} | {verdict} | {reading} |")
+    assert r["agon_over_grpo_b_verdict"] == r["agon_over_max_grpo_verdict"] != "representable"
+    comparisons = md.split("## Comparisons")[1].split("## ")[0]
+    for title in ("agon / grpo_b", "agon / max(grpo, grpo_b)"):
+        line = next(ln for ln in comparisons.splitlines() if f"| {title} |" in ln)
+        assert "*cannot be shown in this world* (note" in line
+        assert f"fam1/arith, {title}: cannot be shown in this world: the paper claims 2" in md
 
 
 def truth_systems(truth):

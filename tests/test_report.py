@@ -35,9 +35,10 @@ from agon.methods import (
 )
 from agon.report.compare import RNG, SeedRates, difference_columns, ratio_columns
 from agon.report.compute import BUDGET_TOLERANCE, MODEL_COMPUTE
-from agon.report.table1 import build_report
+from agon.report.render import COMPARISONS
+from agon.report.table1 import build_report, comparison_columns
 from agon.results import Layout, problem_counts
-from agon.stats import percentile_interval, two_level_bootstrap
+from agon.stats import minimal_detectable_effect, percentile_interval, two_level_bootstrap
 
 
 def _mean(xs):
@@ -80,12 +81,24 @@ def test_table_pass1_over_seeds_and_problems_recounted_from_samples(tmp_path):
             assert float(r[f"{s}_pass@1_se"]) == pytest.approx(reps.std(ddof=1))
             assert r[f"{s}_source"] == "samples"
 
-        for den in ("grpo", "grpo_cascade"):
+        for den in ("grpo", "grpo_b", "grpo_cascade"):
             key = f"agon_over_{den}"
             assert float(r[key]) == pytest.approx(expected["agon"] / expected[den], rel=1e-9)
             lo, hi = _paired_interval([x["agon"], x[den]], n_boot, RNG[key], lambda a, b: a / b)
             assert (float(r[f"{key}_lo"]), float(r[f"{key}_hi"])) == pytest.approx((lo, hi))
             assert (r[f"{key}_note"] != "") == (lo <= 1 <= hi)
+        # over the stronger GRPO model: the larger mean, and per replicate the larger replicate
+        key = "agon_over_max_grpo"
+        top = max(expected["grpo"], expected["grpo_b"])
+        assert float(r[key]) == pytest.approx(expected["agon"] / top, rel=1e-9)
+        lo, hi = _paired_interval(
+            [x["agon"], x["grpo"], x["grpo_b"]],
+            n_boot,
+            RNG[key],
+            lambda a, g, b: a / np.maximum(g, b),
+        )
+        assert (float(r[f"{key}_lo"]), float(r[f"{key}_hi"])) == pytest.approx((lo, hi))
+        assert (r[f"{key}_note"] != "") == (lo <= 1 <= hi)
 
         key = "agon_minus_agon_independent"
         assert float(r[key]) == pytest.approx(
@@ -130,15 +143,31 @@ def test_table_pass1_over_seeds_and_problems_recounted_from_samples(tmp_path):
 
     md = Path(layout.table_files("table1").md).read_text()
     assert md.splitlines()[0].endswith("[95% interval over training seeds and problems]")
-    table, rest = md.split("## Each model alone")
+    table, rest = md.split("## Comparisons")
+    comparisons, rest = rest.split("## Each model alone")
     gains, rest = rest.split("## Per training seed")
     per_seed, rest = rest.split("## Training compute")
     compute, evals = rest.split("## Evaluation compute")
     evals, regime = evals.split("## Regime")  # the regime section: tests/test_regime.py
     assert "| fam1 | arith | base_A |" in regime
-    assert table.count("| fam1 | arith |") == 1 and "agon - agon_independent" in table
     first = rows[0]
+    assert table.count("| fam1 | arith |") == 1  # the systems' pass@1 only
     assert f"{100 * float(first['agon_pass@1']):.1f} [" in table
+    # the comparisons below it, a line each, in the CSV's order (each ratio's right after
+    # agon / grpo's), each with its value
+    lines = [ln for ln in comparisons.splitlines() if ln.startswith("| fam1 | arith |")]
+    shown = [(key, title, kind) for key, title, kind in COMPARISONS if key in first]
+    assert [ln.split(" | ")[2] for ln in lines] == [title for _, title, _ in shown]
+    assert [key for key, _, _ in shown[:4]] == [
+        "agon_over_grpo",
+        "agon_over_grpo_b",
+        "agon_over_max_grpo",
+        "agon_over_grpo_cascade",
+    ]
+    for (key, _, kind), line in zip(shown, lines):
+        scale, digits = (1, 0.005) if kind == "ratio" else (100, 0.05)  # as the cell rounds
+        cell = float(line.split(" | ")[3].split(" [")[0])
+        assert cell == pytest.approx(scale * float(first[key]), abs=digits + 1e-9)
     assert gains.count("| fam1 | arith | A |") == 1 and gains.count("| fam1 | arith | B |") == 1
     assert (
         f"{100 * float(first['grpo_b_pass@1']):.1f}; {100 * float(first['grpo_b_gain']):+.1f} ["
@@ -297,11 +326,13 @@ def test_not_meaningful_numbers_are_said_so(tmp_path, monkeypatch):
     assert float(r[key]) == 0.0 and r[f"{key}_lo"] == r[f"{key}_hi"] == r[f"{key}_mde"] == ""
     assert r[f"{key}_note"].startswith("not meaningful: every bootstrap replicate is +0 points")
     md = Path(layout.table_files("table1").md).read_text()
-    table = md.split("## ")[0]
-    row = next(ln for ln in table.splitlines() if ln.startswith("| fam1 | arith |"))
-    assert "n/a *not defined* (note 1)" in row
-    assert "| +0.0 *not meaningful* (note 2) |" in row
-    assert f"2. fam1/arith, agon - agon_independent (points): {r[f'{key}_note']}" in table
+    table = md.split("## Comparisons")[1].split("## ")[0]
+    line = next(ln for ln in table.splitlines() if ln.startswith("| fam1 | arith | agon / grpo |"))
+    assert line.endswith("| n/a *not defined* (note 1) |")
+    line = next(ln for ln in table.splitlines() if "| agon - agon_independent (points) |" in ln)
+    assert "| +0.0 *not meaningful* (note " in line
+    n = line.rsplit("(note ", 1)[1].split(")")[0]
+    assert f"\n{n}. fam1/arith, agon - agon_independent (points): {r[f'{key}_note']}" in table
 
 
 def test_ratio_and_difference_columns_from_replicates():
@@ -329,6 +360,52 @@ def test_ratio_and_difference_columns_from_replicates():
     assert out["d"] == pytest.approx(0.3) and out["d_note"] == ""
     out = difference_columns("d", "a", "b", p, np.vstack([den, den[::-1]]), "gain")
     assert out["d_note"].startswith("no gain shown: the 95% interval holds 0; not detectable")
+
+
+def test_the_max_denominator_is_the_stronger_grpo_model_on_each_replicate():
+    """agon / max(grpo, grpo_b) with GRPO's two models close, so that each is the stronger on
+    some bootstrap replicates: every replicate divides by the larger of the two replicates (not
+    by one model's throughout), the point estimate by the larger of the two means; agon / grpo
+    and agon / grpo_b keep their own draws."""
+    ids = [f"p{i}" for i in range(60)]
+    rng = random.Random(3)
+
+    def series(rate):
+        return SeedRates({k: {i: float(rng.random() < rate) for i in ids} for k in range(3)})
+
+    rates = {"agon": series(0.6), "grpo": series(0.36), "grpo_b": series(0.38)}
+    mats = {s: v.matrix(sorted(ids)) for s, v in rates.items()}
+    p = {s: float(m.mean()) for s, m in mats.items()}
+    n_boot = 400
+    out = comparison_columns(p, rates, n_boot)
+    key = "agon_over_max_grpo"
+    assert out[key] == pytest.approx(p["agon"] / max(p["grpo"], p["grpo_b"]))
+    agon, grpo, grpo_b = two_level_bootstrap(
+        [mats[s] for s in ("agon", "grpo", "grpo_b")],
+        n_boot=n_boot,
+        seed=RNG[key],
+        shared_seeds=True,
+    )
+    assert 0.1 < np.mean(grpo > grpo_b) < 0.9  # the fixture: each model the stronger at times
+    larger = agon / np.maximum(grpo, grpo_b)
+    assert (out[f"{key}_lo"], out[f"{key}_hi"]) == percentile_interval(larger)
+    assert out[f"{key}_mde"] == pytest.approx(minimal_detectable_effect(larger))
+    for one in (grpo, grpo_b):  # neither model's replicates throughout
+        assert (out[f"{key}_lo"], out[f"{key}_hi"]) != percentile_interval(agon / one)
+    for den in ("grpo", "grpo_b"):
+        a, d = two_level_bootstrap(
+            [mats["agon"], mats[den]],
+            n_boot=n_boot,
+            seed=RNG[f"agon_over_{den}"],
+            shared_seeds=True,
+        )
+        interval = (out[f"agon_over_{den}_lo"], out[f"agon_over_{den}_hi"])
+        assert interval == percentile_interval(a / d)
+    # the larger mean, whichever model has it
+    swapped = {**p, "grpo": p["grpo_b"] + 0.1}
+    assert comparison_columns(swapped, rates, n_boot)[key] == pytest.approx(
+        p["agon"] / swapped["grpo"]
+    )
 
 
 def test_benchmark_file_is_preferred_for_wall_time(tmp_path):

@@ -34,7 +34,8 @@ from agon.methods import eval_seeds
 from agon.results import problem_counts
 from agon.stats import minimal_detectable_effect, percentile_interval, two_level_bootstrap
 
-# fixed bootstrap seeds, one per comparison, so every interval is reproducible on its own
+# fixed bootstrap seeds, one per comparison, so every interval is reproducible on its own; a
+# new comparison takes a new number at the end, so that no existing interval's draw changes
 RNG = {
     "pass@1": 0,
     "agon_over_grpo": 1,
@@ -47,6 +48,8 @@ RNG = {
     "control": 8,
     "regime": 9,
     "eight_times": 10,
+    "agon_over_grpo_b": 11,
+    "agon_over_max_grpo": 12,
 }
 
 # ----------------------------------------------------------------------------- per-seed rates
@@ -285,6 +288,27 @@ def ratio_columns(
             f"{out[f'{key}_mde']:.2f} (80% power)"
         )
     return out
+
+
+def ratio_over_larger(
+    key: str,
+    num: str,
+    over: Sequence[str],
+    den: str,
+    p: Mapping[str, float],
+    rates: Mapping[str, SeedRates | None],
+    n_boot: int,
+) -> dict[str, Any]:
+    """``p[num]`` over the larger pass@1 of the systems ``over`` (named ``den`` in the notes),
+    as :func:`ratio_columns`: the point estimate over the larger of their means, each bootstrap
+    replicate over the larger of their replicates (one paired draw of ``num`` and all of
+    ``over``, seeded by ``RNG[key]``), so the denominator is the stronger system on every draw,
+    whichever that is. Over one system it is that system's ratio."""
+    reps = paired_replicates([rates[s] for s in (num, *over)], n_boot, RNG[key])
+    if reps is not None:
+        reps = np.vstack([reps[0], reps[1:].max(axis=0)])
+    point = {num: p[num], den: max(p[s] for s in over)}
+    return ratio_columns(key, num, den, point, reps)
 
 
 def difference_columns(

@@ -26,6 +26,7 @@ from typing import Any
 from agon.config import config_hash, regime_section
 from agon.regime import (
     DIFFERENCE,
+    RATIOS,
     REGIME_SYSTEMS,
     ceilings,
     claim_reading,
@@ -48,8 +49,7 @@ from agon.toy.sft_data import reader_targets
 
 # how the Markdown names each comparison whose ceiling it gives
 TITLES = {
-    "agon_over_grpo": "agon / grpo",
-    "agon_over_grpo_cascade": "agon / grpo_cascade",
+    **{r.key: r.title for r in RATIOS},
     "agon_gain_over_moa_gain": "(agon-base) / (moa-base)",
     DIFFERENCE: "(agon-base) - {k} (moa-base), points",
 }

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agon.methods import BUDGET_MATCHED, BUDGET_REFERENCE, COLUMNS, GAINS, trained_methods_for
+from agon.regime import RATIOS
 from agon.training.metrics import MODELS
 
 INTERVAL_TEXT = (
@@ -144,6 +145,11 @@ def head(cells: Sequence[str]) -> list[str]:
     return [table_row(cells), "|" + "---|" * len(cells)]
 
 
+def section(title: str, cells: Sequence[str]) -> list[str]:
+    """A Markdown section: a blank line, its ``## title``, a blank line, its table's head."""
+    return ["", f"## {title}", "", *head(cells)]
+
+
 def _seed_keys(rows: list[dict], prefix: str) -> list[int]:
     """The seeds of the ``{prefix}pass@1_seed{k}`` columns of ``rows``, in order."""
     pattern = re.compile(rf"^{re.escape(prefix)}pass@1_seed(\d+)$")
@@ -157,8 +163,7 @@ _ALONE = {"agon_single": "agon (alone)"}
 
 # table 1's comparisons: (row key, column title, ratio | points)
 COMPARISONS = (
-    ("agon_over_grpo", "agon / grpo", "ratio"),
-    ("agon_over_grpo_cascade", "agon / grpo_cascade", "ratio"),
+    *((r.key, r.title, "ratio") for r in RATIOS),
     ("agon_gain_over_moa_gain", "(agon-base) / (moa-base)", "ratio"),
     ("agon_minus_agon_independent", "agon - agon_independent (points)", "points"),
 )
@@ -171,9 +176,9 @@ def table_markdown(
     title: str = "Table 1",
     comparisons: Sequence[tuple[str, str, str]] = COMPARISONS,
 ) -> str:
-    """A readable rendering: pass@1 [95% interval] per system and the ``comparisons`` the rows
-    have, each model against its base, pass@1 per training seed, then training and evaluation
-    compute."""
+    """A readable rendering: pass@1 [95% interval] per system, the ``comparisons`` the rows
+    have (a line each), each model against its base, pass@1 per training seed, then training
+    and evaluation compute."""
     notes = _Notes()
     comparisons = [c for c in comparisons if any(c[0] in r for r in rows)]
     lines = [
@@ -185,14 +190,18 @@ def table_markdown(
         "power at the 5% level (2.8 bootstrap standard errors): an interval that holds no "
         "effect says nothing of effects smaller than it.",
         "",
-        *head(["family", "task", *systems, *(title for _, title, _ in comparisons)]),
+        *head(["family", "task", *systems]),
     ]
     for r in rows:
-        cells = [r["family"], r["task"], *(_pct(r, f"{s}_") for s in systems)]
-        for k, title, kind in comparisons:
-            where = f"{r['family']}/{r['task']}, {title}"
-            cells.append((_ratio if kind == "ratio" else _points)(r, k, notes, where))
-        lines.append(table_row(cells))
+        lines.append(table_row([r["family"], r["task"], *(_pct(r, f"{s}_") for s in systems)]))
+    if comparisons:  # a line each: as columns beside a dozen systems, too wide to read
+        heading = "Comparisons: value [paired 95% interval] (MDE)"
+        lines += section(heading, ["family", "task", "comparison", "value"])
+        for r in rows:
+            for k, name, kind in comparisons:
+                where = f"{r['family']}/{r['task']}, {name}"
+                cell = (_ratio if kind == "ratio" else _points)(r, k, notes, where)
+                lines.append(table_row([r["family"], r["task"], name, cell]))
     lines += notes.flush()
 
     gain_rows = [
@@ -209,13 +218,11 @@ def table_markdown(
     ]
     if gain_rows:
         names = [GAINS[0][2][i] for i in shown]
-        lines += [
-            "",
-            "## Each model alone: trained vs. its own base "
+        lines += section(
+            "Each model alone: trained vs. its own base "
             "(pass@1 %; gain in points [paired 95% interval])",
-            "",
-            *head(["family", "task", "model", "base", *(_ALONE.get(n, n) for n in names)]),
-        ]
+            ["family", "task", "model", "base", *(_ALONE.get(n, n) for n in names)],
+        )
         for r, model, base, ts in gain_rows:
             cells = [r["family"], r["task"], model, _pct(r, f"{base}_")]
             for s in (ts[i] for i in shown):
@@ -232,12 +239,10 @@ def table_markdown(
     trained_systems = [s for s in systems if COLUMNS[s].train]
     seeds = sorted({k for s in trained_systems for k in _seed_keys(rows, f"{s}_")})
     if trained_systems and seeds:
-        lines += [
-            "",
-            "## Per training seed: pass@1 (%) of each trained system",
-            "",
-            *head(["family", "task", "system", *(f"seed {k}" for k in seeds), "mean [95%]"]),
-        ]
+        lines += section(
+            "Per training seed: pass@1 (%) of each trained system",
+            ["family", "task", "system", *(f"seed {k}" for k in seeds), "mean [95%]"],
+        )
         for r in rows:
             for s in trained_systems:
                 per = [r.get(f"{s}_pass@1_seed{k}") for k in seeds]
@@ -249,20 +254,14 @@ def table_markdown(
     if trained:
         lines += _training_compute(rows, trained, notes)
 
-    lines += [
-        "",
-        "## Evaluation compute (mean per evaluated seed)",
-        "",
-        *head(["family", "task", "system", "seeds", "eval tokens", "eval wall h"]),
-    ]
+    lines += section(
+        "Evaluation compute (mean per evaluated seed)",
+        ["family", "task", "system", "seeds", "eval tokens", "eval wall h"],
+    )
     for r in rows:
         for s in systems:
-            vals = (r.get(f"{s}_eval_tokens"), r.get(f"{s}_eval_wall_h"))
-            lines.append(
-                table_row(
-                    [r["family"], r["task"], s, _fmt(r.get(f"{s}_n_seeds")), *map(short, vals)]
-                )
-            )
+            vals = map(short, (r.get(f"{s}_eval_tokens"), r.get(f"{s}_eval_wall_h")))
+            lines.append(table_row([r["family"], r["task"], s, _fmt(r.get(f"{s}_n_seeds")), *vals]))
     n = rows[0].get("n_problems") if rows else None
     lines += [
         "",

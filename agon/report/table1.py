@@ -2,7 +2,9 @@
 
 For every evaluated system: pass@1 with a standard error and a 95% interval over training seeds
 *and* problems, and its pass@1 at each training seed (:mod:`agon.report.compare`); the ratios
-``agon / grpo`` (the paper's claim), ``agon / grpo_cascade`` (the two-model control) and
+``agon / grpo`` (the paper's claim), ``agon / grpo_b`` (over the cascade's reader's own GRPO
+model), ``agon / max(grpo, grpo_b)`` (over the stronger GRPO model, replicate by replicate),
+``agon / grpo_cascade`` (the two-model control) and
 ``(agon - base) / (moa - base)`` (*not defined*, with the reason, when MoA's gain is not
 positive or its interval holds 0), each model's gain over its own base, and ``agon -
 agon_independent`` (what the contest adds over the same duel without it), each with a paired
@@ -41,6 +43,7 @@ from agon.methods import (
     eval_seeds,
     trained_methods_for,
 )
+from agon.regime import RATIOS
 from agon.report.compare import (
     RNG,
     SeedRates,
@@ -48,7 +51,7 @@ from agon.report.compare import (
     empty_columns,
     holds,
     paired_replicates,
-    ratio_columns,
+    ratio_over_larger,
     systems_rows,
 )
 from agon.report.compute import compute_used, train_compute
@@ -140,12 +143,10 @@ def comparison_columns(
     def paired(names: Sequence[str], rng: str) -> np.ndarray | None:
         return paired_replicates([rates[n] for n in names], n_boot, RNG[rng])
 
-    # agon / grpo is the paper's literal claim (a two-model cascade over one model);
-    # agon / grpo_cascade is the control (two models both ways, trained apart)
-    for den in ("grpo", "grpo_cascade"):
-        if "agon" in p and den in p:
-            key = f"agon_over_{den}"
-            out.update(ratio_columns(key, "agon", den, p, paired(["agon", den], key)))
+    # the ratios over GRPO's A, its B, the stronger of the two, and the control (agon.regime)
+    for r in RATIOS:
+        if "agon" in p and set(r.over) <= set(p):
+            out.update(ratio_over_larger(r.key, "agon", r.over, r.denominator, p, rates, n_boot))
     if {"agon", "moa", "base"} <= set(p):
         out.update(moa_gain_ratio(p, rates, n_boot))
     for _, base, trained_systems in GAINS:
