@@ -136,6 +136,7 @@ def test_real_tier_plans_table_1_and_can_write_beside_the_toy_world(tmp_path):
     want = expected_counts(cfg)
     want.pop("all")
     want += Counter(prepare_model=2)  # no toy models: each checkpoint comes from its package
+    assert {"agon_single", "agon_single_b"} <= set(columns_for_methods(cfg["methods"]))
     jobs = dry_run_jobs(wd, "results/table1.csv", "--configfile", "config/real-cpu.yaml")
     assert Counter(j["rule"] for j in jobs) == want
     report = next(j for j in jobs if j["rule"] == "report")
@@ -184,6 +185,17 @@ def test_default_config_is_the_toy_world(tmp_path):
     cfg = load(wd / "config" / "config.yaml")
     jobs = dry_run_jobs(wd)
     assert Counter(j["rule"] for j in jobs) == expected_counts(cfg)
+    # each Agon model alone is a default column beside GRPO's (A's, B's): evaluated at every
+    # seed from the agon runs, so table 1 divides the cascade by the reader's own GRPO model
+    # next to a fair one; 2 columns x 2 tasks x 3 seeds evaluations more, no run more
+    assert {"agon_single", "agon_single_b"} <= set(columns_for_methods(cfg["methods"]))
+    evals = {o for j in jobs if j["rule"] == "evaluate" for o in j["output"]}
+    for fam in cfg["families"]:
+        for task in cfg["tasks"]:
+            for system in ("agon_single", "agon_single_b"):
+                for seed in cfg["seeds"]:
+                    folder = f"results/{fam['name']}/{task['name']}/eval/{system}"
+                    assert f"{folder}/seed{seed}/summary.json" in evals
     # a pair of base models per training seed, pretrained with toy.seed + that seed
     pretrain = sorted(o for j in jobs if j["rule"] == "pretrain" for o in j["output"])
     assert pretrain == sorted(
