@@ -1,17 +1,31 @@
-"""The transformers engine on tiny random models: batching, seeds, stops, logprobs, templates."""
+"""The transformers engine on tiny random models: batching, seeds, stops, logprobs, templates;
+and the engine process of a colocated engine (a stand-in engine on CPU): its faults, its
+cleanup, the names of the weights it stages."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import signal
+import subprocess
 import sys
+import threading
+import time
 import types
+from pathlib import Path
 
+import psutil
 import pytest
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file
 
 from agon.engines import SamplingParams, load_engine
+from agon.engines import process as ep
 from agon.engines.base import PromptTooLongError
-from agon.engines.hf import HFEngine
-from agon.random_models import ARCHS
+from agon.engines.hf import HFEngine, load_model
+from agon.random_models import ARCHS, build_tiny_model
 
 PROMPTS = [
     [{"role": "user", "content": "What is 1 + 2?"}],
@@ -314,3 +328,231 @@ def test_vllm_missing_is_a_clear_error(monkeypatch):
 
     with pytest.raises(ImportError, match="optional 'vllm' package"):
         VLLMEngine("some/model")
+
+
+# ----------------------------------------------------------------------------- engine processes
+# a colocated engine in a process of its own (agon.engines.process), with a stand-in engine
+# (tests/engine_standins.py): its faults, and that nothing it staged or started outlives it
+
+TESTS = Path(__file__).resolve().parent
+HI = [[{"role": "user", "content": "hi"}]]
+
+
+def _say(what):
+    return [[{"role": "user", "content": what}]]
+
+
+def _standin(name="A", **kwargs):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}
+    return ep.EngineProcess(
+        "engine_standins:FaultyEngine", kwargs, env, name=name, dtype=torch.float32
+    )
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` is dead (a zombie nobody reaped yet counts)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return all(_gone(p.pid) for p in psutil.process_iter() if _pgid(p.pid) == pgid)
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def _kill_later(seconds: float, pids) -> threading.Timer:
+    """A started timer that kills the processes ``pids()`` a test waits on if it still waits
+    after ``seconds``: a broken liveness check or timeout then fails the test, not hangs it."""
+
+    def kill():
+        for pid in pids():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+    timer = threading.Timer(seconds, kill)
+    timer.start()
+    return timer
+
+
+def _wait_for(check, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+@pytest.mark.timeout(60)
+def test_an_engine_killed_mid_call_is_an_error_within_seconds():
+    engine = _standin()
+    try:
+        threading.Timer(1.0, os.kill, (engine.proc.pid, signal.SIGKILL)).start()
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeError, match=r"died \(exit -9\)"):
+            engine.generate(_say("hang"))
+        assert time.monotonic() - t0 < 1.0 + 3 * ep.POLL_SECONDS
+    finally:
+        engine.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_dead_engine_whose_child_holds_the_pipe_is_an_error_and_its_group_is_killed(tmp_path):
+    """The engine dies while a process it started keeps its end of the pipe open: a blocking
+    read would wait for that process; the liveness poll does not, and the group is killed."""
+    pid_file = tmp_path / "keeper.pid"
+    engine = _standin(pid_file=str(pid_file))
+    net = _kill_later(20, lambda: [int(pid_file.read_text())] if pid_file.exists() else [])
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeError, match=r"died \(exit 3\)"):
+            engine.generate(_say("orphan"))
+        assert time.monotonic() - t0 < 10
+    finally:
+        net.cancel()
+        engine.close()
+    # the dead engine's group is killed: nothing keeps the pipe (or anything else) afterwards
+    assert _wait_for(lambda: _gone(int(pid_file.read_text())), 10)
+
+
+@pytest.mark.timeout(60)
+def test_an_engine_that_never_answers_times_out():
+    engine = _standin()
+    engine.timeout = 2.0
+    net = _kill_later(20, lambda: [engine.proc.pid])
+    try:
+        with pytest.raises(TimeoutError, match="did not answer generate in 2 s"):
+            engine.generate(_say("hang"))
+    finally:
+        net.cancel()
+        engine.close()
+    assert _gone(engine.proc.pid)
+
+
+def test_nothing_remains_after_close_or_a_failure():
+    model = torch.nn.Linear(2, 1, bias=False)
+    engine = _standin()
+    assert engine.generate(HI)[0][0].text == "hi"
+    assert engine.sync_weights(model) == ["weight"]  # the stand-in answers the staged names
+    staged, group = engine.staged, engine.proc.pid
+    assert staged.is_file() and staged in engine.owned
+    engine.sleep(2)
+    engine.wake_up()
+    assert engine.generate(_say("state"))[0][0].text == "sleep2 wake"
+    with pytest.raises(RuntimeError, match="failed in generate"):
+        engine.generate([])  # the stand-in's error, with its traceback
+    engine.close()
+    assert engine.proc.returncode == 0 and not staged.exists() and _group_gone(group)
+    engine.close()  # a second close is harmless
+    # an engine that fails to start leaves no process either
+    before = _engine_processes()
+    with pytest.raises(RuntimeError, match="does not start"):
+        _standin(fail=True)
+    assert _engine_processes() <= before
+
+
+def _engine_processes() -> set[int]:
+    """The live engine processes this test process started."""
+    found = set()
+    for p in psutil.Process().children():
+        with contextlib.suppress(psutil.Error):
+            if not _gone(p.pid) and "agon.engines.process" in p.cmdline():
+                found.add(p.pid)
+    return found
+
+
+# a trainer that stages weights, then waits on an engine that never answers
+TRAINER = """
+import os, sys, torch
+from agon.engines.process import EngineProcess
+env = {**os.environ, "PYTHONPATH": sys.argv[1]}
+engine = EngineProcess("engine_standins:FaultyEngine", {}, env, name="A", dtype=torch.float32)
+engine.sync_weights(torch.nn.Linear(2, 1))
+print(engine.proc.pid, engine.staged, flush=True)
+engine.generate([[{"role": "user", "content": "hang"}]])
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_killed_trainer_leaves_no_engine_and_no_staged_file(sig):
+    """The engine process is busy (it does not read the pipe) when its trainer is killed: the
+    parent-death signal stops it, and it removes the weights staged for it on its way out."""
+    path = os.pathsep.join([str(TESTS), *sys.path])
+    trainer = subprocess.Popen(
+        [sys.executable, "-c", TRAINER, path], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        pid, staged = trainer.stdout.readline().split()
+        assert Path(staged).is_file()
+        time.sleep(1.0)  # the generate request is in flight
+        trainer.send_signal(sig)
+        trainer.wait(timeout=30)
+        assert _wait_for(lambda: _gone(int(pid)), 20), "the engine outlived its trainer"
+        assert _wait_for(lambda: not Path(staged).exists(), 5), "the staged weights remain"
+    finally:
+        trainer.kill()
+        trainer.wait()
+
+
+def test_stale_staged_files_of_dead_trainers_are_removed():
+    """A trainer killed together with its engine (SIGKILL of the whole group) leaves its
+    staged file; the next one to stage removes it, and never a live trainer's."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    folder = ep.staging_folders()[0]
+    stale = [
+        folder / f"agon-engine-{dead.pid}-A.safetensors",
+        folder / f"agon-engine-{dead.pid}-B.tmp",
+    ]
+    live = folder / f"agon-engine-{os.getpid()}-stale-test.safetensors"
+    for path in [*stale, live]:
+        path.write_bytes(b"x")
+    try:
+        removed = ep.remove_stale_staged()
+        assert set(stale) <= set(removed) and not any(p.exists() for p in stale)
+        assert live.exists() and live not in removed
+    finally:
+        for path in [*stale, live]:
+            path.unlink(missing_ok=True)
+
+
+def test_staging_falls_back_to_disk_when_shared_memory_is_too_small(caplog):
+    first, *rest = ep.staging_folders()
+    if not rest:
+        pytest.skip("no shared memory on this host: staging is on disk already")
+    assert ep.staging_path("A", nbytes=1).parent == first
+    # a write holds the old file and the new one: twice the weights must fit
+    half = ep.free_bytes(first) // 2 + 1
+    with caplog.at_level(logging.WARNING, logger="agon.engines.process"):
+        path = ep.staging_path("A", nbytes=half)
+    assert path.parent == rest[-1] and path.name == f"agon-engine-{os.getpid()}-A.safetensors"
+    assert "under twice" in caplog.text and str(rest[-1]) in caplog.text
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "qwen3_5", "gemma4"])
+def test_staged_weights_carry_the_checkpoint_names(tmp_path, arch):
+    """The trainer's model of an image-text checkpoint (Qwen3.5: ``Qwen3_5ForCausalLM``,
+    ``model.layers.*``) is staged under the checkpoint's names (``model.language_model.*``),
+    which vLLM's loader of whichever architecture it built from that checkpoint takes."""
+    path = build_tiny_model(arch, tmp_path / arch)
+    model = load_model(path, dtype="float32", device="cpu")
+    staged = ep.stage_weights(model, tmp_path / "staged.safetensors", torch.float32)
+    with safe_open(path / "model.safetensors", framework="pt") as f:
+        checkpoint = set(f.keys())
+    # every parameter, each under a name of the checkpoint (which also holds buffers, and a
+    # vision tower a Qwen3.5 trainer does not hold: never trained, vLLM keeps its own)
+    assert len(staged) == len(list(model.named_parameters())) and set(staged) <= checkpoint
+    assert load_file(tmp_path / "staged.safetensors").keys() == set(staged)

@@ -10,47 +10,72 @@ completions, and after each update of its policy a weight refresh.
 
 **Weights.** NCCL does not connect two processes on the same GPU, so the refresh goes through
 the host: the trainer writes the policy's current weights (gathered in full under FSDP2, cast
-to the engine's dtype) to one safetensors file in shared memory (``/dev/shm``), and the engine
-loads them into vLLM's model in place, tensor by tensor (a worker extension,
-:class:`agon.engines.vllm.StagedWeights`), then drops its prefix cache. The file stays for the
-run (one copy of the policy's weights in host memory per engine, which ``agon plan``
-prices) and is removed on close. This works the same beside the policy and on a GPU of its own.
+to the engine's dtype) to one safetensors file in shared memory (``/dev/shm``; the temporary
+folder on disk, with a warning, when shared memory cannot hold two copies, the old file and the
+new one being written), and the engine loads them into vLLM's model in place, tensor by tensor
+(a worker extension, :class:`agon.engines.vllm.StagedWeights`), then drops its prefix cache.
+The file holds the names of the checkpoint the engine was built from (what ``save_pretrained``
+writes, :func:`checkpoint_state`), which vLLM's loader of whatever architecture it built takes:
+a trainer's ``Qwen3_5ForCausalLM`` names its layers ``model.layers.*``, the Qwen3.5 checkpoint
+(and vLLM's ``Qwen3_5ForConditionalGeneration``) ``model.language_model.layers.*``. The file
+stays for the run (one copy of the policy's weights in host memory per engine, which ``agon
+plan`` prices) and is removed on close.
 
-The child runs ``python -m agon.engines.process FD`` and builds its engine from a
+**Faults.** Nothing outlives the trainer: a call waits for its answer while the engine process
+lives (a liveness poll, not a blocking read, so an engine that dies mid-call, even one whose
+own children still hold the pipe, is an error within seconds); the engine process leads a
+process group of its own, which closing the engine (or its death) kills, vLLM's engine-core
+and worker processes with it; the engine process gets SIGTERM when the trainer dies (Linux's
+parent-death signal), and then, as on any exit, removes the staged files; a trainer that exits
+without closing its engines closes them at exit; and staged files of trainers that died with
+their engines (SIGKILL of the whole group) are removed by the next one to stage.
+
+The child runs ``python -m agon.engines.process FD PID`` and builds its engine from a
 ``module:attribute`` factory and keyword arguments, so the protocol runs on CPU in the tests
-with a stand-in engine; with vLLM it has not run (no GPU here).
+with a stand-in engine, and with vLLM's CPU build (``pytest -m vllm``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import importlib
+import logging
 import multiprocessing
 import os
+import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
+import weakref
 from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from agon.engines.base import Completion, Engine, Messages, SamplingParams
 
 # what a launcher (torchrun, accelerate) tells its ranks: an engine process is no rank, and
 # vLLM reads some of these to decide how to start its own distributed state
 LAUNCHER_VARIABLES = (
-    "RANK",
-    "LOCAL_RANK",
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "GROUP_RANK",
-    "ROLE_RANK",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-)
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
+    "MASTER_ADDR", "MASTER_PORT",
+)  # fmt: skip
 LAUNCHER_PREFIXES = ("TORCHELASTIC_", "ACCELERATE_")
 SHARED_MEMORY = Path("/dev/shm")  # a tmpfs on Linux: the staged weights never touch a disk
+POLL_SECONDS = 1.0  # how often a trainer waiting for an answer checks that its engine lives
+CLOSE_SECONDS = 60.0  # how long a closing engine may take to shut down before it is killed
+KILL_SECONDS = 5.0  # how long the killed processes of an engine's group may take to die
+# the requests a trainer may make besides start and close: methods of the child's engine
+REQUESTS = ("generate", "load_staged", "score", "parameter_names", "sleep", "wake_up")
+STAGED_NAME = re.compile(r"agon-engine-(\d+)-.+\.(safetensors|tmp)")  # staging_path's names
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent thread exits
+log = logging.getLogger(__name__)
 
 
 def engine_env(gpu: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -64,16 +89,80 @@ def engine_env(gpu: str, base: Mapping[str, str] | None = None) -> dict[str, str
     return env
 
 
-def staging_path(name: str) -> Path:
-    """Where the weights of policy ``name``'s engine are staged: shared memory when the host
-    has it, else the temporary folder; one file per trainer process and policy."""
-    folder = SHARED_MEMORY if SHARED_MEMORY.is_dir() else Path(tempfile.gettempdir())
+def staging_folders() -> list[Path]:
+    """Where staged weights may be written, preferred first: shared memory when the host has
+    it, then the temporary folder."""
+    shm = [SHARED_MEMORY] if SHARED_MEMORY.is_dir() else []
+    return [*shm, Path(tempfile.gettempdir())]
+
+
+def staging_path(name: str, nbytes: int = 0) -> Path:
+    """Where this trainer process stages the weights (``nbytes``) of policy ``name``'s engine:
+    shared memory when it has room for two copies (a refresh writes the new file beside the
+    old one), else the temporary folder, with a warning (on disk: slower, same result)."""
+    first, *rest = staging_folders()
+    folder, free = first, free_bytes(first)
+    if rest and free < 2 * nbytes:
+        folder = rest[-1]
+        log.warning(
+            "%s has %.1f GB free, under twice the %.1f GB of policy %s's weights: staging them "
+            "in %s instead (on disk, slower); give the machine more shared memory to avoid it",
+            first, free / 1e9, nbytes / 1e9, name, folder,
+        )  # fmt: skip
     return folder / f"agon-engine-{os.getpid()}-{name}.safetensors"
 
 
-def stage_weights(model: Any, path: Path, dtype: Any) -> None:
-    """Write ``model``'s parameters in ``dtype`` to ``path`` (atomically). Under FSDP2 every
-    rank takes part in gathering each full parameter; each rank stages its own engine's copy."""
+def free_bytes(folder: Path) -> int:
+    """The bytes an unprivileged process may still write to ``folder``'s file system."""
+    st = os.statvfs(folder)
+    return st.f_bavail * st.f_frsize
+
+
+def owned_files(name: str, pid: int) -> list[Path]:
+    """Every file trainer process ``pid`` may stage policy ``name``'s weights in (each folder
+    of :func:`staging_folders`, the file and its ``.tmp`` while written): what the engine
+    process removes when it exits."""
+    files = []
+    for folder in staging_folders():
+        path = folder / f"agon-engine-{pid}-{name}.safetensors"
+        files += [path, path.with_suffix(".tmp")]
+    return files
+
+
+def remove_stale_staged() -> list[Path]:
+    """Remove the staged files of trainer processes that no longer run (killed together with
+    their engines, which would have removed them); the files removed."""
+    removed = []
+    for folder in staging_folders():
+        for path in folder.glob("agon-engine-*"):
+            match = STAGED_NAME.fullmatch(path.name)
+            if match and not psutil.pid_exists(int(match.group(1))):
+                with contextlib.suppress(OSError):  # another trainer removed it first
+                    path.unlink()
+                    removed.append(path)
+    return removed
+
+
+def checkpoint_state(model: Any, state: dict[str, Any]) -> dict[str, Any]:
+    """``state`` (``model``'s parameters by its own names) under the names of the checkpoint
+    the model was loaded from, as ``save_pretrained`` would write them: transformers renames a
+    checkpoint's weights on loading (Qwen3.5's ``model.language_model.*`` are a
+    ``Qwen3_5ForCausalLM``'s ``model.*``), and vLLM loads that checkpoint's names."""
+    # lazy: transformers (its model-loading module imports torch): off agon.engines' import,
+    # which agon plan reads its placement from
+    from transformers import PreTrainedModel
+    from transformers.core_model_loading import revert_weight_conversion
+
+    model = getattr(model, "module", model)  # under DDP, the model inside
+    if not isinstance(model, PreTrainedModel):
+        return state
+    return revert_weight_conversion(model, state)
+
+
+def stage_weights(model: Any, path: Path, dtype: Any) -> list[str]:
+    """Write ``model``'s parameters in ``dtype`` to ``path`` (atomically), under its
+    checkpoint's names (:func:`checkpoint_state`); the names written. Under FSDP2 every rank
+    takes part in gathering each full parameter; each rank stages its own engine's copy."""
     # lazy: safetensors (its torch half imports torch): off agon.engines' import, which agon
     # plan reads its placement from
     from safetensors.torch import save_file
@@ -82,15 +171,24 @@ def stage_weights(model: Any, path: Path, dtype: Any) -> None:
     for name, p in model.named_parameters():
         full = p.full_tensor() if hasattr(p, "full_tensor") else p.data
         state[name.removeprefix("module.")] = full.detach().to("cpu", dtype).contiguous()
+    state = checkpoint_state(model, state)
     tmp = path.with_suffix(".tmp")
     save_file(state, str(tmp))
     os.replace(tmp, path)
+    return sorted(state)
+
+
+def weights_bytes(model: Any, dtype: Any) -> int:
+    """The bytes of ``model``'s parameters (in full, under FSDP2) in ``dtype`` (None: their
+    own)."""
+    return sum(p.numel() * (dtype or p.dtype).itemsize for p in model.parameters())
 
 
 class EngineProcess(Engine):
     """An engine built by ``factory`` (``"module:attribute"``) with ``kwargs`` in a child
     process with environment ``env``; ``tokenizer`` is the trainer's own (the child builds its
-    engine's). ``dtype`` is what staged weights are cast to (the engine's)."""
+    engine's). ``dtype`` is what staged weights are cast to (the engine's). ``timeout``: the
+    longest a call waits for a live engine's answer (None: as long as it lives)."""
 
     def __init__(
         self,
@@ -101,31 +199,46 @@ class EngineProcess(Engine):
         name: str = "engine",
         tokenizer: Any = None,
         dtype: Any = None,
+        timeout: float | None = None,
     ):
-        self.tokenizer, self.dtype, self.name = tokenizer, dtype, name
+        self.tokenizer, self.dtype, self.name, self.timeout = tokenizer, dtype, name, timeout
         self.staged: Path | None = None
         parent, child = multiprocessing.Pipe()
         self.conn: Connection | None = parent
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agon.engines.process", str(child.fileno())],
+            [sys.executable, "-m", "agon.engines.process", str(child.fileno()), str(os.getpid())],
             env=dict(env),
             pass_fds=(child.fileno(),),
+            start_new_session=True,  # a group of its own: closing kills vLLM's processes too
         )
         child.close()
+        # closed at the latest when the trainer's interpreter exits
+        self._finalizer = weakref.finalize(self, _stop, self.name, self.proc, parent)
         try:
-            self._call("start", factory, dict(kwargs))
+            self._call("start", factory, dict(kwargs), [str(p) for p in self.owned])
         except BaseException:
             self.close()
             raise
+
+    @property
+    def owned(self) -> list[Path]:
+        """The files this engine's weights may be staged in (:func:`owned_files`)."""
+        return owned_files(self.name, os.getpid())
 
     def _call(self, op: str, *args: Any) -> Any:
         if self.conn is None:
             raise RuntimeError(f"{self.name}: the engine process is closed")
         try:
             self.conn.send((op, args))
-            ok, value = self.conn.recv()
+            ok, value = _answer(self.conn, self.proc, self.timeout, self.name, op)
+        except TimeoutError:  # (an OSError: before the clause below)
+            self._abandon()  # a late answer would be taken for the next request's
+            raise
         except (EOFError, OSError) as err:
-            code = self.proc.poll()
+            with contextlib.suppress(subprocess.TimeoutExpired):  # its pipe closes first
+                self.proc.wait(timeout=POLL_SECONDS)
+            code = self.proc.returncode
+            self._abandon()
             raise RuntimeError(f"{self.name}: the engine process died (exit {code})") from err
         if not ok:
             raise RuntimeError(f"{self.name}: the engine process failed in {op}:\n{value}")
@@ -136,29 +249,96 @@ class EngineProcess(Engine):
     ) -> list[list[Completion]]:
         return self._call("generate", list(prompts), n, sampling)
 
-    def sync_weights(self, model: Any) -> None:
-        """Stage ``model``'s current weights and have the engine load them in place."""
-        self.staged = self.staged or staging_path(self.name)
+    def sync_weights(self, model: Any) -> list[str]:
+        """Stage ``model``'s current weights and have the engine load them in place; the
+        names of the engine's parameters they reached (its ``load_staged``' answer)."""
+        if self.staged is None:
+            remove_stale_staged()
+            self.staged = staging_path(self.name, weights_bytes(model, self.dtype))
         stage_weights(model, self.staged, self.dtype)
-        self._call("load_staged", str(self.staged))
+        return self._call("load_staged", str(self.staged))
+
+    def score(self, token_ids: Sequence[int]) -> list[float]:
+        """The engine's log-prob of each token of ``token_ids`` after the first
+        (:meth:`agon.engines.vllm.VLLMEngine.score`)."""
+        return self._call("score", list(token_ids))
+
+    def parameter_names(self) -> list[str]:
+        """The names of the parameters of the engine's model."""
+        return self._call("parameter_names")
+
+    def sleep(self, level: int = 1) -> None:
+        """Have the engine free its accelerator memory (:meth:`VLLMEngine.sleep
+        <agon.engines.vllm.VLLMEngine.sleep>`: a no-op where vLLM has no sleep mode)."""
+        self._call("sleep", level)
+
+    def wake_up(self) -> None:
+        """Have the engine take back what :meth:`sleep` freed."""
+        self._call("wake_up")
 
     def close(self) -> None:
-        """Stop the engine process and remove its staged weights."""
+        """Stop the engine process (and its process group) and remove its staged weights."""
+        self._finalizer()
+        self.conn = None
+        for path in self.owned:
+            path.unlink(missing_ok=True)
+
+    def _abandon(self) -> None:
+        """Kill a dead or stuck engine's process group at once (no close request: it would
+        not answer); :meth:`close` still removes the staged weights."""
+        self._finalizer.detach()
         if self.conn is not None:
-            try:
-                self._call("close")
-            except RuntimeError:
-                pass
             self.conn.close()
             self.conn = None
-        if self.proc.poll() is None:
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.staged is not None:
-            self.staged.unlink(missing_ok=True)
+        _kill_group(self.proc)
+
+
+def _answer(
+    conn: Connection, proc: subprocess.Popen, timeout: float | None, name: str, op: str
+) -> Any:
+    """The engine's answer to the request just sent, waiting while ``proc`` lives (and at most
+    ``timeout`` seconds): a dead engine is an error, even one whose children still hold the
+    pipe open (a blocking read would wait for them)."""
+    start = time.monotonic()
+    while not conn.poll(POLL_SECONDS):
+        if proc.poll() is not None:
+            raise EOFError(f"exit {proc.returncode}")
+        if timeout is not None and time.monotonic() - start > timeout:
+            raise TimeoutError(
+                f"{name}: the engine process did not answer {op} in {timeout:.0f} s; raise the "
+                "EngineProcess timeout if the engine is slow rather than stuck"
+            )
+    return conn.recv()
+
+
+def _stop(name: str, proc: subprocess.Popen, conn: Connection) -> None:
+    """Close an engine process: ask it to close, wait for it (:data:`CLOSE_SECONDS`), kill it
+    if it does not exit, then kill what is left of its process group (vLLM's processes, or
+    anything holding the pipe)."""
+    if not conn.closed:
+        with contextlib.suppress(EOFError, OSError, TimeoutError):
+            conn.send(("close", ()))
+            _answer(conn, proc, CLOSE_SECONDS, name, "close")
+        conn.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=CLOSE_SECONDS)
+    _kill_group(proc)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Kill the engine process and its process group (what it started that is still there:
+    vLLM's processes, anything holding the pipe), reap it, and wait (a few seconds at most)
+    until the group is gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + KILL_SECONDS
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        while time.monotonic() < deadline:
+            os.killpg(proc.pid, 0)  # raises once the group is gone
+            time.sleep(0.05)
 
 
 def build(factory: str, kwargs: dict) -> Any:
@@ -168,31 +348,50 @@ def build(factory: str, kwargs: dict) -> Any:
 
 
 def serve(conn: Connection) -> None:
-    """The child's loop: build the engine, answer requests until ``close``."""
-    engine = None
-    while True:
-        try:
-            op, args = conn.recv()
-        except EOFError:  # the trainer is gone
-            return
-        try:
-            if op == "start":
-                engine, value = build(*args), None
-            elif op == "generate":
-                value = engine.generate(*args)
-            elif op == "load_staged":
-                value = engine.load_staged(*args)
-            elif op == "close":
-                if engine is not None:
-                    engine.close()
-                conn.send((True, None))
+    """The child's loop: build the engine, answer requests until ``close`` or the trainer is
+    gone; on any exit, close the engine and remove the staged files the trainer named."""
+    engine, owned = None, []
+    try:
+        while True:
+            try:
+                op, args = conn.recv()
+            except EOFError:  # the trainer is gone
                 return
-            else:
-                raise ValueError(f"unknown request {op!r}")
-            conn.send((True, value))
-        except Exception:  # the trainer re-raises it with the child's traceback
-            conn.send((False, traceback.format_exc()))
+            try:
+                if op == "start":
+                    factory, kwargs, owned = args
+                    engine, value = build(factory, kwargs), None
+                elif op == "close":
+                    conn.send((True, None))
+                    return
+                elif op in REQUESTS:
+                    value = getattr(engine, op)(*args)
+                else:
+                    raise ValueError(f"unknown request {op!r}")
+                conn.send((True, value))
+            except Exception:  # the trainer re-raises it with the child's traceback
+                conn.send((False, traceback.format_exc()))
+    finally:
+        for path in owned:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        if engine is not None:
+            engine.close()
+
+
+def die_with(parent: int) -> None:
+    """Have this process get SIGTERM when its parent (pid ``parent``) dies, and exit cleanly
+    on it (``serve``'s cleanup runs). Linux's parent-death signal, which follows the thread
+    that started the process: the trainer starts its engines from its main thread. Elsewhere
+    the closed pipe ends ``serve`` once it waits for the next request."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # it died before the signal was asked for
+        sys.exit(128 + signal.SIGTERM)
 
 
 if __name__ == "__main__":
+    die_with(int(sys.argv[2]))
     serve(Connection(int(sys.argv[1])))
