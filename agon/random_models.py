@@ -7,6 +7,13 @@ template (Qwen3's ``<|im_start|>`` turns with ``enable_thinking``, Gemma 4's ``<
 :func:`tiny_policies` makes trainable policies of them. The tests and the benchmarks build
 their models here.
 
+The paper's Qwen3.5 and Gemma 4 checkpoints are image-text models (``qwen3_5``, ``gemma4``:
+:data:`VLM_ARCHS`): the trainer loads their text model (``AutoModelForCausalLM``), vLLM builds the
+whole checkpoint's architecture, whose weight names differ. A tiny checkpoint of that form, with a
+one-layer vision tower, is what tests that name mapping. vLLM's CPU kernels refuse some tiny
+shapes (heads of 8 dimensions; a causal convolution of width 2 in Qwen3.5's linear attention):
+``vllm=True`` builds the same models in shapes they take (:data:`VLLM_SHAPE`).
+
 The weights are random, so outputs are gibberish; what they exercise is the plumbing (batching,
 padding, caches, templates, stop strings, log-probs, a training step), not answers. A task that
 gives such models reward spread is :class:`agon.tasks.synthetic.ParityTask`.
@@ -29,10 +36,15 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
     AutoModelForCausalLM,
+    AutoModelForImageTextToText,
     AutoTokenizer,
+    Gemma4Config,
     Gemma4TextConfig,
+    Gemma4VisionConfig,
     PreTrainedTokenizerFast,
+    Qwen3_5Config,
     Qwen3_5TextConfig,
+    Qwen3_5VisionConfig,
     Qwen3Config,
 )
 
@@ -43,6 +55,12 @@ from agon.training.policy import Policy, make_policy
 from agon.training.settings import RLSettings
 
 ARCHS = ("qwen3", "qwen3_5_text", "gemma4_text")
+# the image-text checkpoints the paper's Qwen3.5 and Gemma 4 ship as, by their text model's arch
+VLM_ARCHS = {"qwen3_5": "qwen3_5_text", "gemma4": "gemma4_text"}
+# the shapes a tiny model takes for vLLM's CPU kernels: its attention takes heads of 32 to 512
+# dimensions, its causal convolution (Qwen3.5's linear attention) a width of 4
+TINY_SHAPE = {"head_dim": 8, "conv_width": 2}
+VLLM_SHAPE = {"head_dim": 64, "conv_width": 4}
 
 # chat templates of each family's shape (jinja, as shipped in tokenizer_config)
 _QWEN_TEMPLATE = (
@@ -128,8 +146,14 @@ def build_tiny_tokenizer(family: str, path: str | Path):
     return fast
 
 
-def tiny_config(arch: str, vocab_size: int, tok) -> object:
-    """A shrunken config of ``arch`` with the tokenizer's special ids."""
+def tiny_config(arch: str, vocab_size: int, tok, vllm: bool = False) -> object:
+    """A shrunken config of ``arch`` (one of :data:`ARCHS` or :data:`VLM_ARCHS`) with the
+    tokenizer's special ids; every width a multiple of the head size (8: hidden size 32), in
+    shapes vLLM's CPU kernels take if ``vllm`` (:data:`VLLM_SHAPE`)."""
+    if arch in VLM_ARCHS:
+        return _tiny_vlm_config(arch, tiny_config(VLM_ARCHS[arch], vocab_size, tok, vllm))
+    shape = VLLM_SHAPE if vllm else TINY_SHAPE
+    head_dim, conv_width = shape["head_dim"], shape["conv_width"]
     ids = {
         "pad_token_id": tok.pad_token_id,
         "eos_token_id": tok.eos_token_id,
@@ -137,11 +161,11 @@ def tiny_config(arch: str, vocab_size: int, tok) -> object:
     }
     common = dict(
         vocab_size=vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
+        hidden_size=4 * head_dim,
+        intermediate_size=8 * head_dim,
         num_attention_heads=4,
         num_key_value_heads=2,
-        head_dim=8,
+        head_dim=head_dim,
         max_position_embeddings=512,
         **ids,
     )
@@ -152,9 +176,9 @@ def tiny_config(arch: str, vocab_size: int, tok) -> object:
         return Qwen3_5TextConfig(
             num_hidden_layers=2,
             layer_types=["linear_attention", "full_attention"],
-            linear_conv_kernel_dim=2,
-            linear_key_head_dim=8,
-            linear_value_head_dim=8,
+            linear_conv_kernel_dim=conv_width,
+            linear_key_head_dim=head_dim,
+            linear_value_head_dim=head_dim,
             linear_num_key_heads=2,
             linear_num_value_heads=4,
             tie_word_embeddings=True,
@@ -167,28 +191,76 @@ def tiny_config(arch: str, vocab_size: int, tok) -> object:
             layer_types=["sliding_attention", "full_attention"],
             sliding_window=16,
             vocab_size_per_layer_input=vocab_size,
-            hidden_size_per_layer_input=8,
-            global_head_dim=8,
+            hidden_size_per_layer_input=head_dim,
+            global_head_dim=head_dim,
             final_logit_softcapping=30.0,
             **common,
         )
-    raise ValueError(f"unknown tiny architecture {arch!r}; expected one of {ARCHS}")
+    raise ValueError(
+        f"unknown tiny architecture {arch!r}; expected one of {ARCHS + tuple(VLM_ARCHS)}"
+    )
 
 
-def build_tiny_model(arch: str, path: str | Path, seed: int = 0) -> Path:
+def _tiny_vlm_config(arch: str, text: Any) -> object:
+    """The image-text checkpoint config of ``arch`` around the tiny ``text`` config: a vision
+    tower of one layer, its special ids the text config's (the tiny BPE has no image tokens;
+    no test sends an image)."""
+    pad = text.pad_token_id
+    width = dict(hidden_size=text.hidden_size, intermediate_size=text.intermediate_size)
+    if arch == "qwen3_5":
+        vision = Qwen3_5VisionConfig(
+            depth=1,
+            num_heads=2,
+            out_hidden_size=text.hidden_size,
+            num_position_embeddings=64,
+            **width,
+        )
+        tokens = ("image_token_id", "video_token_id", "vision_start_token_id")
+        tokens += ("vision_end_token_id",)
+        return Qwen3_5Config(
+            text_config=text.to_dict(),
+            vision_config=vision.to_dict(),
+            tie_word_embeddings=text.tie_word_embeddings,
+            **dict.fromkeys(tokens, pad),
+        )
+    vision = Gemma4VisionConfig(
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=text.head_dim,
+        position_embedding_size=64,
+        **width,
+    )
+    tokens = ("boi_token_id", "eoi_token_id", "image_token_id", "video_token_id", "boa_token_id")
+    return Gemma4Config(
+        text_config=text.to_dict(),
+        vision_config=vision.to_dict(),
+        audio_config=None,
+        eoa_token_index=pad,
+        audio_token_id=pad,
+        **dict.fromkeys(tokens, pad),
+    )
+
+
+def build_tiny_model(arch: str, path: str | Path, seed: int = 0, vllm: bool = False) -> Path:
     """Build a tiny random-weight ``arch`` model plus tokenizer at ``path`` and return the path.
 
     ``arch`` is a transformers ``model_type``: ``qwen3``, ``qwen3_5_text`` (hybrid linear
-    attention) or ``gemma4_text`` (per-layer embeddings). Reuses ``path`` if already built.
+    attention) or ``gemma4_text`` (per-layer embeddings), or the image-text checkpoint
+    ``qwen3_5`` or ``gemma4`` (:data:`VLM_ARCHS`); in shapes vLLM's CPU kernels take if
+    ``vllm`` (:func:`tiny_config`). Reuses ``path`` if already
+    built.
     """
     path = Path(path)
     if (path / "config.json").is_file() and (path / "tokenizer_config.json").is_file():
         return path
     family = "gemma" if arch.startswith("gemma") else "qwen"
     tok = build_tiny_tokenizer(family, path)
-    config = tiny_config(arch, len(tok), tok)
+    config = tiny_config(arch, len(tok), tok, vllm)
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    # an image-text checkpoint is saved whole, under the names the published one has
+    auto = AutoModelForImageTextToText if arch in VLM_ARCHS else AutoModelForCausalLM
+    model = auto.from_config(config, dtype=torch.float32)
     model.generation_config.pad_token_id = tok.pad_token_id
     model.generation_config.eos_token_id = tok.eos_token_id
     model.save_pretrained(path)

@@ -157,7 +157,7 @@ def test_each_field_is_read_from_its_own_key_the_engines_and_servers_included():
         assert s.budget_match == "steps"
     assert duel_s.servers == cliff_s.servers == {"A": None, "B": "http://b:8000"}
     assert duel_s.reward_scheme == "zero_sum"
-    options = RolloutOptions.from_settings(st.RLSettings.from_config(cfg))
+    options = RolloutOptions.from_settings(st.RLSettings.from_config(cfg, fam))
     assert options == RolloutOptions.from_settings(cliff_s)
     assert (options.backend, options.batch_size, options.gpu_memory_utilization) == ("vllm", 7, 0.5)
     assert options.servers == {"A": None, "B": "http://b:8000"}

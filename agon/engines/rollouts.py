@@ -199,6 +199,8 @@ class RolloutOptions:
     batch_size: int = 128  # rows per generate call (train.rollout_batch_size)
     gpu_memory_utilization: float = 0.3  # each colocated vLLM engine's share of the GPU
     servers: Mapping[str, str | None] = field(default_factory=dict)  # policy name -> URL
+    # the family's generation limit: with its prompt limit, the context a vLLM engine sizes for
+    max_new_tokens: int = 256
     # vLLM's own keywords beyond the settings' (bench_paper_scale: load_format "dummy", its
     # weights sent by the first sync, as a resumed run's are)
     llm_kwargs: Mapping[str, Any] = field(default_factory=dict)
@@ -211,6 +213,7 @@ class RolloutOptions:
             batch_size=s.rollout_batch_size,
             gpu_memory_utilization=s.vllm_gpu_memory_utilization,
             servers=s.servers,
+            max_new_tokens=s.max_new_tokens,
         )
 
 
@@ -248,9 +251,14 @@ def rollout_engine(
             is_main=int(os.environ.get("RANK", "0")) == 0,
         )
     gpu = 0 if part is None or part.gpu is None else part.gpu
-    physical = visible_gpus(count=torch.cuda.device_count())[gpu]
+    gpus = visible_gpus(count=torch.cuda.device_count())
+    physical = gpus[gpu] if gpus else ""  # no GPU: vLLM's CPU build
+    prompt_limit = fam.get("max_prompt_tokens")
     kwargs = dict(
         model=mrow["model"],
+        revision=mrow.get("revision"),  # the row's revision, not the hub's main
+        # the longest sequence a rollout makes, not the model's own context (262k for Qwen3.5)
+        max_model_len=None if prompt_limit is None else prompt_limit + options.max_new_tokens,
         dtype=fam["dtype"],
         gpu_memory_utilization=options.gpu_memory_utilization,
         worker_extension_cls=STAGED_WEIGHTS,

