@@ -57,6 +57,9 @@ def main(argv: list[str]) -> int:
         print(f"[bench] {name} ...", flush=True)
         try:
             got = mod.run()
+            if not got:  # nothing measured (vLLM absent, say): its earlier numbers stay
+                print(f"[bench] {name}: nothing measured", flush=True)
+                continue
             results.update(got)
             measured[name] = sorted(got)
         except Exception:
