@@ -258,4 +258,6 @@ def test_usage_docs_list_every_registered_task():
     text = (ROOT / "docs" / "usage.md").read_text()
     section = text.split("## Tasks and grading", 1)[1].split("\n## ", 1)[0]
     listed = re.findall(r"^- `([a-z_]+)`: \S", section, flags=re.M)
-    assert sorted(listed) == available_tasks(), "docs/usage.md's task list and agon.tasks.TASKS"
+    # the project's own tasks: other tests register tasks of theirs in this process
+    own = [n for n in available_tasks() if TASKS.get(n).__module__.startswith("agon.")]
+    assert sorted(listed) == sorted(own), "docs/usage.md's task list and agon.tasks.TASKS"
