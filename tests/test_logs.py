@@ -36,6 +36,7 @@ def test_the_known_lines_are_dropped_and_nothing_else():
     assert set(NOISE) == {"torchao", "torch.utils._pytree"}
 
 
+@pytest.mark.slow  # two imports of transformers' Trainer: 10-25 s
 @pytest.mark.skipif(
     importlib.util.find_spec("torchao") is None, reason="torchao (the bf16-sr extra) not installed"
 )
