@@ -144,7 +144,7 @@ def test_the_trainer_builds_from_the_placement(monkeypatch, gpus):
     fam = config["families"][0]
     settings = SimpleNamespace(
         master_dtype=None, backend="vllm", rollout_batch_size=8, vllm_gpu_memory_utilization=0.2,
-        servers={}, gradient_checkpointing=False,
+        servers={}, gradient_checkpointing=False, max_new_tokens=256,
     )  # fmt: skip
     shell.family_policies(config, fam, settings, None)
     where = pl.place("duel", "vllm", gpus)
