@@ -21,7 +21,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from agon.engines import SamplingParams, load_engine
+from agon.engines import SamplingParams, load_engine, staging
 from agon.engines import process as ep
 from agon.engines.base import PromptTooLongError
 from agon.engines.hf import HFEngine, load_model
@@ -507,12 +507,50 @@ def test_a_killed_trainer_leaves_no_engine_and_no_staged_file(sig):
         trainer.wait()
 
 
+# an engine process blocked in its cleanup (a slow engine close) when its parent dies
+IN_CLEANUP = """
+import os, signal, sys, time
+from agon.engines import process as ep
+ep._OWNED[:] = [sys.argv[1]]
+signal.signal(signal.SIGTERM, ep._on_sigterm)
+print("ready", flush=True)
+try:
+    time.sleep(60)  # serve's loop or its cleanup: wherever the signal lands
+finally:
+    time.sleep(60)  # a cleanup that never reaches the staged files itself
+"""
+
+
+def test_sigterm_removes_the_staged_files_before_it_exits(tmp_path):
+    """The parent-death signal may land inside ``serve``'s own cleanup, where the exit it
+    raises skips the rest of it: the handler removes the staged files first, and a second
+    SIGTERM is ignored (vLLM's shutdown runs to its end)."""
+    staged = tmp_path / "agon-engine-1-A.safetensors"
+    staged.write_bytes(b"x")
+    child = subprocess.Popen(
+        [sys.executable, "-c", IN_CLEANUP, str(staged)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        child.send_signal(signal.SIGTERM)
+        assert _wait_for(lambda: not staged.exists(), 10), "the staged weights remain"
+        child.send_signal(signal.SIGTERM)  # ignored: the cleanup's sleep goes on
+        with pytest.raises(subprocess.TimeoutExpired):
+            child.wait(timeout=1)
+    finally:
+        child.kill()
+        child.communicate()
+
+
 def test_stale_staged_files_of_dead_trainers_are_removed():
     """A trainer killed together with its engine (SIGKILL of the whole group) leaves its
     staged file; the next one to stage removes it, and never a live trainer's."""
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    folder = ep.staging_folders()[0]
+    folder = staging.staging_folders()[0]
     stale = [
         folder / f"agon-engine-{dead.pid}-A.safetensors",
         folder / f"agon-engine-{dead.pid}-B.tmp",
@@ -521,7 +559,7 @@ def test_stale_staged_files_of_dead_trainers_are_removed():
     for path in [*stale, live]:
         path.write_bytes(b"x")
     try:
-        removed = ep.remove_stale_staged()
+        removed = staging.remove_stale_staged()
         assert set(stale) <= set(removed) and not any(p.exists() for p in stale)
         assert live.exists() and live not in removed
     finally:
@@ -530,14 +568,14 @@ def test_stale_staged_files_of_dead_trainers_are_removed():
 
 
 def test_staging_falls_back_to_disk_when_shared_memory_is_too_small(caplog):
-    first, *rest = ep.staging_folders()
+    first, *rest = staging.staging_folders()
     if not rest:
         pytest.skip("no shared memory on this host: staging is on disk already")
-    assert ep.staging_path("A", nbytes=1).parent == first
+    assert staging.staging_path("A", nbytes=1).parent == first
     # a write holds the old file and the new one: twice the weights must fit
-    half = ep.free_bytes(first) // 2 + 1
-    with caplog.at_level(logging.WARNING, logger="agon.engines.process"):
-        path = ep.staging_path("A", nbytes=half)
+    half = staging.free_bytes(first) // 2 + 1
+    with caplog.at_level(logging.WARNING, logger="agon.engines.staging"):
+        path = staging.staging_path("A", nbytes=half)
     assert path.parent == rest[-1] and path.name == f"agon-engine-{os.getpid()}-A.safetensors"
     assert "under twice" in caplog.text and str(rest[-1]) in caplog.text
 
@@ -549,7 +587,7 @@ def test_staged_weights_carry_the_checkpoint_names(tmp_path, arch):
     which vLLM's loader of whichever architecture it built from that checkpoint takes."""
     path = build_tiny_model(arch, tmp_path / arch)
     model = load_model(path, dtype="float32", device="cpu")
-    staged = ep.stage_weights(model, tmp_path / "staged.safetensors", torch.float32)
+    staged = staging.stage_weights(model, tmp_path / "staged.safetensors", torch.float32)
     with safe_open(path / "model.safetensors", framework="pt") as f:
         checkpoint = set(f.keys())
     # every parameter, each under a name of the checkpoint (which also holds buffers, and a

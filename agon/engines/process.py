@@ -43,11 +43,9 @@ import importlib
 import logging
 import multiprocessing
 import os
-import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 import weakref
@@ -56,9 +54,14 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from agon.engines.base import Completion, Engine, Messages, SamplingParams
+from agon.engines.staging import (
+    owned_files,
+    remove_stale_staged,
+    stage_weights,
+    staging_path,
+    weights_bytes,
+)
 
 # what a launcher (torchrun, accelerate) tells its ranks: an engine process is no rank, and
 # vLLM reads some of these to decide how to start its own distributed state
@@ -67,13 +70,11 @@ LAUNCHER_VARIABLES = (
     "MASTER_ADDR", "MASTER_PORT",
 )  # fmt: skip
 LAUNCHER_PREFIXES = ("TORCHELASTIC_", "ACCELERATE_")
-SHARED_MEMORY = Path("/dev/shm")  # a tmpfs on Linux: the staged weights never touch a disk
 POLL_SECONDS = 1.0  # how often a trainer waiting for an answer checks that its engine lives
 CLOSE_SECONDS = 60.0  # how long a closing engine may take to shut down before it is killed
 KILL_SECONDS = 5.0  # how long the killed processes of an engine's group may take to die
 # the requests a trainer may make besides start and close: methods of the child's engine
 REQUESTS = ("generate", "load_staged", "score", "parameter_names", "sleep", "wake_up")
-STAGED_NAME = re.compile(r"agon-engine-(\d+)-.+\.(safetensors|tmp)")  # staging_path's names
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent thread exits
 log = logging.getLogger(__name__)
 
@@ -87,101 +88,6 @@ def engine_env(gpu: str, base: Mapping[str, str] | None = None) -> dict[str, str
             del env[key]
     env["CUDA_VISIBLE_DEVICES"] = str(gpu)
     return env
-
-
-def staging_folders() -> list[Path]:
-    """Where staged weights may be written, preferred first: shared memory when the host has
-    it, then the temporary folder."""
-    shm = [SHARED_MEMORY] if SHARED_MEMORY.is_dir() else []
-    return [*shm, Path(tempfile.gettempdir())]
-
-
-def staging_path(name: str, nbytes: int = 0) -> Path:
-    """Where this trainer process stages the weights (``nbytes``) of policy ``name``'s engine:
-    shared memory when it has room for two copies (a refresh writes the new file beside the
-    old one), else the temporary folder, with a warning (on disk: slower, same result)."""
-    first, *rest = staging_folders()
-    folder, free = first, free_bytes(first)
-    if rest and free < 2 * nbytes:
-        folder = rest[-1]
-        log.warning(
-            "%s has %.1f GB free, under twice the %.1f GB of policy %s's weights: staging them "
-            "in %s instead (on disk, slower); give the machine more shared memory to avoid it",
-            first, free / 1e9, nbytes / 1e9, name, folder,
-        )  # fmt: skip
-    return folder / f"agon-engine-{os.getpid()}-{name}.safetensors"
-
-
-def free_bytes(folder: Path) -> int:
-    """The bytes an unprivileged process may still write to ``folder``'s file system."""
-    st = os.statvfs(folder)
-    return st.f_bavail * st.f_frsize
-
-
-def owned_files(name: str, pid: int) -> list[Path]:
-    """Every file trainer process ``pid`` may stage policy ``name``'s weights in (each folder
-    of :func:`staging_folders`, the file and its ``.tmp`` while written): what the engine
-    process removes when it exits."""
-    files = []
-    for folder in staging_folders():
-        path = folder / f"agon-engine-{pid}-{name}.safetensors"
-        files += [path, path.with_suffix(".tmp")]
-    return files
-
-
-def remove_stale_staged() -> list[Path]:
-    """Remove the staged files of trainer processes that no longer run (killed together with
-    their engines, which would have removed them); the files removed."""
-    removed = []
-    for folder in staging_folders():
-        for path in folder.glob("agon-engine-*"):
-            match = STAGED_NAME.fullmatch(path.name)
-            if match and not psutil.pid_exists(int(match.group(1))):
-                with contextlib.suppress(OSError):  # another trainer removed it first
-                    path.unlink()
-                    removed.append(path)
-    return removed
-
-
-def checkpoint_state(model: Any, state: dict[str, Any]) -> dict[str, Any]:
-    """``state`` (``model``'s parameters by its own names) under the names of the checkpoint
-    the model was loaded from, as ``save_pretrained`` would write them: transformers renames a
-    checkpoint's weights on loading (Qwen3.5's ``model.language_model.*`` are a
-    ``Qwen3_5ForCausalLM``'s ``model.*``), and vLLM loads that checkpoint's names."""
-    # lazy: transformers (its model-loading module imports torch): off agon.engines' import,
-    # which agon plan reads its placement from
-    from transformers import PreTrainedModel
-    from transformers.core_model_loading import revert_weight_conversion
-
-    model = getattr(model, "module", model)  # under DDP, the model inside
-    if not isinstance(model, PreTrainedModel):
-        return state
-    return revert_weight_conversion(model, state)
-
-
-def stage_weights(model: Any, path: Path, dtype: Any) -> list[str]:
-    """Write ``model``'s parameters in ``dtype`` to ``path`` (atomically), under its
-    checkpoint's names (:func:`checkpoint_state`); the names written. Under FSDP2 every rank
-    takes part in gathering each full parameter; each rank stages its own engine's copy."""
-    # lazy: safetensors (its torch half imports torch): off agon.engines' import, which agon
-    # plan reads its placement from
-    from safetensors.torch import save_file
-
-    state = {}
-    for name, p in model.named_parameters():
-        full = p.full_tensor() if hasattr(p, "full_tensor") else p.data
-        state[name.removeprefix("module.")] = full.detach().to("cpu", dtype).contiguous()
-    state = checkpoint_state(model, state)
-    tmp = path.with_suffix(".tmp")
-    save_file(state, str(tmp))
-    os.replace(tmp, path)
-    return sorted(state)
-
-
-def weights_bytes(model: Any, dtype: Any) -> int:
-    """The bytes of ``model``'s parameters (in full, under FSDP2) in ``dtype`` (None: their
-    own)."""
-    return sum(p.numel() * (dtype or p.dtype).itemsize for p in model.parameters())
 
 
 class EngineProcess(Engine):
@@ -347,10 +253,21 @@ def build(factory: str, kwargs: dict) -> Any:
     return getattr(importlib.import_module(module), attr)(**kwargs)
 
 
+_OWNED: list[str] = []  # the staged files this engine process removes when it exits
+
+
+def remove_owned() -> None:
+    """Remove the staged files the trainer named (idempotent: the SIGTERM handler and
+    ``serve``'s cleanup may both run it, one interrupting the other)."""
+    for path in list(_OWNED):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
 def serve(conn: Connection) -> None:
     """The child's loop: build the engine, answer requests until ``close`` or the trainer is
-    gone; on any exit, close the engine and remove the staged files the trainer named."""
-    engine, owned = None, []
+    gone; on any exit, remove the staged files the trainer named and close the engine."""
+    engine = None
     try:
         while True:
             try:
@@ -360,6 +277,7 @@ def serve(conn: Connection) -> None:
             try:
                 if op == "start":
                     factory, kwargs, owned = args
+                    _OWNED[:] = [str(path) for path in owned]
                     engine, value = build(factory, kwargs), None
                 elif op == "close":
                     conn.send((True, None))
@@ -372,19 +290,28 @@ def serve(conn: Connection) -> None:
             except Exception:  # the trainer re-raises it with the child's traceback
                 conn.send((False, traceback.format_exc()))
     finally:
-        for path in owned:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+        remove_owned()
         if engine is not None:
             engine.close()
 
 
+def _on_sigterm(*_: Any) -> None:
+    """Remove the staged files first, then exit: the signal may land inside ``serve``'s own
+    cleanup (the trainer's death closes the pipe and sends it at once), and the exit it
+    raises there would skip the rest of that cleanup. A second SIGTERM is ignored, so that it
+    cannot cut vLLM's own shutdown short either."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    remove_owned()
+    sys.exit(128 + signal.SIGTERM)
+
+
 def die_with(parent: int) -> None:
     """Have this process get SIGTERM when its parent (pid ``parent``) dies, and exit cleanly
-    on it (``serve``'s cleanup runs). Linux's parent-death signal, which follows the thread
-    that started the process: the trainer starts its engines from its main thread. Elsewhere
-    the closed pipe ends ``serve`` once it waits for the next request."""
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    on it (the staged files removed, ``serve``'s cleanup run). Linux's parent-death signal,
+    which follows the thread that started the process: the trainer starts its engines from
+    its main thread. Elsewhere the closed pipe ends ``serve`` once it waits for the next
+    request."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
