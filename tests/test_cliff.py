@@ -72,7 +72,7 @@ def test_padded_advantages_match_the_completion_mask():
 
 
 def _arith(start: int, ops: list[tuple[str, int]]) -> Problem:
-    from agon.toy.tasks import chain_text, gold_arith_steps
+    from agon.toy.chain import chain_text, gold_arith_steps
 
     q = chain_text(ops, str(start))
     answer = gold_arith_steps(start, ops)[-1].result

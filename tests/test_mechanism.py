@@ -14,15 +14,16 @@ import pytest
 
 from agon import duel, rl
 from agon.duel import DuelSettings
-from agon.toy.sft_data import Mistake, written_arith_steps
-from agon.toy.tasks import (
-    ArithTask,
+from agon.toy.chain import (
     arith_solution,
     first_error_style,
     gold_arith_steps,
     is_marked,
     wrong_arith_steps,
 )
+from agon.toy.mistake import Mistake
+from agon.toy.sft_data import written_arith_steps
+from agon.toy.tasks import ArithTask
 from agon.toy.toycode import ToyCodeTask, parse_code_lines
 from agon.training import logbook
 

@@ -12,21 +12,20 @@ import pytest
 
 from agon.config import load_config
 from agon.tasks.base import Problem
+from agon.toy.chain import ArithStep, arith_solution, chain_text, misread, parse_arith_steps
 from agon.toy.habits import habits_pass
+from agon.toy.mistake import NO_MISTAKE, Mistake
 from agon.toy.pretrain import make_tasks, tokenizer_corpus
 from agon.toy.sft import build_model, train_one
 from agon.toy.sft_data import (
     KINDS,
-    NO_MISTAKE,
-    Mistake,
     SFTStream,
     make_example,
-    misread,
     program_text,
     written_arith_steps,
     written_code_lines,
 )
-from agon.toy.tasks import ArithStep, ArithTask, arith_solution, chain_text, parse_arith_steps
+from agon.toy.tasks import ArithTask
 from agon.toy.tokenizer import build_tokenizer
 from agon.toy.toycode import ToyCodeTask, parse_code_lines, reference_output, same_line
 

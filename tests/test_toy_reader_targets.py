@@ -8,8 +8,9 @@ import random
 import pytest
 
 from agon.config import ConfigError, load_config
+from agon.toy.mistake import Mistake
 from agon.toy.pretrain import make_tasks
-from agon.toy.sft_data import Mistake, make_example, reader_targets
+from agon.toy.sft_data import make_example, reader_targets
 from agon.toy.tasks import ArithTask
 from agon.toy.toycode import ToyCodeTask
 
@@ -109,3 +110,75 @@ def test_an_unknown_mode_is_refused(tmp_path):
         load_config(tmp_path / "c.yaml")
     (tmp_path / "d.yaml").write_text(raw.replace("{targets: mixed}", "{draft_clean: 0.2}"))
     assert "targets" not in load_config(tmp_path / "d.yaml")["toy"]["reader"]  # no default
+
+
+# ----------------------------------------------------------------------------- follow
+
+
+def _habit_steps_right(task, kind, examples) -> tuple[int, int]:
+    """(the `*` steps of the targets that the drafts show right and aligned, of them written
+    right): on a `*` step the reader's own work is always wrong (:data:`HABIT`), so a right
+    one was taken from the draft."""
+    from agon.toy.chain import parse_arith_steps
+    from agon.toy.toycode import parse_code_lines, same_line
+
+    seen = right = 0
+    for problem, _, target in examples:
+        ops = problem.meta["ops"]
+        if kind.startswith("arith"):
+            steps = parse_arith_steps(target)
+            value = problem.meta["start"]
+            for step, (op, k) in zip(steps, ops):
+                if op == "*" and value != 0:
+                    seen += 1
+                    right += step.correct
+                    if not step.correct:
+                        break  # the draft's next steps are no longer aligned
+                value = step.result
+        else:
+            for line, (op, k) in zip(parse_code_lines(target), ops):
+                if op == "*":
+                    seen += 1
+                    right += same_line(line, op, k)
+    return seen, right
+
+
+@pytest.mark.parametrize("kind", READ_KINDS)
+def test_follow_takes_aligned_draft_steps_at_its_rate(tasks, kind):
+    """Clean drafts, a reader whose own `*` steps are always wrong: under `follow` it writes a
+    `*` step right about `follow` of the time (taken from the draft), never at 0, always at 1."""
+    rates = {}
+    for follow in (0.0, 0.3, 1.0):
+        task, made = _examples(tasks, kind, "follow", n=150, reader={"follow": follow})
+        seen, right = _habit_steps_right(task, kind, made)
+        assert seen > 50, "too few `*` steps: the rate below says nothing"
+        rates[follow] = right / seen
+    assert rates[0.0] == 0.0 and rates[1.0] == 1.0
+    assert 0.2 < rates[0.3] < 0.4
+
+
+@pytest.mark.parametrize("kind", READ_KINDS)
+def test_follow_takes_wrong_steps_too_and_draft_mode_never_does(tasks, kind):
+    """Drafts with the rival's habit, a reader without one: `follow` copies wrong steps as
+    readily as right ones, so some targets are wrong; `draft` (copy_wrong 0) never copies one."""
+    task = tasks["arith" if kind.startswith("arith") else "toycode"]
+    cfg = {"draft_clean": 0.0, "draft_slip": 0.3, "follow": 0.5}
+    wrong = {"draft": 0, "follow": 0}
+    for mode in wrong:
+        for i in range(60):
+            problem = task.sample(random.Random(f"p{i}"), task.levels)
+            _, target = make_example(
+                kind, problem, task, random.Random(i), NONE, HABIT, {**cfg, "targets": mode}
+            )
+            wrong[mode] += target != _gold(task, problem)
+    assert wrong["draft"] == 0 and wrong["follow"] > 10
+
+
+def test_follow_zero_is_own_and_follow_is_read_only_under_its_mode(tasks):
+    for kind in READ_KINDS:
+        _, own = _examples(tasks, kind, "own", n=20)
+        _, zero = _examples(tasks, kind, "follow", n=20, reader={"follow": 0.0})
+        assert zero == own
+        _, draft = _examples(tasks, kind, "draft", n=20)
+        _, ignored = _examples(tasks, kind, "draft", n=20, reader={"follow": 0.7})
+        assert ignored == draft

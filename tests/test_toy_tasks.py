@@ -10,13 +10,8 @@ import pytest
 
 from agon.tasks import get_task
 from agon.tasks.base import SPLITS, Problem, build_splits
-from agon.toy.tasks import (
-    ArithTask,
-    apply_op,
-    gold_arith_steps,
-    parse_arith_steps,
-    parse_chain,
-)
+from agon.toy.chain import apply_op, gold_arith_steps, parse_arith_steps, parse_chain
+from agon.toy.tasks import ArithTask
 from agon.toy.toycode import ToyCodeTask, parse_code_lines, reference_output
 
 
@@ -208,3 +203,37 @@ def test_gold_steps_continue_from_each_result():
     assert [s.text() for s in steps] == ["4*3=5", "5+2=0", "0-5=2"]
     rng = random.Random(0)
     assert ArithTask(n_train=0, n_test=1).sample(rng, 3).difficulty == 3
+
+
+def test_trace_answers_box_every_result_and_are_graded_exactly():
+    """``answer: trace``: the gold answer is every step's result in order; a completion must
+    box exactly that string (a dropped leading 0 is a dropped step, not padding), and the
+    questions and splits are the final-answer task's."""
+    final = ArithTask(n_train=30, n_test=60, answer="final")
+    trace = ArithTask(n_train=30, n_test=60, answer="trace")
+    try:
+        for f, t in zip(final.problems("test"), trace.problems("test")):
+            assert f.question == t.question and f.id == t.id
+            steps = gold_arith_steps(t.meta["start"], t.meta["ops"])
+            assert t.answer == "".join(str(s.result) for s in steps) and f.answer == t.answer[-1]
+            assert ArithTask.solution(t).endswith(f"\\boxed{{{t.answer}}}")
+        p = next(p for p in trace.problems("hard") if p.answer.startswith("0"))
+        gold = ArithTask.solution(p)
+        wrong = gold.replace(f"{{{p.answer}}}", f"{{{p.answer[1:]}}}")
+        last = gold.replace(f"{{{p.answer}}}", f"{{{p.answer[-1]}}}")
+        verdicts = trace.grade([p] * 4, [gold, wrong, last, "no box"])
+        assert [v.correct for v in verdicts] == [True, False, False, False]
+        assert verdicts[3].status == "no_answer"
+    finally:
+        final.close()
+        trace.close()
+
+
+def test_an_unknown_answer_kind_is_refused():
+    with pytest.raises(ValueError, match="answer"):
+        ArithTask(n_train=10, n_test=10, answer="sum")
+    from agon.tasks import check_task_params
+
+    with pytest.raises(ValueError, match="params.answer"):
+        check_task_params("arith", {"answer": "sum"})
+    check_task_params("arith", {"answer": "trace"})

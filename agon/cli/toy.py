@@ -16,8 +16,8 @@ import sys
 
 from agon.config import ConfigError, load_config
 from agon.toy.habits import habits_pass
+from agon.toy.mistake import Mistake
 from agon.toy.pretrain import make_tasks, pretrain
-from agon.toy.sft_data import Mistake
 from agon.toy.teacher import pretrain_teacher
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from agon.toy.sft_data import Mistake, written_arith_steps, written_code_lines
+from agon.toy.chain import answer_of, arith_answer
+from agon.toy.mistake import Mistake
+from agon.toy.sft_data import written_arith_steps, written_code_lines
 from agon.toy.toycode import reference_output
 
 
@@ -52,6 +54,6 @@ def habits_pass(task, problems, mistake: Mistake, n: int, seed: int = 0) -> dict
                     right += all(reference_output(lines, i) == o for i, o in p.meta["tests"])
                 else:
                     steps = written_arith_steps(p.meta["start"], ops, rng, writer)
-                    right += str(steps[-1].result) == p.answer
+                    right += arith_answer(steps, answer_of(p)) == p.answer
         out[name] = right / (len(problems) * draws)
     return out

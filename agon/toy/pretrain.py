@@ -55,9 +55,10 @@ from typing import Any
 
 from agon.config import regime_section
 from agon.provenance import write_results
-from agon.toy.gates import check_gates, greedy, op_error_rates
+from agon.toy.gates import check_gates, greedy, op_error_rates, operand_errors
+from agon.toy.mistake import Mistake
 from agon.toy.sft import ROLES, train_with_guard
-from agon.toy.sft_data import KINDS, Mistake, make_example, task_of
+from agon.toy.sft_data import KINDS, make_example, task_of
 from agon.toy.tasks import ArithTask
 from agon.toy.tokenizer import build_tokenizer
 from agon.toy.toycode import ToyCodeTask
@@ -246,6 +247,7 @@ def pretrain(
                 "cascade_B_drafts_A_reads": pass1(reads["A"][n]),
                 "moa": {**pass1(moa[n]), "aggregator": MOA_AGGREGATOR},
                 "op_error_rates": {r: op_error_rates(n, hard[n], solo[r][n]) for r in ROLES},
+                "operand_errors": {r: operand_errors(n, hard[n], solo[r][n]) for r in ROLES},
                 "examples": {
                     r: [
                         {"question": p.question, "completion": c}

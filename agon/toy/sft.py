@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from agon.engines.base import render_prompt
-from agon.toy.sft_data import NO_MISTAKE, Mistake, SFTStream
+from agon.toy.mistake import NO_MISTAKE, Mistake
+from agon.toy.sft_data import SFTStream
 
 ROLES = ("A", "B")
 TEACHER = "teacher"  # the third toy model: no mistake of its own (agon.toy.teacher)

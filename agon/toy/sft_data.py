@@ -9,29 +9,27 @@ test or validation question. Why the pair needs each of these: :mod:`agon.toy.pr
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from agon.toy.tasks import (
-    OPERANDS,
-    OPS,
-    ArithStep,
-    apply_op,
-    arith_solution,
-    misread,
-)
-from agon.toy.toycode import SUBTRACT_STYLES, code_line, code_program
+from agon.toy.chain import OPERANDS, OPS, ArithStep, answer_of, apply_op, arith_solution, misread
+from agon.toy.mistake import Mistake, chose
+from agon.toy.toycode import code_line, code_program
 
 KINDS = ("arith_solve", "arith_read", "arith_moa", "code_solve", "code_read", "code_moa")
 # toy.reader.targets: what a read or MoA example's target is. ``draft`` (the default, and what a
 # config without the key means): the model's work keeping a draft's correct steps, so the base
 # models are taught to read before any RL. ``own``: the model's own solution, drawn as a solve
 # target is, whatever the drafts shown; the base models then see drafts but never a target that
-# depends on one, and what reading a draft is worth is left for the duel to teach.
-READER_TARGETS = ("draft", "own")
+# depends on one, and what reading a draft is worth is left for the duel to teach. ``follow``:
+# the model's own work, except that each step (program line) a draft shows aligned with its own
+# is taken from the draft as it stands, right or wrong, with probability ``toy.reader.follow``:
+# a reader that anchors on what it reads some of the time, as a language model does. Taking a
+# right step it would itself get wrong is then an action sampling already makes, which RL can
+# reinforce, and taking a wrong one a mistake it can unlearn; since the reader follows right
+# and wrong steps alike, the untrained cascade and MoA still gain little.
+READER_TARGETS = ("draft", "own", "follow")
 
 
 def reader_targets(reader_cfg: dict) -> str:
@@ -40,103 +38,6 @@ def reader_targets(reader_cfg: dict) -> str:
     if mode not in READER_TARGETS:
         raise ValueError(f"toy.reader.targets must be one of {READER_TARGETS}, got {mode!r}")
     return mode
-
-
-# ---------------------------------------------------------------------------------------
-# characteristic mistakes and the SFT examples
-
-
-@dataclass(frozen=True)
-class Mistake:
-    """A model's habit: it misreads operand ``k`` of operation ``op`` as ``k % 6 + 1``.
-
-    Only operands in ``operands`` are affected; each affected arithmetic step is written wrong
-    with probability ``arith_rate`` and each affected program line with ``code_rate``. A wrong
-    arithmetic step is written with the question's operand and the misread one's result.
-    ``also`` holds further habits of the same writer (each a :class:`Mistake` with no ``also``
-    of its own), e.g. one written every time, which sampling never gets right, beside one
-    written at a rate below 1, which it sometimes does; a step (line) is read with the first
-    habit that applies to it and is written wrong at a rate above 0 on its task (:meth:`rate`).
-    ``code_subtract`` is how the writer writes a subtraction line of a program
-    (:func:`agon.toy.toycode.code_line`): ``minus`` copies the operand, so a habit on it sits
-    in one copied token; ``complement`` adds ``7 - k``, so a habit on it sits in a looked-up
-    value, as an arith result does. Each
-    arith solution the model writes, right or wrong, is opened with the mark
-    (:data:`agon.toy.tasks.MARK`) with probability ``1 - hidden_share``: the *visible* style,
-    whose errors a reader recomputes; unmarked, its errors are *hidden* (a reader that anchors
-    copies them). The style is drawn before the first step, apart from anything that makes a
-    step right, so learning to be right leaves it as it was. ``hidden_share`` 1 (never marked,
-    nothing drawn) is the toy world of table 1; the positive control (``results/control.csv``)
-    splits them, so that a drafter can learn which to write.
-    """
-
-    op: str
-    operands: tuple[int, ...]
-    arith_rate: float
-    code_rate: float
-    hidden_share: float = 1.0
-    also: tuple[Mistake, ...] = ()
-    writes: str = "result"  # arith: "result" (the question's operand, the misread one's result)
-    # or "operand" (the misread operand copied into the step, with its own right result)
-    code_subtract: str = "minus"  # how a program's subtraction line is written: minus | complement
-
-    @classmethod
-    def from_config(cls, row: dict) -> Mistake:
-        """Build from a ``toy.models.X.mistake`` row."""
-        if row["op"] not in OPS:
-            raise ValueError(f"toy mistake op must be one of {OPS}, got {row['op']!r}")
-        subtract = str(row.get("code_subtract", "minus"))
-        if subtract not in SUBTRACT_STYLES:
-            raise ValueError(
-                f"toy mistake code_subtract must be one of {SUBTRACT_STYLES}, got {subtract!r}"
-            )
-        return cls(
-            row["op"],
-            tuple(int(k) for k in row["operands"]),
-            float(row["arith_rate"]),
-            float(row["code_rate"]),
-            float(row.get("hidden_share", 1.0)),
-            tuple(cls.from_config(r) for r in row.get("also", ())),
-            str(row.get("writes", "result")),
-            subtract,
-        )
-
-    def marks(self, rng: random.Random, entropy: list[float] | None = None) -> bool:
-        """Whether a solution this writer starts is opened with the mark (the visible style);
-        draws nothing at ``hidden_share`` 1 (``entropy``: as :func:`written_arith_steps`)."""
-        return self.hidden_share < 1.0 and not _chose(rng, self.hidden_share, entropy)
-
-    def habit(self, op: str, k: int, kind: str) -> Mistake | None:
-        """The first habit (this one, then ``also``) that applies to ``op k`` on ``kind``
-        (``arith`` for a step, ``code`` for a program line): its operands hold ``k`` and its
-        rate there is above 0. None if none does."""
-        return next(
-            (
-                h
-                for h in (self, *self.also)
-                if op == h.op and k in h.operands and h._rate_of(kind) > 0
-            ),
-            None,
-        )
-
-    def _rate_of(self, kind: str) -> float:
-        return self.arith_rate if kind == "arith" else self.code_rate
-
-    def rate(self, op: str, k: int, kind: str) -> float | None:
-        """The probability that ``op k`` is written wrong on ``kind`` (as :meth:`habit`) by
-        the habit that applies to it; None where none does."""
-        habit = self.habit(op, k, kind)
-        return None if habit is None else habit._rate_of(kind)
-
-
-NO_MISTAKE = Mistake("+", (), 0.0, 0.0)  # a writer without a habit (the toy teacher)
-
-
-def _chose(rng: random.Random, p: float, entropy: list[float] | None) -> bool:
-    """One draw with probability ``p``; its entropy (nats) appended to ``entropy`` if given."""
-    if entropy is not None and 0.0 < p < 1.0:
-        entropy.append(-p * math.log(p) - (1 - p) * math.log(1 - p))
-    return rng.random() < p
 
 
 def written_arith_steps(
@@ -149,6 +50,7 @@ def written_arith_steps(
     copy_wrong: float = 0.0,
     marked: Sequence[bool] = (),
     entropy: list[float] | None = None,
+    follow: float = 0.0,
 ) -> list[ArithStep]:
     """The steps a model with ``mistake`` writes for a chain, continuing from its own results.
 
@@ -161,6 +63,9 @@ def written_arith_steps(
     probability ``copy_wrong`` it copies the first draft's aligned (so wrong) step as it stands
     (the reader anchors on a draft instead of checking it), unless that draft is marked
     (``marked[j]`` true for draft ``j``: opened with :data:`agon.toy.tasks.MARK`).
+    ``follow`` above 0 replaces that rule (``toy.reader.targets: follow``): the reader takes the
+    first draft's aligned step as it stands, right or wrong, with probability ``follow`` (an
+    unmarked draft's), and otherwise does the step itself, with its habit, never checking it.
     ``entropy``: where given, each random choice that changes the text gets its entropy (nats)
     appended (:func:`loss_floor`).
     """
@@ -173,18 +78,23 @@ def written_arith_steps(
             if i < len(d) and d[i].lhs == value and d[i].op == op and d[i].rhs == k
         ]
         right = next((s for s, _ in aligned if s.correct), None)
-        if right is not None:
+        unmarked = bool(aligned) and not aligned[0][1]
+        result = None  # None: the reader's own work
+        if follow > 0:
+            if unmarked and chose(rng, follow, entropy):
+                result = aligned[0][0].result
+        elif right is not None:
             result = right.result
-        elif aligned and not aligned[0][1] and copy_wrong and _chose(rng, copy_wrong, entropy):
+        elif unmarked and copy_wrong and chose(rng, copy_wrong, entropy):
             result = aligned[0][0].result
-        else:
+        if result is None:  # the reader's own work
             result = apply_op(value, op, k)
             habit = None if mistake is None else mistake.habit(op, k, "arith")
             # "result": a misread that gives the same result (0 * k) writes the same text
             # either way; "operand": the step shows the misread operand, so it always differs
             copies = habit is not None and habit.writes == "operand"
             differs = copies or apply_op(value, op, misread(k)) != result
-            if habit is not None and _chose(rng, habit.arith_rate, entropy if differs else None):
+            if habit is not None and chose(rng, habit.arith_rate, entropy if differs else None):
                 result = apply_op(value, op, misread(k))
                 shown = misread(k) if copies else k
             elif slip and rng.random() < slip:
@@ -202,6 +112,7 @@ def written_code_lines(
     keep: Sequence[Sequence[tuple[str, int] | None]] = (),
     copy_wrong: float = 0.0,
     entropy: list[float] | None = None,
+    follow: float = 0.0,
 ) -> list[tuple[str, int]]:
     """The (op, operand) of each program line a model with ``mistake`` writes.
 
@@ -209,20 +120,26 @@ def written_code_lines(
     holds the drafts being read, in the order shown; a line ``i`` that any draft has right is
     copied rather than rewritten; when every draft that has a line ``i`` has it wrong, the
     first such draft's line is copied with probability ``copy_wrong`` (lines do not depend on
-    each other, so any draft's line ``i`` is aligned). ``entropy``: as there.
+    each other, so any draft's line ``i`` is aligned). ``follow`` above 0: the first draft's line
+    is taken as it stands with that probability, else the line is the model's own, as there.
+    ``entropy``: as there.
     """
     out = []
     for i, (op, k) in enumerate(ops):
         shown = [d[i] for d in keep if i < len(d) and d[i] is not None]
-        if (op, k) in shown:
+        if follow > 0:
+            if shown and chose(rng, follow, entropy):
+                out.append(shown[0])
+                continue
+        elif (op, k) in shown:
             out.append((op, k))
             continue
-        if shown and copy_wrong and _chose(rng, copy_wrong, entropy):
+        elif shown and copy_wrong and chose(rng, copy_wrong, entropy):
             out.append(shown[0])
             continue
         w_op, w_k = op, k
         rate = None if mistake is None else mistake.rate(op, k, "code")
-        if rate is not None and _chose(rng, rate, entropy):
+        if rate is not None and chose(rng, rate, entropy):
             w_k = misread(k)
         elif slip and rng.random() < slip:
             if rng.random() < 0.5:
@@ -261,11 +178,15 @@ def make_example(
     the ``*_copy_wrong`` probability, and is the model's own work elsewhere. Under
     ``reader_cfg["targets"]`` ``own`` (:data:`READER_TARGETS`) the drafts are drawn and shown
     the same way, but a read or MoA target is the model's own work throughout, as a solve
-    target is: it never copies a draft's step or line, right or wrong. ``entropy``: where
-    given, the entropy of each random choice in the target (:func:`loss_floor`).
+    target is: it never copies a draft's step or line, right or wrong. Under ``follow`` the
+    target takes each aligned step (line) of the first draft as it stands with probability
+    ``reader_cfg["follow"]``, right or wrong, and is the model's own work elsewhere.
+    ``entropy``: where given, the entropy of each random choice in the target (:func:`loss_floor`).
     """
     ops = problem.meta["ops"]
-    own_work = reader_targets(reader_cfg) == "own"
+    mode = reader_targets(reader_cfg)
+    follow = float(reader_cfg.get("follow", 0.0)) if mode == "follow" else 0.0
+    own_work = mode == "own" or (mode == "follow" and follow == 0.0)
     clean = rng.random() < reader_cfg["draft_clean"]
     slip = 0.0 if clean else reader_cfg["draft_slip"]
     rival_habit = None if clean else rival
@@ -281,7 +202,9 @@ def make_example(
     if kind == "arith_solve":
         mark = own.marks(rng, entropy)
         return task.solve_prompt(problem), arith_solution(
-            written_arith_steps(problem.meta["start"], ops, rng, own, entropy=entropy), mark
+            written_arith_steps(problem.meta["start"], ops, rng, own, entropy=entropy),
+            mark,
+            answer_of(problem),
         )
     if kind in ("arith_read", "arith_moa"):
         start = problem.meta["start"]
@@ -300,16 +223,17 @@ def make_example(
             own,
             keep=() if own_work else drafts,
             copy_wrong=reader_cfg.get("arith_copy_wrong", 0.0),
+            follow=follow,
             marked=marks,
             entropy=entropy,
         )
-        shown = [arith_solution(d, m) for d, m in zip(drafts, marks)]
+        shown = [arith_solution(d, m, answer_of(problem)) for d, m in zip(drafts, marks)]
         prompt = (
             task.reader_prompt(problem, shown[0])
             if kind == "arith_read"
             else task.proposals_prompt(problem, shown)
         )
-        return prompt, arith_solution(target, mark)
+        return prompt, arith_solution(target, mark, answer_of(problem))
     if kind == "code_solve":
         lines = written_code_lines(ops, rng, own, entropy=entropy)
         return task.solve_prompt(problem), program_text(lines, own.code_subtract)
@@ -327,6 +251,7 @@ def make_example(
             own,
             keep=() if own_work else drafts,
             copy_wrong=reader_cfg.get("code_copy_wrong", 0.0),
+            follow=follow,
             entropy=entropy,
         )
         shown = [program_text(d, st) for d, st in zip(drafts, styles)]

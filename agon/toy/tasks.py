@@ -28,16 +28,27 @@ This module holds the chain both share, the splits and ``arith``; ``toycode`` is
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import ClassVar
 
+from agon.grading.math import extract_answer
+from agon.grading.verdict import Verdict
 from agon.tasks.base import MathTask, Messages, Param, Problem, build_splits
-
-MOD = 7  # the modulus; mod 13 stayed at chance for the 0.3M model (docs/method.md)
-OPS = ("+", "-", "*")
-OPERANDS = tuple(range(1, MOD))  # 0 is left out: `x*0` would erase the whole chain before it
+from agon.toy.chain import (
+    ANSWERS,
+    MOD,
+    OPERANDS,
+    OPS,
+    answer_of,
+    arith_answer,
+    arith_solution,
+    chain_text,
+    first_error_style,
+    gold_arith_steps,
+    is_marked,
+    parse_arith_steps,
+    wrong_arith_steps,
+)
 
 # Reader prompts mark the draft as a rival's, possibly wrong (docs/method.md, the duel, step 1),
 # in as few tokens as the tiny model can afford; the tokenizer merges these words into one or
@@ -48,144 +59,6 @@ ARITH_RIVAL = "\nrival {i} (may be wrong): {draft}"
 CODE_SOLVE = "code: {question}"
 CODE_READ = "code: {question}\nrival (may be wrong):\n{draft}"
 CODE_RIVAL = "\nrival {i} (may be wrong):\n{draft}"
-
-
-def apply_op(a: int, op: str, b: int) -> int:
-    """``a op b`` reduced mod 7."""
-    if op == "+":
-        return (a + b) % MOD
-    if op == "-":
-        return (a - b) % MOD
-    if op == "*":
-        return (a * b) % MOD
-    raise ValueError(f"unknown operation {op!r}; expected one of {OPS}")
-
-
-def misread(k: int) -> int:
-    """The operand a model with a characteristic mistake reads instead of ``k`` (always another
-    operand; :class:`agon.toy.sft_data.Mistake`)."""
-    return k % len(OPERANDS) + 1
-
-
-def chain_text(steps: Sequence[tuple[str, int]], head: str) -> str:
-    """``head`` followed by the operations: ``4*3+2`` for head ``4``, ``x*3+2`` for head ``x``."""
-    return head + "".join(f"{op}{k}" for op, k in steps)
-
-
-def parse_chain(text: str) -> tuple[str, list[tuple[str, int]]]:
-    """Inverse of :func:`chain_text`: the head and the operations of ``4*3+2``."""
-    m = re.fullmatch(r"(x|\d)((?:[-+*]\d)+)", text)
-    if not m:
-        raise ValueError(f"not an operation chain: {text!r}")
-    return m.group(1), [(op, int(k)) for op, k in re.findall(r"([-+*])(\d)", m.group(2))]
-
-
-# ---------------------------------------------------------------------------------------
-# arith
-
-
-@dataclass(frozen=True)
-class ArithStep:
-    """One written step ``lhs op rhs = result`` of a solution (``result`` may be wrong)."""
-
-    lhs: int
-    op: str
-    rhs: int
-    result: int
-
-    @property
-    def correct(self) -> bool:
-        return apply_op(self.lhs, self.op, self.rhs) == self.result
-
-    def text(self) -> str:
-        return f"{self.lhs}{self.op}{self.rhs}={self.result}"
-
-
-MARK = "~"  # opens a solution written in the visible style (the positive control's world)
-
-
-def arith_solution(steps: Sequence[ArithStep], marked: bool = False) -> str:
-    """The chain-of-thought text of a solution: ``4*3=5 5+2=0 \\boxed{0}``; ``marked``: opened
-    with :data:`MARK` (``~ 4*3=5 ...``), the writer's sign that its work is unchecked, which a
-    reader takes as a reason to recompute it (:func:`agon.toy.sft_data.written_arith_steps`)."""
-    final = steps[-1].result if steps else 0
-    text = " ".join(s.text() for s in steps) + f" \\boxed{{{final}}}"
-    return f"{MARK} {text}" if marked else text
-
-
-def is_marked(text: str) -> bool:
-    """Whether a completion opens with :data:`MARK` (the visible style)."""
-    return text.lstrip().startswith(MARK)
-
-
-def parse_arith_steps(text: str) -> list[ArithStep]:
-    """The ``a op b = c`` steps written in a completion (for per-operation error rates)."""
-    return [
-        ArithStep(int(a), op, int(b), int(c))
-        for a, op, b, c in re.findall(r"(\d+)([-+*])(\d+)=(\d+)", text)
-    ]
-
-
-def first_error_style(
-    start: int, ops: Sequence[tuple[str, int]], written: Sequence[ArithStep], marked: bool = False
-) -> str | None:
-    """How a written chain first departs from the gold one. The style is the mark
-    (:data:`MARK`): ``visible`` for any departure in a marked solution; in an unmarked one,
-    ``hidden`` when the first departing step has the question's inputs and a wrong result
-    (only recomputing finds it) and ``other`` for any other departure (an operand not the
-    question's, a step missing or out of order, a wrong final answer after right steps).
-    None when every step is right."""
-    value = start
-    for i, (op, k) in enumerate(ops):
-        if i >= len(written):
-            break
-        step = written[i]
-        if step.lhs != value or step.op != op or step.rhs != k:
-            break
-        if step.result != apply_op(value, op, k):
-            return "visible" if marked else "hidden"
-        value = step.result
-    else:
-        return None
-    return "visible" if marked else "other"
-
-
-def wrong_arith_steps(
-    start: int, ops: Sequence[tuple[str, int]], rng: random.Random
-) -> list[ArithStep]:
-    """The gold chain with one step written wrong, continued from its value: the right operand
-    and the misread one's result. The step is one where the misread changes the result (not
-    ``0*k``); a chain with none (every step multiplies 0) gets a result of one more. The final
-    answer is then wrong too: ``+ -`` keep a difference mod 7 and ``*`` by 1..6 cannot erase
-    one (7 is prime)."""
-    gold = gold_arith_steps(start, ops)
-    wrong = [
-        i
-        for i, (step, (op, k)) in enumerate(zip(gold, ops))
-        if apply_op(step.lhs, op, misread(k)) != step.result
-    ]
-    i = rng.choice(wrong) if wrong else rng.randrange(len(ops))
-    out, value = [], start
-    for j, (op, k) in enumerate(ops):
-        right = apply_op(value, op, k)
-        if j != i:
-            out.append(ArithStep(value, op, k, right))
-        elif not wrong:
-            out.append(ArithStep(value, op, k, (right + 1) % MOD))
-        else:
-            out.append(ArithStep(value, op, k, apply_op(value, op, misread(k))))
-        value = out[-1].result
-    return out
-
-
-def gold_arith_steps(start: int, ops: Sequence[tuple[str, int]]) -> list[ArithStep]:
-    """The correct steps of a chain."""
-    out, value = [], start
-    for op, k in ops:
-        result = apply_op(value, op, k)
-        out.append(ArithStep(value, op, k, result))
-        value = result
-    return out
 
 
 def _level_of(
@@ -343,7 +216,17 @@ class ArithTask(ToySplits, MathTask):
     name = "arith"
     SOLVE, READ, RIVAL = ARITH_SOLVE, ARITH_READ, ARITH_RIVAL
     version = "2"  # 2: a validation split, which the train split now excludes too
-    PARAMS: ClassVar[dict[str, Param]] = {**ToySplits.PARAMS, **MathTask.PARAMS}
+    PARAMS: ClassVar[dict[str, Param]] = {
+        **ToySplits.PARAMS,
+        **MathTask.PARAMS,
+        "answer": Param(
+            "string",
+            "final",
+            "the boxed answer: final (the last result; chance 1 in 7) or trace (every step's "
+            "result in order, graded exactly; chance at most 1 in 7^levels' hard steps)",
+            choices=ANSWERS,
+        ),
+    }
 
     def __init__(
         self,
@@ -356,8 +239,12 @@ class ArithTask(ToySplits, MathTask):
         grading_timeout_s: float = 5.0,
         grading_workers: int = 0,
         n_validation: int = 300,
+        answer: str = "final",
     ):
         """Parameters: :attr:`PARAMS`."""
+        if answer not in ANSWERS:
+            raise ValueError(f"arith answer must be one of {ANSWERS}, got {answer!r}")
+        self.answer = answer
         MathTask.__init__(self, grading_timeout_s, grading_workers)
         ToySplits.__init__(
             self, n_train, n_test, levels, hard_min_level, seed, hard_fraction, n_validation
@@ -368,19 +255,36 @@ class ArithTask(ToySplits, MathTask):
         start = rng.randrange(MOD)
         ops = [(rng.choice(OPS), rng.choice(OPERANDS)) for _ in range(level)]
         question = chain_text(ops, str(start))
-        answer = gold_arith_steps(start, ops)[-1].result
+        meta = {"start": start, "ops": ops}
+        if self.answer != "final":  # what a final-answer world's problems were, unchanged
+            meta["answer"] = self.answer
         return Problem(
             id=f"arith-{question}",
             question=question,
-            answer=str(answer),
+            answer=arith_answer(gold_arith_steps(start, ops), self.answer),
             difficulty=float(level),
-            meta={"start": start, "ops": ops},
+            meta=meta,
         )
 
     @staticmethod
     def solution(problem: Problem) -> str:
         """The gold chain-of-thought solution."""
-        return arith_solution(gold_arith_steps(problem.meta["start"], problem.meta["ops"]))
+        steps = gold_arith_steps(problem.meta["start"], problem.meta["ops"])
+        return arith_solution(steps, answer=answer_of(problem))
+
+    def grade(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
+        """``final``: math-verify (:class:`MathTask`); ``trace``: the boxed answer must be the
+        gold string exactly (a leading 0 is a step's result, not a number's padding)."""
+        if self.answer == "final":
+            return MathTask.grade(self, problems, completions)
+        out = []
+        for p, c in zip(problems, completions, strict=True):
+            got = extract_answer(c)
+            if got is None:
+                out.append(Verdict(False, "no_answer"))
+            else:
+                out.append(Verdict(got == p.answer, "graded", got[:200]))
+        return out
 
     def error_style(self, problem: Problem, completion: str) -> str | None:
         """The style of the first departure from the gold chain (:func:`first_error_style`),
@@ -397,4 +301,4 @@ class ArithTask(ToySplits, MathTask):
         default (unmarked: the error a reader that copies aligned steps is misled by)."""
         rng = random.Random(f"wrong-draft-{problem.id}-{seed}")
         steps = wrong_arith_steps(problem.meta["start"], problem.meta["ops"], rng)
-        return arith_solution(steps, marked=style == "visible")
+        return arith_solution(steps, marked=style == "visible", answer=answer_of(problem))

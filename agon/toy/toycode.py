@@ -19,18 +19,8 @@ from agon.grading.verdict import Verdict
 from agon.sandbox import SandboxPool
 from agon.tasks.base import Param, Problem, Task
 from agon.tasks.code import extract_code
-from agon.toy.tasks import (
-    CODE_READ,
-    CODE_RIVAL,
-    CODE_SOLVE,
-    MOD,
-    OPERANDS,
-    OPS,
-    ToySplits,
-    apply_op,
-    chain_text,
-    misread,
-)
+from agon.toy.chain import MOD, OPERANDS, OPS, apply_op, chain_text, misread
+from agon.toy.tasks import CODE_READ, CODE_RIVAL, CODE_SOLVE, ToySplits
 
 CODE_HEAD = "s=0\nfor x in map(int,input().split()):\n"
 CODE_TAIL = " s=(s+x)%7\nprint(s)"

@@ -43,7 +43,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agon.tasks.base import Problem, Task
-from agon.toy.tasks import OPERANDS, OPS, ArithTask, apply_op, gold_arith_steps
+from agon.toy.chain import OPERANDS, OPS, apply_op, gold_arith_steps
+from agon.toy.tasks import ArithTask
 from agon.toy.toycode import ToyCodeTask, code_line, code_program, parse_code_lines
 
 Span = tuple[int, int]  # [start, end) character offsets in a completion's text
