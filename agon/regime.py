@@ -13,7 +13,12 @@ criteria (:data:`SPECS`; thresholds: the config's ``regime`` section,
 - ``grpo_A_gain``, ``grpo_B_gain``: GRPO at least ``grpo_min_gain`` above its own base (8
   points), and ``grpo_A``, ``grpo_B``: at most ``grpo_max`` (45%, so 2.2 is representable);
 - ``moa_gain``, ``base_cascade_gain``: MoA's and the untrained cascade's gain over the better
-  base at most ``(1 - base) / untrained_gain_divisor`` (so a gain eight times larger fits).
+  base at most ``(1 - base) / untrained_gain_divisor`` (so a gain eight times larger fits);
+- on shares counted in the evaluations' samples (:data:`SHARES`, :mod:`agon.toy.audit`; toy
+  tasks): ``reading_possible``, the untrained reader takes a right draft step on one of its own
+  always-wrong habits within ``take_up_range`` (10% to 60%: the action the duel would reinforce
+  is sampled, and still left to learn); ``luck_rare``, at most ``max_luck_share`` (10%) of the
+  base models' right answers hold a wrong step.
 
 A criterion is met or not on its point estimate; its interval is reported beside it. Three
 readers: ``results/regime.csv`` (the baselines alone on ``regime.split``, before any ``agon``
@@ -34,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agon.config import regime_section
-from agon.stats import percentile_interval
+from agon.stats import percentile_interval, wilson_interval
 from agon.toy.sft_data import reader_targets
 from agon.training.settings import DuelSettings
 
@@ -163,6 +168,60 @@ def criteria(
         out.append(
             Criterion(spec.name, spec.what, float(spec.quantity(p, best)), lo, hi, b_min, b_max)
         )
+    return out
+
+
+# ----------------------------------------------------------------------------- the audit's shares
+
+
+@dataclass(frozen=True)
+class Share:
+    """A criterion on a share counted in evaluations' samples (:mod:`agon.toy.audit`): ``part``
+    of ``whole`` (audit keys), pooled over ``systems`` and their seeds; bounds from the
+    ``regime`` section."""
+
+    name: str
+    what: str
+    systems: tuple[str, ...]
+    part: str
+    whole: str
+    bounds: Callable[[Mapping], tuple[float | None, float | None]]
+
+
+SHARES: tuple[Share, ...] = (
+    Share(
+        "reading_possible",
+        "on steps where a right draft shows one of the reader's always-wrong habits done right, "
+        "the untrained reader writes it right (it took the step) within take_up_range",
+        ("base_cascade",),
+        "habit_steps_taken",
+        "habit_steps",
+        lambda r: tuple(r["take_up_range"]),
+    ),
+    Share(
+        "luck_rare",
+        "the base models' right answers with a wrong step (right by chance) at most max_luck_share",
+        BASES,
+        "right_with_wrong_work",
+        "right",
+        lambda r: (None, r["max_luck_share"]),
+    ),
+)
+
+
+def share_criteria(counts: Mapping[str, Mapping[str, int]], regime: Mapping) -> list[Criterion]:
+    """Every :data:`SHARES` criterion whose systems ``counts`` (system -> its audit counts,
+    summed over seeds) has; interval: Wilson's, counting each step (answer) as a draw. A share
+    of nothing (no such step seen) is not a number, and not met."""
+    out = []
+    for spec in SHARES:
+        if not all(s in counts for s in spec.systems):
+            continue
+        part = sum(int(counts[s][spec.part]) for s in spec.systems)
+        whole = sum(int(counts[s][spec.whole]) for s in spec.systems)
+        lo, hi = wilson_interval(part, whole) if whole else (None, None)
+        value = part / whole if whole else math.nan
+        out.append(Criterion(spec.name, spec.what, value, lo, hi, *spec.bounds(regime)))
     return out
 
 
@@ -305,7 +364,17 @@ def readers_note(config: dict) -> str | None:
     without a toy family (base models pretrained elsewhere)."""
     if not any(f.get("toy") for f in config["families"]) or "toy" not in config:
         return None
-    if reader_targets(config["toy"].get("reader") or {}) == "own":
+    reader = config["toy"].get("reader") or {}
+    if reader_targets(reader) == "follow":
+        return (
+            f"toy.reader.targets is follow ({reader.get('follow', 0.0):g}): each base model, "
+            "reading a draft, takes each step the draft shows aligned with its own as it stands "
+            "with that probability, right or wrong, and otherwise does the step itself; so "
+            "grpo_cascade reads with readers that anchor but were never taught which steps to "
+            "take, and taking a right step is an action the duel can reinforce "
+            "(reading_possible measures it)."
+        )
+    if reader_targets(reader) == "own":
         return (
             "toy.reader.targets is own: no base model was shown a target that depends on a "
             "draft, so grpo_cascade reads with untrained readers by construction, and reading "

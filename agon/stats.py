@@ -10,6 +10,7 @@ Table 1 compares trained systems, whose pass@1 also varies with the training see
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -153,3 +154,15 @@ def percentile_interval(replicates: np.ndarray, level: float = 0.95) -> tuple[fl
     alpha = (1.0 - level) / 2
     lo, hi = np.quantile(x, [alpha, 1.0 - alpha])
     return float(lo), float(hi)
+
+
+def wilson_interval(part: int, whole: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson's 95% score interval of the share ``part / whole`` (counts taken as independent
+    draws; ``whole`` > 0)."""
+    if whole <= 0:
+        raise ValueError(f"a share of nothing: whole={whole}")
+    share = part / whole
+    den = 1 + z * z / whole
+    mid = (share + z * z / (2 * whole)) / den
+    half = z * math.sqrt(share * (1 - share) / whole + z * z / (4 * whole * whole)) / den
+    return max(0.0, mid - half), min(1.0, mid + half)

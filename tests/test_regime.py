@@ -51,6 +51,7 @@ def test_the_defaults_are_the_issues_numbers():
     assert REGIME["base_range"] == [0.05, 0.25] and REGIME["max_base_gap"] == 0.10
     assert REGIME["grpo_min_gain"] == 0.08 and REGIME["grpo_max"] == 0.45
     assert REGIME["untrained_gain_divisor"] == 8 and REGIME["split"] == "validation_hard"
+    assert REGIME["take_up_range"] == [0.10, 0.60] and REGIME["max_luck_share"] == 0.10
 
 
 def test_a_world_in_the_regime_meets_every_criterion():
@@ -170,6 +171,8 @@ def test_readers_note_follows_the_reader_targets():
     assert "already taught to read" in readers_note(cfg)
     cfg["toy"]["reader"]["targets"] = "own"
     assert "untrained readers by construction" in readers_note(cfg)
+    cfg["toy"]["reader"] |= {"targets": "follow", "follow": 0.3}
+    assert "is follow (0.3)" in readers_note(cfg) and "reading_possible" in readers_note(cfg)
     assert readers_note({"families": [{"toy": False}]}) is None
 
 
@@ -392,3 +395,95 @@ def test_difference_form_with_every_system_at_zero_is_not_meaningful():
     assert out[f"{DIFFERENCE}_mde"] is None
     assert out[f"{DIFFERENCE}_note"].startswith("not meaningful: every bootstrap replicate is +0")
     assert claim_reading(out[f"{DIFFERENCE}_lo"], out[f"{DIFFERENCE}_hi"], 0.0) == ""
+
+
+# ----------------------------------------------------------------------------- the audit's shares
+
+
+def test_share_criteria_pool_their_systems_and_a_share_of_nothing_is_not_met():
+    from agon.regime import share_criteria
+    from agon.stats import wilson_interval
+
+    counts = {
+        "base_cascade": {"habit_steps": 80, "habit_steps_taken": 24},
+        "base": {"right": 30, "right_with_wrong_work": 1},
+        "base_b": {"right": 20, "right_with_wrong_work": 2},
+    }
+    found = _by_name(share_criteria(counts, REGIME))
+    take, luck = found["reading_possible"], found["luck_rare"]
+    assert take.value == pytest.approx(0.3) and take.met and (take.min, take.max) == (0.1, 0.6)
+    assert (take.lo, take.hi) == pytest.approx(wilson_interval(24, 80))
+    assert luck.value == pytest.approx(3 / 50) and luck.met and luck.max == 0.1
+    counts["base_cascade"]["habit_steps_taken"] = 60  # 75%: reading already learned
+    counts["base"]["right_with_wrong_work"] = 9  # 22%: luck
+    found = _by_name(share_criteria(counts, REGIME))
+    assert not found["reading_possible"].met and not found["luck_rare"].met
+    counts["base_cascade"] = {"habit_steps": 0, "habit_steps_taken": 0}
+    nothing = _by_name(share_criteria(counts, REGIME))["reading_possible"]
+    assert nothing.value != nothing.value and not nothing.met and nothing.lo is None
+    assert share_criteria({"base": counts["base"]}, REGIME) == []  # base_b missing: not read
+    lo, hi = wilson_interval(0, 10)
+    assert lo == 0.0 and 0.2 < hi < 0.35
+
+
+def test_regime_csv_reads_the_audits_in_the_evaluations_summaries(tmp_path):
+    """The regime's shares come from each seed's summary.json `audit`, summed over seeds, and
+    decide regime_met with the pass@1 criteria."""
+    cfg = make_config(tmp_path / "results", seeds=(0, 1), methods=["base", "moa", "grpo"])
+    cfg["families"][0]["toy"] = True
+    layout = Layout(cfg["out_dir"])
+    rng = random.Random(0)
+    rates = {"base": 0.1, "base_b": 0.14, "base_cascade": 0.15, "moa": 0.12}
+    rates |= {"grpo": 0.25, "grpo_b": 0.3}
+    audits = {
+        "base": {"right": 10, "right_with_wrong_work": 0},
+        "base_b": {"right": 12, "right_with_wrong_work": 1},
+        "base_cascade": {"habit_steps": 40, "habit_steps_taken": 2},
+    }
+    for s in REGIME_SYSTEMS:
+        for seed in eval_seeds(s, cfg["seeds"]):
+            d = Path(layout.regime_eval_dir("fam1", "arith", s, seed))
+            _write_eval(d, rng, rates[s], 40, 4, True, seed)
+            summary = json.loads((d / "summary.json").read_text())
+            full = {k: 0 for k in ("habit_steps", "habit_steps_taken", "right")}
+            full |= {"right_with_wrong_work": 0} | audits.get(s, {})
+            (d / "summary.json").write_text(json.dumps(summary | {"audit": full}))
+    for seed in cfg["seeds"]:
+        run = Path(layout.regime_train_summary("fam1", "arith", "grpo", seed))
+        run.parent.mkdir(parents=True, exist_ok=True)
+        run.write_text(json.dumps(train_summary(rng, False, seed)))
+    written = build_regime_report(cfg, layout)
+    (r,) = read_csv(layout.table_files("regime").csv)
+    seeds = {s: len(eval_seeds(s, cfg["seeds"])) for s in REGIME_SYSTEMS}
+    assert int(r["base_cascade_audit_habit_steps"]) == 40 * seeds["base_cascade"]
+    assert float(r["regime_reading_possible"]) == pytest.approx(2 / 40)
+    assert r["regime_reading_possible_met"] == "False" and r["regime_met"] == "False"
+    assert float(r["regime_luck_rare"]) == pytest.approx(1 / 22)
+    assert r["regime_luck_rare_met"] == "True"
+    md = written["md"][0].read_text()
+    assert "| fam1 | arith | reading_possible | 10.0% to 60.0% | 5.0 [" in md
+
+
+def test_each_model_errs_more_than_its_rival_on_its_own_always_wrong_habit():
+    """The gate reads the steps of each model's rate-1 habit on the task (its operation and
+    operands), not every step of its first habit's operation: two models whose always-wrong
+    toycode habits share an operation, on other operands, still tell apart."""
+    from agon.toy.gates import always_wrong_habit, habit_checks
+    from agon.toy.mistake import Mistake
+
+    a = {"op": "*", "operands": [3], "arith_rate": 1.0, "code_rate": 0.0}
+    a["also"] = [{"op": "-", "operands": [2, 5], "arith_rate": 0.0, "code_rate": 1.0}]
+    b = {"op": "-", "operands": [4], "arith_rate": 1.0, "code_rate": 0.0}
+    b["also"] = [{"op": "-", "operands": [1, 3], "arith_rate": 0.0, "code_rate": 1.0}]
+    cfg = {"models": {"A": {"mistake": a}, "B": {"mistake": b}}}
+    assert always_wrong_habit(Mistake.from_config(a), "code").operands == (2, 5)
+    assert always_wrong_habit(Mistake.from_config(b), "arith").op == "-"
+    errors = {
+        "A": {"-2": [10, 10], "-5": [9, 10], "-1": [1, 10], "-3": [0, 10]},
+        "B": {"-2": [1, 10], "-5": [0, 10], "-1": [10, 10], "-3": [10, 10]},
+    }
+    checks = habit_checks("toycode", errors, cfg)
+    assert checks["toycode.A.more_errors_on_own_habit"]["value"] == [0.95, 0.05]
+    assert all(c["pass"] for c in checks.values()) and len(checks) == 2
+    errors["B"] |= {"-2": [10, 10], "-5": [9, 10]}  # B errs on A's habit steps as much
+    assert not habit_checks("toycode", errors, cfg)["toycode.A.more_errors_on_own_habit"]["pass"]

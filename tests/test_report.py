@@ -606,3 +606,38 @@ def test_moa_ratio_is_defined_only_for_a_clear_moa_gain(moa, agon, defined, hold
     else:
         assert out["agon_gain_over_moa_gain"] is None
         assert out["agon_gain_over_moa_gain_note"].startswith("not defined: MoA's gain")
+
+
+def test_each_cascade_is_read_against_its_reader_alone_on_the_same_problems():
+    """`{cascade}_minus_reader`: the cascade's pass@1 minus its reader's alone (B, trained as
+    in the cascade), paired on the problems; the reading section shows it with the take-up and
+    luck of the audit, and says so where a system had no right answer."""
+    from agon.report.mechanism import reading_markdown
+    from agon.report.table1 import CASCADE_READERS
+
+    rng = np.random.default_rng(0)
+    ids = [f"p{i}" for i in range(60)]
+
+    def rates(rate):
+        return SeedRates({k: {i: float(rng.random() < rate) for i in ids} for k in range(3)})
+
+    r = {"agon": rates(0.5), "agon_single_b": rates(0.2), "base_cascade": rates(0.1)}
+    r["base_b"] = r["base_cascade"]  # a reader that never departs from its own answer
+    p = {k: float(v.matrix(ids).mean()) for k, v in r.items()}
+    out = comparison_columns(p, r, 200)
+    assert out["agon_minus_reader"] == pytest.approx(p["agon"] - p["agon_single_b"])
+    assert out["agon_minus_reader_lo"] > 0  # a 30-point gain, shown
+    assert out["base_cascade_minus_reader"] == 0
+    assert out["base_cascade_minus_reader_note"].startswith("not meaningful")
+    assert "grpo_cascade_minus_reader" not in out  # its systems are not in p
+    row = {"family": "toy", "task": "arith", **out}
+    row |= {"agon_audit_habit_steps": 40, "agon_audit_habit_steps_taken": 10}
+    row |= {"agon_audit_right": 20, "agon_audit_right_with_wrong_work": 1}
+    row |= {"base_b_audit_habit_steps": 0, "base_b_audit_habit_steps_taken": 0}
+    row |= {"base_b_audit_right": 0, "base_b_audit_right_with_wrong_work": 0}
+    md = "\n".join(reading_markdown([row], ["base_b", "agon"], CASCADE_READERS))
+    lo, hi = (100 * out[f"agon_minus_reader_{x}"] for x in ("lo", "hi"))
+    gain = f"{100 * out['agon_minus_reader']:+.1f} [{lo:+.1f}, {hi:+.1f}]"
+    assert "| toy | arith | agon | 25.0 [" in md and f"(40) | {gain} | 5.0 (1/20) |" in md
+    assert "| toy | arith | base_b |  |  | no right answer |" in md
+    assert reading_markdown([{"family": "toy", "task": "arith"}], ["agon"], CASCADE_READERS) == []

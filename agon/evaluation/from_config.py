@@ -19,6 +19,9 @@ from agon.methods import UNTRAINED
 from agon.registry import SYSTEM_KINDS
 from agon.systems import System, SystemContext
 from agon.tasks import task_from_config
+from agon.toy.audit import TASKS as TOY_AUDITED
+from agon.toy.audit import audit as toy_audit
+from agon.toy.audit import reader_mistake
 
 # each vLLM engine of an evaluated system reserves this share of the GPU: a cascade or MoA runs
 # two engines (A's and B's) on one device, and vLLM's own default (0.9) would leave none for B
@@ -95,13 +98,7 @@ def build_system(
     """
     fam = get_family(config, family, seed)
     kind = resolve_kind(system, model, drafter, reader)
-    swapped = system.endswith("_rev")
-    rows = {
-        "model": "a",
-        "drafter": "b" if swapped else "a",
-        "reader": "a" if swapped else "b",
-        **(rows or {}),
-    }
+    rows = system_rows(system, rows)
     kw = {"batch_size": config["eval"]["batch_size"], **(engine_kwargs or {})}
     if backend == "vllm":  # each of a system's engines (at most A and B) takes its share
         kw.setdefault("gpu_memory_utilization", EVAL_VLLM_SHARE)
@@ -125,6 +122,18 @@ def build_system(
         ],
     }
     return sys_obj, identity
+
+
+def system_rows(system: str, rows: dict[str, str] | None = None) -> dict[str, str]:
+    """Which family row (``a``/``b``) each of a system's parts loads: ``model`` (one model),
+    ``drafter``, ``reader``; a ``_rev`` system swaps drafter and reader; ``rows`` overrides."""
+    swapped = system.endswith("_rev")
+    return {
+        "model": "a",
+        "drafter": "b" if swapped else "a",
+        "reader": "a" if swapped else "b",
+        **(rows or {}),
+    }
 
 
 def evaluate_from_config(
@@ -187,7 +196,17 @@ def evaluate_from_config(
             identity=identity,
             progress=progress,
             meta={"family": family, "split": ev["split"], "backend": backend, "models": identity},
+            audit=_toy_audit(config, fam, task, system_rows(system, rows)["reader"]),
         )
     finally:
         sys_obj.close()
         task_obj.close()
+
+
+def _toy_audit(config: dict, fam: dict, task: str, reader_row: str):
+    """The toy world's audit of an evaluation's samples (:mod:`agon.toy.audit`) for a toy
+    family on a toy task, with the habits of the model that reads; None elsewhere."""
+    if not fam.get("toy") or task not in TOY_AUDITED:
+        return None
+    reader = reader_mistake(config, reader_row)
+    return lambda records, problems: toy_audit(task, problems, records, reader)

@@ -27,7 +27,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,13 +68,16 @@ def evaluate(
     identity: dict | None = None,
     meta: dict | None = None,
     progress: bool = True,
+    audit: Callable[[Sequence[dict], Mapping[str, Problem]], dict] | None = None,
 ) -> dict:
     """Run ``system`` on ``problems`` (``n`` samples each), grade, and write the results.
 
     ``chunk_size`` is the number of samples (problems x n) per system call, the unit of resume.
     ``identity`` describes what makes this evaluation this one (models, settings); with the
     system, task, split and sampling it fixes the ``run_id`` a resumed run must match.
-    ``meta`` is copied into the summary. Returns the summary payload (without provenance).
+    ``meta`` is copied into the summary; ``audit`` (the final sample records, the problems by
+    id) returns what the summary carries as ``audit`` (:mod:`agon.toy.audit`). Returns the
+    summary payload (without provenance).
     """
 
     if n < 1:
@@ -171,5 +174,7 @@ def evaluate(
         **({"task_notes": notes} if (notes := task.evaluation_notes()) else {}),
         **(meta or {}),
     }
+    if audit is not None:
+        payload["audit"] = audit(final, {p.id: p for p in problems})
     write_results(out_dir / SUMMARY_FILE, payload, config=config, seed=seed)
     return payload

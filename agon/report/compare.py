@@ -50,6 +50,7 @@ RNG = {
     "eight_times": 10,
     "agon_over_grpo_b": 11,
     "agon_over_max_grpo": 12,
+    "cascade_minus_reader": 13,
 }
 
 # ----------------------------------------------------------------------------- per-seed rates
@@ -159,8 +160,43 @@ def systems_columns(
         )
         row["n_problems"] = stats.get("n_problems")
         row.update(stats_columns(f"{s}_", stats))
+        row.update(audit_columns(f"{s}_", [summary(s, k) for k in ss]))
         p[s] = stats["pass@1"]
     return p, rates
+
+
+AUDIT_SHARES = {
+    "take_up": ("habit_steps_taken", "habit_steps"),
+    "luck": ("right_with_wrong_work", "right"),
+}
+
+
+def audit_columns(prefix: str, summaries: Sequence[str | Path]) -> dict[str, Any]:
+    """A system's audit (:mod:`agon.toy.audit`) summed over its seeds' summaries: each count
+    (``{prefix}audit_{key}``) and the shares :data:`AUDIT_SHARES` names (``{prefix}take_up``:
+    right draft steps on the reader's always-wrong habits that it wrote right; ``{prefix}luck``:
+    right answers with wrong work; None where nothing was counted); nothing where a seed's
+    summary has no audit (a task or family without one)."""
+    loaded = [json.loads(Path(p).read_text()).get("audit") for p in summaries]
+    if not loaded or any(a is None for a in loaded):
+        return {}
+    total = {k: sum(int(a[k]) for a in loaded) for k in loaded[0]}
+    out: dict[str, Any] = {f"{prefix}audit_{k}": v for k, v in total.items()}
+    for name, (part, whole) in AUDIT_SHARES.items():
+        out[f"{prefix}{name}"] = total[part] / total[whole] if total.get(whole) else None
+    return out
+
+
+def audit_counts(row: Mapping[str, Any], systems: Sequence[str]) -> dict[str, dict[str, int]]:
+    """system -> its audit counts, from a row's :func:`audit_columns` (systems without them
+    left out)."""
+    out: dict[str, dict[str, int]] = {}
+    for s in systems:
+        head = f"{s}_audit_"
+        found = {k[len(head) :]: v for k, v in row.items() if k.startswith(head)}
+        if found:
+            out[s] = found
+    return out
 
 
 def systems_rows(

@@ -25,6 +25,7 @@ from typing import Any
 
 from agon.report.render import head, table_row
 from agon.results import Layout
+from agon.stats import wilson_interval
 from agon.training.logbook import read_rows
 from agon.training.metrics import MODELS, ROLLOUT_SHA, STEP
 
@@ -148,4 +149,45 @@ def mechanism_markdown(rows: list[dict], trained: Sequence[str]) -> list[str]:
         lines += [
             f"- {r['agon_diverges_at_note']}" for r in twins if r.get("agon_diverges_at_note")
         ]
+    return lines
+
+
+def reading_markdown(rows: list[dict], systems: Sequence[str], pairs: Sequence[tuple]) -> list[str]:
+    """What the evaluations' samples show of reading (:mod:`agon.toy.audit`), per system that
+    has an audit: the reader's take-up of right draft steps on its own always-wrong habits (a
+    cascade's), the cascade minus its reader alone on the same problems (``pairs``: (cascade,
+    reader)), and the share of right answers with a wrong step."""
+    shown = [(r, s) for r in rows for s in systems if f"{s}_audit_right" in r]
+    if not shown:
+        return []
+    readers = dict(pairs)
+    lines = [
+        "",
+        "",
+        "## Reading, on the evaluation's samples (agon.toy.audit; docs/method.md)",
+        "",
+        "take-up: of the steps where the draft shows one of the reader's own always-wrong habits "
+        "done right, the share the reader wrote right (it never does alone, so each was taken "
+        "from the draft), Wilson 95% interval; cascade - reader: the cascade's pass@1 minus its "
+        "reader's alone (B, trained as in the cascade) on the same problems, points, paired 95% "
+        "interval; luck: the share of right answers with a wrong step.",
+        "",
+        *head(["family", "task", "system", "take-up (steps)", "cascade - reader", "luck"]),
+    ]
+    for r, s in shown:
+        steps, taken = r.get(f"{s}_audit_habit_steps", 0), r.get(f"{s}_audit_habit_steps_taken", 0)
+        take = ""
+        if steps:
+            lo, hi = wilson_interval(taken, steps)
+            take = f"{100 * taken / steps:.1f} [{100 * lo:.1f}, {100 * hi:.1f}] ({steps})"
+        diff = ""
+        key = f"{s}_minus_reader"
+        if s in readers and r.get(key) is not None:
+            lo, hi = r.get(f"{key}_lo"), r.get(f"{key}_hi")
+            diff = f"{100 * r[key]:+.1f}" + (
+                f" [{100 * lo:+.1f}, {100 * hi:+.1f}]" if lo is not None else ""
+            )
+        right, lucky = r.get(f"{s}_audit_right", 0), r.get(f"{s}_audit_right_with_wrong_work", 0)
+        luck = f"{100 * lucky / right:.1f} ({lucky}/{right})" if right else "no right answer"
+        lines.append(table_row([r["family"], r["task"], s, take, diff, luck]))
     return lines

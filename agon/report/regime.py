@@ -33,10 +33,12 @@ from agon.regime import (
     criteria,
     planned_grpo_steps,
     readers_note,
+    share_criteria,
 )
 from agon.report.compare import (
     RNG,
     SeedRates,
+    audit_counts,
     difference_columns,
     paired_replicates,
     rate_stats,
@@ -58,10 +60,15 @@ POINTS = ("gain", "gap")
 
 
 def regime_columns(
-    p: Mapping[str, float], rates: Mapping[str, SeedRates | None], n_boot: int, regime: Mapping
+    p: Mapping[str, float],
+    rates: Mapping[str, SeedRates | None],
+    n_boot: int,
+    regime: Mapping,
+    counts: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict[str, Any]:
     """The criteria, the ceilings and (with ``agon``) the difference form of one row, from the
-    systems' pass@1 ``p`` and per-(seed, problem) ``rates``."""
+    systems' pass@1 ``p`` and per-(seed, problem) ``rates``, and the criteria on shares from
+    the systems' audit ``counts`` (:func:`agon.report.compare.audit_counts`)."""
     present = [s for s in REGIME_SYSTEMS if s in p]
     intervals = {
         s: (st["pass@1_lo"], st["pass@1_hi"])
@@ -72,7 +79,7 @@ def regime_columns(
     reps = paired_replicates([rates.get(s) for s in present], n_boot, RNG["regime"])
     joint = dict(zip(present, reps)) if reps is not None else None
     out: dict[str, Any] = {}
-    found = criteria(p, regime, joint, intervals)
+    found = criteria(p, regime, joint, intervals) + share_criteria(counts or {}, regime)
     for c in found:
         key = f"regime_{c.name}"
         out |= {key: c.value, f"{key}_lo": c.lo, f"{key}_hi": c.hi}
@@ -258,7 +265,10 @@ def build_regime_table(config: dict, layout: Layout) -> list[dict]:
         label="/regime",
         head=opening,
     )
-    return [row | regime_columns(p, rates, n_boot, regime) for _, row, p, rates in found]
+    return [
+        row | regime_columns(p, rates, n_boot, regime, audit_counts(row, REGIME_SYSTEMS))
+        for _, row, p, rates in found
+    ]
 
 
 def build_regime_report(config: dict, layout: Layout) -> dict[str, list]:

@@ -51,7 +51,10 @@ def related_methods(config: dict) -> list[str]:
 
 
 def related_comparisons(
-    p: Mapping[str, float], rates: Mapping[str, SeedRates | None], n_boot: int
+    p: Mapping[str, float],
+    rates: Mapping[str, SeedRates | None],
+    n_boot: int,
+    row: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Table 1's comparisons, and each related method's cascade against Agon's and GRPO's."""
     out = comparison_columns(p, rates, n_boot)

@@ -47,6 +47,7 @@ from agon.regime import RATIOS
 from agon.report.compare import (
     RNG,
     SeedRates,
+    audit_counts,
     difference_columns,
     empty_columns,
     holds,
@@ -56,7 +57,7 @@ from agon.report.compare import (
 )
 from agon.report.compute import compute_used, train_compute
 from agon.report.figures import plot_duel_dynamics, plot_pass1, plot_training_curves
-from agon.report.mechanism import mechanism_columns, mechanism_markdown
+from agon.report.mechanism import mechanism_columns, mechanism_markdown, reading_markdown
 from agon.report.regime import regime_columns, regime_markdown
 from agon.report.render import table_markdown
 from agon.report.write import figure_meta, summaries_read, write_table
@@ -106,13 +107,12 @@ def moa_gain_ratio(
 def build_table(
     config: dict,
     layout: Layout,
-    compare: Callable[
-        [Mapping[str, float], Mapping[str, SeedRates | None], int], dict[str, Any]
-    ] = None,
+    compare: Callable[..., dict[str, Any]] = None,
 ) -> list[dict]:
     """Table 1: one dict per (family, task) with every column (see the module docstring);
     ``compare`` (default :func:`comparison_columns`) makes the comparisons of each row from
-    the systems' pass@1 and per-(seed, problem) rates."""
+    the systems' pass@1, per-(seed, problem) rates and bootstrap size, and the row so far
+    (keyword ``row``: its systems' audit counts, which the regime's criteria read)."""
     compare = compare or comparison_columns
     systems = columns_for_methods(config["methods"])
     seeds = [int(s) for s in config["seeds"]]
@@ -123,7 +123,7 @@ def build_table(
         config, systems, layout.eval_samples, layout.eval_summary, config["eval"]["split"]
     ):
         f, t, seeded = row["family"], row["task"], seeded_bases(fam)
-        row.update(compare(p, rates, n_boot))
+        row.update(compare(p, rates, n_boot, row=row))
         row.update(training_columns(layout, f, t, trained, seeds))
         row.update(mechanism_columns(layout, f, t, trained, seeds))
         for s in systems:
@@ -133,11 +133,24 @@ def build_table(
     return rows
 
 
+# each cascade and its reader alone (B, the model whose answer the cascade gives), trained as
+# the cascade's was: the cascade minus it is what reading the draft added, on the same problems
+CASCADE_READERS = (
+    ("base_cascade", "base_b"),
+    ("grpo_cascade", "grpo_b"),
+    ("agon", "agon_single_b"),
+)
+
+
 def comparison_columns(
-    p: Mapping[str, float], rates: Mapping[str, SeedRates | None], n_boot: int
+    p: Mapping[str, float],
+    rates: Mapping[str, SeedRates | None],
+    n_boot: int,
+    row: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Table 1's comparisons of the systems present in ``p`` (pass@1) with per-(seed, problem)
-    ``rates``: the ratios, MoA's gain ratio, each model's gain, and what the contest adds."""
+    ``rates``: the ratios, MoA's gain ratio, each model's gain, what the contest adds, and each
+    cascade over its reader alone (``row``: unused; :func:`table1_comparisons` reads it)."""
     out: dict[str, Any] = {}
 
     def paired(names: Sequence[str], rng: str) -> np.ndarray | None:
@@ -153,6 +166,11 @@ def comparison_columns(
         for s in (x for x in trained_systems if x in p and base in p):
             reps = paired([s, base], "gain")
             out.update(difference_columns(f"{s}_gain", s, base, p, reps, "gain"))
+    for cascade, reader in CASCADE_READERS:  # what reading added, on the same problems
+        if {cascade, reader} <= set(p):
+            reps = paired([cascade, reader], "cascade_minus_reader")
+            key = f"{cascade}_minus_reader"
+            out.update(difference_columns(key, cascade, reader, p, reps, "cascade - reader"))
     if {"agon", "agon_independent"} <= set(p):
         key = "agon_minus_agon_independent"
         reps = paired(["agon", "agon_independent"], key)
@@ -161,12 +179,17 @@ def comparison_columns(
 
 
 def table1_comparisons(
-    p: Mapping[str, float], rates: Mapping[str, SeedRates | None], n_boot: int, regime: Mapping
+    p: Mapping[str, float],
+    rates: Mapping[str, SeedRates | None],
+    n_boot: int,
+    regime: Mapping,
+    row: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """:func:`comparison_columns` with each ratio's ceiling right after its columns, then the
-    regime's criteria and the "eight times" claim in difference form
-    (:func:`agon.report.regime.regime_columns`)."""
-    extra = regime_columns(p, rates, n_boot, regime)
+    regime's criteria (with those on the audit's shares, from ``row``'s audit counts) and the
+    "eight times" claim in difference form (:func:`agon.report.regime.regime_columns`)."""
+    counts = audit_counts(row or {}, list(p))
+    extra = regime_columns(p, rates, n_boot, regime, counts)
     out: dict[str, Any] = {}
     for key, value in comparison_columns(p, rates, n_boot).items():
         out[key] = value
@@ -240,6 +263,7 @@ def build_report(config: dict, layout: Layout, smooth: int = 5) -> dict[str, lis
         rows,
         table_markdown(rows, systems, meta["config_hash"])
         + "\n".join(mechanism_markdown(rows, trained))
+        + "\n".join(reading_markdown(rows, systems, CASCADE_READERS))
         + "\n\n"
         + regime_markdown(rows, config),
         config,

@@ -1,0 +1,112 @@
+"""What a toy world's evaluation samples show of reading and of luck, beside pass@1.
+
+Two counts per evaluation, from its samples and the world's habits (``toy.models``):
+
+- **take-up**: on the steps (program lines) where a draft shows one of the reader's own
+  always-wrong habits (rate 1) done right, aligned with the reader's own work (the same
+  value in, the question's operation and operand), how often the reader wrote that step right.
+  The reader alone never does (its habit is written every time), so each such step it got
+  right was taken from the draft: the action the duel would reinforce, sampled or not.
+- **luck**: of the right answers, how many contain a wrong step (arith: a written step whose
+  result or operand is wrong, or a chain that is not the question's; toycode: a program line
+  that is not the question's operation). A right answer with wrong work was right by chance.
+
+``agon eval`` writes them into an evaluation's summary (``audit``) for the toy tasks; the
+regime's criteria (:mod:`agon.regime`) and table 1's mechanism columns read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agon.tasks.code import extract_code
+from agon.toy.chain import ArithStep, apply_op, misread, parse_arith_steps
+from agon.toy.mistake import Mistake
+from agon.toy.toycode import parse_code_lines, same_line
+
+TASKS = ("arith", "toycode")  # the tasks whose samples can be audited
+KEYS = ("habit_steps", "habit_steps_taken", "right", "right_with_wrong_work")
+
+
+def _always_wrong(reader: Mistake, op: str, k: int, kind: str) -> bool:
+    return reader.rate(op, k, kind) == 1.0
+
+
+def habit_steps(
+    task: str, problem: Any, draft: str, completion: str, reader: Mistake
+) -> tuple[int, int]:
+    """(steps where ``draft`` shows one of ``reader``'s always-wrong habits done right, aligned
+    with the reader's own step; of them, the steps ``completion`` wrote right)."""
+    ops = problem.meta["ops"]
+    if task == "arith":
+        shown, own = parse_arith_steps(draft), parse_arith_steps(completion)
+        seen = taken = 0
+        for i, (op, k) in enumerate(ops[: min(len(shown), len(own))]):
+            d, r = shown[i], own[i]
+            if not (_always_wrong(reader, op, k, "arith") and (d.op, d.rhs) == (op, k)):
+                continue
+            if not d.correct or d.lhs != r.lhs:
+                continue
+            if apply_op(d.lhs, op, misread(k)) == d.result:  # the habit writes this step right
+                continue
+            seen += 1
+            taken += (r.op, r.rhs, r.result) == (op, k, d.result)
+        return seen, taken
+    shown_lines = parse_code_lines(extract_code(draft) or "")
+    own_lines = parse_code_lines(extract_code(completion) or "")
+    seen = taken = 0
+    for i, (op, k) in enumerate(ops[: min(len(shown_lines), len(own_lines))]):
+        if _always_wrong(reader, op, k, "code") and same_line(shown_lines[i], op, k):
+            seen += 1
+            taken += same_line(own_lines[i], op, k)
+    return seen, taken
+
+
+def wrong_work(task: str, problem: Any, completion: str) -> bool:
+    """Whether ``completion``'s work departs from the question anywhere (a wrong step or
+    line, one missing or one too many), whatever its answer."""
+    ops = problem.meta["ops"]
+    if task == "arith":
+        steps = parse_arith_steps(completion)
+        return len(steps) != len(ops) or any(
+            not _step_right(s, op, k, problem.meta["start"] if i == 0 else steps[i - 1].result)
+            for i, (s, (op, k)) in enumerate(zip(steps, ops))
+        )
+    lines = parse_code_lines(extract_code(completion) or "")
+    return len(lines) != len(ops) or not all(same_line(w, op, k) for w, (op, k) in zip(lines, ops))
+
+
+def _step_right(step: ArithStep, op: str, k: int, value: int) -> bool:
+    return (step.lhs, step.op, step.rhs) == (value, op, k) and step.correct
+
+
+def audit(
+    task: str,
+    problems: Mapping[str, Any],
+    records: Sequence[Mapping[str, Any]],
+    reader: Mistake | None,
+) -> dict[str, int]:
+    """The counts of :data:`KEYS` over an evaluation's sample ``records`` (``problems``: by
+    id). Take-up reads the samples with one draft text (a cascade's), with ``reader``'s habits;
+    without a reader (a system that reads no draft) its counts are 0."""
+    out = dict.fromkeys(KEYS, 0)
+    for r in records:
+        problem = problems[r["problem_id"]]
+        if r["correct"] is True:
+            out["right"] += 1
+            out["right_with_wrong_work"] += wrong_work(task, problem, r["completion"])
+        drafts = r.get("drafts") or []  # a cascade's: one draft; MoA's: its layers' proposals
+        if reader is not None and len(drafts) == 1 and isinstance(drafts[0], str):
+            seen, taken = habit_steps(task, problem, drafts[0], r["completion"], reader)
+            out["habit_steps"] += seen
+            out["habit_steps_taken"] += taken
+    return out
+
+
+def reader_mistake(config: Mapping[str, Any], row: str) -> Mistake | None:
+    """The habits of the toy model of family row ``row`` (``a``/``b``), from ``toy.models``;
+    None where the config has none."""
+    models = (config.get("toy") or {}).get("models") or {}
+    entry = models.get(row.upper())
+    return Mistake.from_config(entry["mistake"]) if entry else None
