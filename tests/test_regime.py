@@ -36,6 +36,7 @@ from agon.report.regime import build_regime_report
 from agon.report.table1 import build_report
 from agon.results import Layout
 from agon.stats import percentile_interval, two_level_bootstrap
+from agon.toy.audit import KEYS
 from agon.toy.gates import check_gates
 
 REGIME = regime_section({})
@@ -438,15 +439,15 @@ def test_regime_csv_reads_the_audits_in_the_evaluations_summaries(tmp_path):
     audits = {
         "base": {"right": 10, "right_with_wrong_work": 0},
         "base_b": {"right": 12, "right_with_wrong_work": 1},
-        "base_cascade": {"habit_steps": 40, "habit_steps_taken": 2},
+        "base_cascade": {"habit_steps": 40, "habit_steps_taken": 2, "reads": 80},
     }
+    audits["base_cascade"]["oracle_right"] = 30
     for s in REGIME_SYSTEMS:
         for seed in eval_seeds(s, cfg["seeds"]):
             d = Path(layout.regime_eval_dir("fam1", "arith", s, seed))
             _write_eval(d, rng, rates[s], 40, 4, True, seed)
             summary = json.loads((d / "summary.json").read_text())
-            full = {k: 0 for k in ("habit_steps", "habit_steps_taken", "right")}
-            full |= {"right_with_wrong_work": 0} | audits.get(s, {})
+            full = dict.fromkeys(KEYS, 0) | audits.get(s, {})
             (d / "summary.json").write_text(json.dumps(summary | {"audit": full}))
     for seed in cfg["seeds"]:
         run = Path(layout.regime_train_summary("fam1", "arith", "grpo", seed))
@@ -462,6 +463,8 @@ def test_regime_csv_reads_the_audits_in_the_evaluations_summaries(tmp_path):
     assert r["regime_luck_rare_met"] == "True"
     md = written["md"][0].read_text()
     assert "| fam1 | arith | reading_possible | 10.0% to 60.0% | 5.0 [" in md
+    assert float(r["base_cascade_oracle"]) == pytest.approx(30 / 80)
+    assert "- fam1/arith: base_cascade's drafts 37.5%." in md
 
 
 def test_each_model_errs_more_than_its_rival_on_its_own_always_wrong_habit():

@@ -4,6 +4,7 @@ answers with wrong work, counted by hand on written solutions and through a real
 from __future__ import annotations
 
 import json
+import random
 import re
 
 import pytest
@@ -13,11 +14,11 @@ from agon.engines import SamplingParams
 from agon.evaluation import evaluate
 from agon.systems import cascade, single
 from agon.tasks.base import Problem
-from agon.toy.audit import audit, habit_steps, reader_mistake, wrong_work
+from agon.toy.audit import KEYS, audit, habit_steps, oracle_right, reader_mistake, wrong_work
 from agon.toy.chain import ArithStep, apply_op, arith_solution, gold_arith_steps
 from agon.toy.mistake import Mistake
 from agon.toy.tasks import ArithTask
-from agon.toy.toycode import code_line, code_program
+from agon.toy.toycode import ToyCodeTask, code_line, code_program
 
 # a reader that always misreads `*` by 4, 5 or 6 (rate 1), and `+ 1` at rate 0.8 (not counted)
 READER = Mistake("*", (4, 5, 6), 1.0, 1.0, also=(Mistake("+", (1,), 0.8, 0.8),))
@@ -150,6 +151,7 @@ def test_an_evaluation_summary_carries_the_audit(tmp_path, answer):
     assert got["habit_steps"] == 2 * sum(map(len, star.values()))
     missed = sum(0 in star[i] for i in lucky)
     assert got["habit_steps_taken"] == got["habit_steps"] - 2 * missed
+    assert got["reads"] == len(records) == got["oracle_right"]  # gold drafts: all kept
 
 
 def gold(p):
@@ -189,4 +191,39 @@ def test_moa_samples_are_not_read_as_a_cascades():
     right = arith_solution(_steps(3, ops))
     record = {"problem_id": "p", "correct": True, "completion": right, "drafts": [[right, right]]}
     got = audit("arith", {"p": p}, [record], READER)
-    assert got == {"habit_steps": 0, "habit_steps_taken": 0, "right": 1, "right_with_wrong_work": 0}
+    assert got == dict.fromkeys(KEYS, 0) | {"right": 1}
+
+
+def test_the_oracle_reader_keeps_right_steps_and_does_the_rest_with_its_habits():
+    """A gold draft: the oracle keeps every step and is right. A draft wrong at its one `*`
+    step from a non-zero value: the oracle writes that step itself, with a rate-1 habit there,
+    and is wrong; without the habit, right. Program lines alike, on the hidden tests."""
+    task = ArithTask(n_train=30, n_test=60, answer="trace")
+    code = ToyCodeTask(n_train=30, n_test=60)
+    try:
+        p = next(
+            p
+            for p in task.problems("hard")
+            if sum(op == "*" and s.lhs for (op, _), s in zip(p.meta["ops"], gold(p))) == 1
+        )
+        rng = random.Random(0)
+        gold_text = ArithTask.solution(p)
+        star = next(i for i, (op, _) in enumerate(p.meta["ops"]) if op == "*")
+        wrong = gold(p)
+        bad = ArithStep(wrong[star].lhs, "*", wrong[star].rhs, (wrong[star].result + 1) % 7)
+        wrong_text = arith_solution([*wrong[:star], bad], answer="trace")
+        every = Mistake("*", tuple(range(1, 7)), 1.0, 1.0)
+        none = Mistake("*", (), 0.0, 0.0)
+        assert oracle_right("arith", p, gold_text, every, rng)
+        if wrong[star].lhs:
+            assert not oracle_right("arith", p, wrong_text, every, rng)
+        assert oracle_right("arith", p, wrong_text, none, rng)
+        q = code.problems("hard")[0]
+        right = ToyCodeTask.solution(q)
+        assert oracle_right("toycode", q, right, every, rng)
+        assert oracle_right("toycode", q, "no program", none, rng)
+        if any(op == "*" for op, _ in q.meta["ops"]):
+            assert not oracle_right("toycode", q, "no program", every, rng)
+    finally:
+        task.close()
+        code.close()

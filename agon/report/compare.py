@@ -168,6 +168,7 @@ def systems_columns(
 AUDIT_SHARES = {
     "take_up": ("habit_steps_taken", "habit_steps"),
     "luck": ("right_with_wrong_work", "right"),
+    "oracle": ("oracle_right", "reads"),
 }
 
 
@@ -175,7 +176,8 @@ def audit_columns(prefix: str, summaries: Sequence[str | Path]) -> dict[str, Any
     """A system's audit (:mod:`agon.toy.audit`) summed over its seeds' summaries: each count
     (``{prefix}audit_{key}``) and the shares :data:`AUDIT_SHARES` names (``{prefix}take_up``:
     right draft steps on the reader's always-wrong habits that it wrote right; ``{prefix}luck``:
-    right answers with wrong work; None where nothing was counted); nothing where a seed's
+    right answers with wrong work; ``{prefix}oracle``: the oracle reader's pass@1 on the
+    cascade's drafts; None where nothing was counted); nothing where a seed's
     summary has no audit (a task or family without one)."""
     loaded = [json.loads(Path(p).read_text()).get("audit") for p in summaries]
     if not loaded or any(a is None for a in loaded):

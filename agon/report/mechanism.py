@@ -170,9 +170,13 @@ def reading_markdown(rows: list[dict], systems: Sequence[str], pairs: Sequence[t
         "done right, the share the reader wrote right (it never does alone, so each was taken "
         "from the draft), Wilson 95% interval; cascade - reader: the cascade's pass@1 minus its "
         "reader's alone (B, trained as in the cascade) on the same problems, points, paired 95% "
-        "interval; luck: the share of right answers with a wrong step.",
+        "interval; oracle: the pass@1 of a reader with the reader's habits that kept every right "
+        "step of the same drafts and wrote the rest itself (what reading could reach with them); "
+        "luck: the share of right answers with a wrong step.",
         "",
-        *head(["family", "task", "system", "take-up (steps)", "cascade - reader", "luck"]),
+        *head(
+            ["family", "task", "system", "take-up (steps)", "cascade - reader", "oracle", "luck"]
+        ),
     ]
     for r, s in shown:
         steps, taken = r.get(f"{s}_audit_habit_steps", 0), r.get(f"{s}_audit_habit_steps_taken", 0)
@@ -189,5 +193,6 @@ def reading_markdown(rows: list[dict], systems: Sequence[str], pairs: Sequence[t
             )
         right, lucky = r.get(f"{s}_audit_right", 0), r.get(f"{s}_audit_right_with_wrong_work", 0)
         luck = f"{100 * lucky / right:.1f} ({lucky}/{right})" if right else "no right answer"
-        lines.append(table_row([r["family"], r["task"], s, take, diff, luck]))
+        oracle = "" if r.get(f"{s}_oracle") is None else f"{100 * r[f'{s}_oracle']:.1f}"
+        lines.append(table_row([r["family"], r["task"], s, take, diff, oracle, luck]))
     return lines

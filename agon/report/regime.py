@@ -235,11 +235,38 @@ def regime_markdown(rows: Sequence[dict], config: dict, with_values: bool = True
         ),
         "",
         *ceiling_lines(rows, with_values),
+        *oracle_lines(rows),
     ]
     note = readers_note(config)
     if note:
         lines += ["", f"Readers: {note}"]
     return "\n".join(lines) + "\n"
+
+
+ORACLE_SYSTEMS = ("base_cascade", "grpo_cascade", "agon", "agon_independent")
+
+
+def oracle_lines(rows: Sequence[dict]) -> list[str]:
+    """The reachable ceiling of the cascade in this world, beside the ratios': per row, the
+    oracle reader's pass@1 (:mod:`agon.toy.audit`) on each cascade's drafts, where counted."""
+    found = [
+        (r, [(s, r[f"{s}_oracle"]) for s in ORACLE_SYSTEMS if r.get(f"{s}_oracle") is not None])
+        for r in rows
+    ]
+    found = [(r, cells) for r, cells in found if cells]
+    if not found:
+        return []
+    lines = [
+        "",
+        "Reachable by reading: the pass@1 of an oracle reader, with the reader's habits, that "
+        "keeps every right step of a cascade's drafts and writes the rest itself (what a reader "
+        "that had learned to read would score with those drafters; agon.toy.audit):",
+        "",
+    ]
+    for r, cells in found:
+        text = ", ".join(f"{s}'s drafts {100 * v:.1f}%" for s, v in cells)
+        lines.append(f"- {r['family']}/{r['task']}: {text}.")
+    return lines
 
 
 # ----------------------------------------------------------------------------- results/regime.csv

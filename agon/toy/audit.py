@@ -11,22 +11,44 @@ Two counts per evaluation, from its samples and the world's habits (``toy.models
   result or operand is wrong, or a chain that is not the question's; toycode: a program line
   that is not the question's operation). A right answer with wrong work was right by chance.
 
+- **the oracle reader**: on each read (a cascade's sample), whether a reader that keeps every
+  step of the draft that is right, aligned with its own work, and writes the others itself
+  with the reader's habits (sampled at their rates, seeded by problem and sample) would be
+  right: what reading could reach with those drafts, the ceiling the duel's reader is read
+  against.
+
 ``agon eval`` writes them into an evaluation's summary (``audit``) for the toy tasks; the
 regime's criteria (:mod:`agon.regime`) and table 1's mechanism columns read them.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agon.tasks.code import extract_code
-from agon.toy.chain import ArithStep, apply_op, misread, parse_arith_steps
+from agon.toy.chain import (
+    ArithStep,
+    answer_of,
+    apply_op,
+    arith_answer,
+    misread,
+    parse_arith_steps,
+)
 from agon.toy.mistake import Mistake
-from agon.toy.toycode import parse_code_lines, same_line
+from agon.toy.sft_data import written_arith_steps, written_code_lines
+from agon.toy.toycode import parse_code_lines, reference_output, same_line
 
 TASKS = ("arith", "toycode")  # the tasks whose samples can be audited
-KEYS = ("habit_steps", "habit_steps_taken", "right", "right_with_wrong_work")
+KEYS = (
+    "habit_steps",
+    "habit_steps_taken",
+    "right",
+    "right_with_wrong_work",
+    "reads",
+    "oracle_right",
+)
 
 
 def _always_wrong(reader: Mistake, op: str, k: int, kind: str) -> bool:
@@ -77,6 +99,19 @@ def wrong_work(task: str, problem: Any, completion: str) -> bool:
     return len(lines) != len(ops) or not all(same_line(w, op, k) for w, (op, k) in zip(lines, ops))
 
 
+def oracle_right(task: str, problem: Any, draft: str, reader: Mistake, rng: random.Random) -> bool:
+    """Whether a reader with ``reader``'s habits that keeps the draft's right aligned steps
+    (program lines) and writes the others itself answers ``problem`` right."""
+    ops = problem.meta["ops"]
+    if task == "arith":
+        keep = [parse_arith_steps(draft)]
+        steps = written_arith_steps(problem.meta["start"], ops, rng, reader, keep=keep)
+        return arith_answer(steps, answer_of(problem)) == problem.answer
+    keep = [parse_code_lines(extract_code(draft) or "")]
+    lines = written_code_lines(ops, rng, reader, keep=keep)
+    return all(reference_output(lines, i) == o for i, o in problem.meta["tests"])
+
+
 def _step_right(step: ArithStep, op: str, k: int, value: int) -> bool:
     return (step.lhs, step.op, step.rhs) == (value, op, k) and step.correct
 
@@ -101,6 +136,9 @@ def audit(
             seen, taken = habit_steps(task, problem, drafts[0], r["completion"], reader)
             out["habit_steps"] += seen
             out["habit_steps_taken"] += taken
+            rng = random.Random(f"oracle-{r['problem_id']}-{r.get('sample', 0)}")
+            out["reads"] += 1
+            out["oracle_right"] += oracle_right(task, problem, drafts[0], reader, rng)
     return out
 
 
