@@ -264,12 +264,22 @@ def test_weight_zero_is_the_grpo_step(models):
     assert m["A/loss"] != pytest.approx(m_grpo["A/loss"])
 
 
-def test_toy_run_writes_summary_and_moves_both_models(tmp_path, models):
+def test_toy_run_writes_summary_and_moves_both_models(tmp_path, models, monkeypatch):
     """`agon train --method gar` on the toy arith task with tiny models: two steps (resume is
-    the duel's loop's, tested with it)."""
+    the duel's loop's, tested with it); the run closes its policies (their rollout engines)
+    once their models are saved, not at interpreter exit."""
     from transformers import AutoModelForCausalLM
 
+    from agon.training import shell
     from agon.training.run import run
+
+    closed, close = [], shell.close_policies
+
+    def recording(policies, accelerator):
+        closed.append((sorted(policies), (tmp_path / "run" / "A").is_dir()))
+        close(policies, accelerator)
+
+    monkeypatch.setattr(shell, "close_policies", recording)
 
     # untrained models answer wrong and their cosines sit near 0: signed, they still differ
     config = write_config(tmp_path, _toy_config(models, cosine="signed"))
@@ -295,6 +305,7 @@ def test_toy_run_writes_summary_and_moves_both_models(tmp_path, models):
         after = AutoModelForCausalLM.from_pretrained(out / name)
         assert any(not torch.equal(p, q) for p, q in zip(before.parameters(), after.parameters()))
     assert 0 < summary["gar_time_s"] <= summary["train_time_s"]
+    assert closed == [(["A", "B"], True)]  # once, after the models were saved
 
 
 # ------------------------------------------------------------------------- the samples' states

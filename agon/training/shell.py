@@ -278,6 +278,9 @@ class InHouseTrainer(ReadsSettings):
         finally:
             task.close()
         save_policies(run.policies, run.tokenizers, run.out, accelerator)
+        # the last phase's engines (vLLM processes, their staged weights) end with the run, not
+        # at interpreter exit; on a crash the engines' own exit handlers close them
+        close_policies(run.policies, accelerator)
         if self.phases:
             _merge_phases(run.out, self.phases, s, accelerator)
         rows = logbook.read_rows(run.out / "metrics.jsonl")
