@@ -336,6 +336,7 @@ def test_all_tables_target_builds_every_toy_table(tmp_path):
 # of only one. ``parts``: which numbers of the cell the paragraph quotes, in its order (see
 # PARTS). The line must name exactly one cell of the page.
 
+RESULTS_PAGE = "docs/results.md"  # the page a cells comment that names none reads
 DURATION = r"\d+ h \d+ min|\d+ min \d+ s"
 QUOTED = rf"{DURATION}|[-+−]?\d+\.\d+"  # what a status paragraph quotes: decimals, durations
 NUMBER = rf"{DURATION}|[-+]?\d+(?:\.\d+)?"  # a number in a cell of the page
@@ -423,13 +424,24 @@ def _norm(number: str) -> str:
     return " ".join(number.split()).replace("−", "-").removeprefix("+")
 
 
-def readme_mismatches(readme: str, page: str) -> list[str]:
-    """Each number of the README's status paragraphs that is not the part of the cell of
-    ``page`` its cells comment names, each line that names no cell or several, and each
-    paragraph whose count of numbers is not its comment's count of parts."""
-    tables = page_tables(page)
+COMMENT = re.compile(r"<!-- cells:(\w+)(?: \(([^:)]+):)?[^\n]*\n(.*?)-->", re.S)
+
+
+def cited_pages(readme: str) -> list[str]:
+    """The pages the README's cells comments name (``<!-- cells:X (PATH: ...``; a comment
+    that names none: docs/results.md)."""
+    return sorted({path or RESULTS_PAGE for _, path, _ in COMMENT.findall(readme)})
+
+
+def readme_mismatches(readme: str, page: str | dict[str, str]) -> list[str]:
+    """Each number of the README's status paragraphs that is not the part of the cell its
+    cells comment names, on the page the comment names (``page``: that page's text, or every
+    page's by path), each line that names no cell or several, and each paragraph whose count
+    of numbers is not its comment's count of parts."""
+    pages = page if isinstance(page, dict) else None
     paragraphs = dict(re.findall(r"<!-- status:(\w+) -->(.*?)<!-- /status:\1 -->", readme, re.S))
-    comments = dict(re.findall(r"<!-- cells:(\w+)[^\n]*\n(.*?)-->", readme, re.S))
+    found = {name: (path or RESULTS_PAGE, body) for name, path, body in COMMENT.findall(readme)}
+    comments = {name: body for name, (_, body) in found.items()}
     problems = [f"cells:{n}: no status paragraph" for n in comments if n not in paragraphs]
     for name, text in paragraphs.items():
         quoted = re.findall(QUOTED, " ".join(text.split()))
@@ -439,6 +451,7 @@ def readme_mismatches(readme: str, page: str) -> list[str]:
             problems.append(f"status:{name}: no <!-- cells:{name} --> comment after it")
             continue
         named, unresolved = [], []
+        tables = page_tables(pages[found[name][0]] if pages is not None else page)
         for ref in filter(None, map(str.strip, comments[name].splitlines())):
             try:
                 cell, parts = cell_of(tables, ref)
@@ -467,7 +480,8 @@ def test_every_number_in_the_readme_status_is_its_cell_of_the_committed_results_
     column, part) of docs/results.md, generated from one commit's results, that it names."""
     readme = (ROOT / "README.md").read_text()
     assert "<!-- status:" in readme, "the README has no status paragraph to check"
-    problems = readme_mismatches(readme, (ROOT / "docs" / "results.md").read_text())
+    pages = {path: (ROOT / path).read_text() for path in cited_pages(readme)}
+    problems = readme_mismatches(readme, pages)
     assert not problems, "\n".join(problems)
 
 
@@ -551,3 +565,20 @@ def test_the_readme_check_refuses_a_line_that_names_no_cell_or_several():
         "cells:u: no status paragraph",
         "status:t: no <!-- cells:t --> comment after it",
     ]
+
+
+def test_a_cells_comment_reads_the_page_it_names():
+    """``<!-- cells:X (results/regime.md: ...`` reads that page; a comment that names none
+    reads docs/results.md; the README's committed pages are the ones it names."""
+    other = "## Regime\n\n| family | task | criterion | value [95%] |\n|---|---|---|---|\n"
+    other += "| toy | arith | luck_rare | 4.0 [1.0, 9.0] |\n"
+    named = README + (
+        "<!-- status:u -->\nLuck 4.0.\n<!-- /status:u -->\n"
+        "<!-- cells:u (results/regime.md: section > table | row | column | parts)\n"
+        "Regime | toy | arith | luck_rare | value | value\n-->\n"
+    )
+    pages = {"docs/results.md": PAGE, "results/regime.md": other}
+    assert cited_pages(named) == ["docs/results.md", "results/regime.md"]
+    assert readme_mismatches(named, pages) == []
+    (problem,) = readme_mismatches(named.replace("Luck 4.0", "Luck 9.0"), pages)
+    assert "9.0 is not the value of 'Regime | toy | arith | luck_rare" in problem
