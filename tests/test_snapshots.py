@@ -21,6 +21,8 @@ import pytest
 import yaml
 from test_workflow import REPO, dry_run_jobs, snakemake, workdir_with
 
+from agon.config import validate_config
+
 SMOKE = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
 TOY = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 OUT = SMOKE["out_dir"]
@@ -148,3 +150,19 @@ def test_editing_train_reruns_every_training_run(tree):
     runs = Counter(j["rule"] for j in jobs if j["rule"] in TRAINING - BASE_MODELS)
     assert {r: counts[r] for r in runs} == runs, counts
     assert not BASE_MODELS & set(counts), counts
+
+
+def test_a_toy_evaluation_snapshot_holds_the_worlds_habits(tmp_path):
+    """The audit of a toy evaluation (agon.toy.audit) reads the readers' habits from its
+    config: the eval snapshot carries `toy.models` as the config has them (table 1's world's,
+    not the schema's defaults; the rest of `toy` shapes the base models, which the evaluation
+    waits for anyway)."""
+    cfg = copy.deepcopy(SMOKE)
+    cfg["toy"]["models"] = copy.deepcopy(TOY["toy"]["models"])
+    wd = workdir_with(tmp_path, cfg, name="habits.yaml")
+    target = f"{OUT}/toy/arith/config/eval.yaml"
+    res = snakemake(wd, "--cores", "1", "--configfile", "config/habits.yaml", "--", target)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    snap = yaml.safe_load((wd / target).read_text())
+    assert snap["toy"]["models"] == validate_config(cfg)["toy"]["models"]
+    assert snap["toy"]["models"] != validate_config(SMOKE)["toy"]["models"]

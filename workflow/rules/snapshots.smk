@@ -73,6 +73,10 @@ def _snapshot(stage, family=None, task=None):
         cfg["tasks"] = [TASKS[task]]
     for section in STAGE_SECTIONS[stage]:
         cfg[section] = config[section]
+    if stage == "eval" and FAMILIES[family].get("toy") and "toy" in config:
+        # the audit of a toy evaluation reads the world's habits (agon.toy.audit); they shape
+        # the base models too, so keeping them here reruns no evaluation that would not rerun
+        cfg["toy"] = {"models": config["toy"]["models"]}
     return cfg
 
 
