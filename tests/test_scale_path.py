@@ -193,6 +193,27 @@ def test_server_weights_go_in_one_batched_update(server):
     assert state == {"inside": False, "set_outside": 0, "set_inside": 1}
 
 
+def test_server_weights_carry_the_checkpoints_names(monkeypatch, tmp_path):
+    """Qwen3.5's trainer model (``Qwen3_5ForCausalLM``, ``model.layers.*``) sends the names of
+    the checkpoint the server loaded (``model.language_model.*``), as a staged file does."""
+    import trl.generation.vllm_client as vc
+    from safetensors import safe_open
+
+    monkeypatch.setattr(vc, "VLLMClient", FakeClient)
+    monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "set_device", lambda d: None)
+    (policy,) = tiny_policies("qwen3_5", tmp_path, RLSettings(), names=("A",), seeds=(0,)).values()
+    engine = rollouts.ServerRollouts("http://s:8000", policy.engine.tokenizer, device=1)
+    engine.sync_weights(policy.model)
+    (_, metadata, streamed) = engine.client.requests[1]
+    names = [m[0] for m in metadata]
+    with safe_open(str(tmp_path / "qwen3_5-0" / "model.safetensors"), framework="pt") as f:
+        checkpoint = set(f.keys())
+    assert len(names) == len(list(policy.model.parameters())) and set(names) <= checkpoint
+    assert any(n.startswith("model.language_model.layers.") for n in names)
+    assert [n for n, _ in streamed] == names
+
+
 def test_server_rollouts_pass_and_cut_at_stop_strings(server):
     engine, _, _ = server
     tok = engine.tokenizer

@@ -45,6 +45,7 @@ from agon.engines.base import (
 from agon.engines.hf import HFEngine, _first_stop, resolve_dtype
 from agon.engines.placement import Part, visible_gpus
 from agon.engines.process import EngineProcess, engine_env
+from agon.engines.staging import checkpoint_state
 from agon.engines.vllm import STAGED_WEIGHTS
 from agon.training.settings import RLSettings
 
@@ -162,13 +163,17 @@ class ServerRollouts(TemplatedEngine):
         """Send the trainer's current weights to the server in one batched update and drop its
         stale prefix cache.
 
-        The server is told every tensor's name, dtype and shape first (a DTensor's shape is the
+        The server is told every tensor's name (the checkpoint's: :func:`checkpoint_state`),
+        dtype and shape first (a DTensor's shape is the
         full one, so nothing is gathered for it), then the tensors stream in one packed NCCL
         broadcast. Under FSDP2 every rank takes part in gathering each full parameter
         (``full_tensor``), in the same order; the main rank streams it. All ranks wait until the
         server has them.
         """
-        params = [(engine_weight_name(n), p) for n, p in model.named_parameters()]
+        # under the checkpoint's names, as a staged file holds them (Qwen3.5's trainer calls its
+        # layers model.layers.*, the checkpoint and vLLM's model model.language_model.*)
+        named = {engine_weight_name(n): p for n, p in model.named_parameters()}
+        params = list(checkpoint_state(model, named).items())
 
         def full_params():
             for name, p in params:
