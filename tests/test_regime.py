@@ -298,22 +298,33 @@ def _paired(mats, n_boot, seed):
 # ----------------------------------------------------------------------------- results/regime.csv
 
 
-def test_regime_csv_from_the_regime_evaluations(tmp_path):
+def _regime_tree(tmp_path, rates, audits=None):
+    """A regime tree of a toy family on arith: each regime system's evaluations at its seeds
+    (pass@1 near ``rates``; with ``audits``, each summary carries its system's audit counts,
+    0 where it names none) and GRPO's runs; (config, layout, {system: {seed: results}})."""
     cfg = make_config(tmp_path / "results", seeds=(0, 1), methods=["base", "moa", "grpo"])
     cfg["families"][0]["toy"] = True
     layout = Layout(cfg["out_dir"])
-    rng = random.Random(0)
-    rates = {"base": 0.1, "base_b": 0.14, "base_cascade": 0.3, "moa": 0.12}
-    rates |= {"grpo": 0.25, "grpo_b": 0.5}
-    truth = {}
+    rng, truth = random.Random(0), {}
     for s in REGIME_SYSTEMS:
         for seed in eval_seeds(s, cfg["seeds"]):
             d = Path(layout.regime_eval_dir("fam1", "arith", s, seed))
             truth.setdefault(s, {})[seed] = _write_eval(d, rng, rates[s], 40, 4, True, seed)
+            if audits is not None:
+                summary = json.loads((d / "summary.json").read_text())
+                full = dict.fromkeys(KEYS, 0) | audits.get(s, {})
+                (d / "summary.json").write_text(json.dumps(summary | {"audit": full}))
     for seed in cfg["seeds"]:
         run = Path(layout.regime_train_summary("fam1", "arith", "grpo", seed))
         run.parent.mkdir(parents=True, exist_ok=True)
         run.write_text(json.dumps(train_summary(rng, False, seed)))
+    return cfg, layout, truth
+
+
+def test_regime_csv_from_the_regime_evaluations(tmp_path):
+    rates = {"base": 0.1, "base_b": 0.14, "base_cascade": 0.3, "moa": 0.12}
+    rates |= {"grpo": 0.25, "grpo_b": 0.5}
+    cfg, layout, truth = _regime_tree(tmp_path, rates)
     written = build_regime_report(cfg, layout)
     (r,) = read_csv(layout.table_files("regime").csv)
     p = {s: float(rate_matrix(v).mean()) for s, v in truth.items()}
@@ -430,10 +441,6 @@ def test_share_criteria_pool_their_systems_and_a_share_of_nothing_is_not_met():
 def test_regime_csv_reads_the_audits_in_the_evaluations_summaries(tmp_path):
     """The regime's shares come from each seed's summary.json `audit`, summed over seeds, and
     decide regime_met with the pass@1 criteria."""
-    cfg = make_config(tmp_path / "results", seeds=(0, 1), methods=["base", "moa", "grpo"])
-    cfg["families"][0]["toy"] = True
-    layout = Layout(cfg["out_dir"])
-    rng = random.Random(0)
     rates = {"base": 0.1, "base_b": 0.14, "base_cascade": 0.15, "moa": 0.12}
     rates |= {"grpo": 0.25, "grpo_b": 0.3}
     audits = {
@@ -442,17 +449,7 @@ def test_regime_csv_reads_the_audits_in_the_evaluations_summaries(tmp_path):
         "base_cascade": {"habit_steps": 40, "habit_steps_taken": 2, "reads": 80},
     }
     audits["base_cascade"]["oracle_right"] = 30
-    for s in REGIME_SYSTEMS:
-        for seed in eval_seeds(s, cfg["seeds"]):
-            d = Path(layout.regime_eval_dir("fam1", "arith", s, seed))
-            _write_eval(d, rng, rates[s], 40, 4, True, seed)
-            summary = json.loads((d / "summary.json").read_text())
-            full = dict.fromkeys(KEYS, 0) | audits.get(s, {})
-            (d / "summary.json").write_text(json.dumps(summary | {"audit": full}))
-    for seed in cfg["seeds"]:
-        run = Path(layout.regime_train_summary("fam1", "arith", "grpo", seed))
-        run.parent.mkdir(parents=True, exist_ok=True)
-        run.write_text(json.dumps(train_summary(rng, False, seed)))
+    cfg, layout, _ = _regime_tree(tmp_path, rates, audits)
     written = build_regime_report(cfg, layout)
     (r,) = read_csv(layout.table_files("regime").csv)
     seeds = {s: len(eval_seeds(s, cfg["seeds"])) for s in REGIME_SYSTEMS}

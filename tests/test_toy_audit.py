@@ -119,20 +119,7 @@ def test_an_evaluation_summary_carries_the_audit(tmp_path, answer):
 
     reader = ScriptedEngine(read)
     mistake = Mistake("*", tuple(range(1, 7)), 1.0, 1.0)
-    try:
-        summary = evaluate(
-            cascade(drafter, reader),
-            task,
-            problems,
-            tmp_path,
-            n=2,
-            sampling=SamplingParams(seed=0),
-            n_boot=50,
-            progress=False,
-            audit=lambda records, by_id: audit("arith", by_id, records, mistake),
-        )
-    finally:
-        task.close()
+    summary = _audited(cascade(drafter, reader), task, problems, tmp_path, 2, mistake)
     records = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text().splitlines()]
     got = summary["audit"]
     assert got == json.loads((tmp_path / "summary.json").read_text())["audit"]
@@ -154,6 +141,25 @@ def test_an_evaluation_summary_carries_the_audit(tmp_path, answer):
     assert got["reads"] == len(records) == got["oracle_right"]  # gold drafts: all kept
 
 
+def _audited(system, task, problems, out, n, reader):
+    """A real evaluation of ``system`` on arith ``problems`` (``n`` samples each) with the
+    audit of ``reader``'s habits; its summary. Closes ``task``."""
+    try:
+        return evaluate(
+            system,
+            task,
+            problems,
+            out,
+            n=n,
+            sampling=SamplingParams(seed=0),
+            n_boot=20,
+            progress=False,
+            audit=lambda records, by_id: audit("arith", by_id, records, reader),
+        )
+    finally:
+        task.close()
+
+
 def gold(p):
     return gold_arith_steps(p.meta["start"], p.meta["ops"])
 
@@ -162,20 +168,7 @@ def test_a_single_model_counts_no_habit_steps_and_rows_map_to_models(tmp_path):
     task = ArithTask(n_train=30, n_test=60)
     problems = task.problems("hard")[:3]
     engine = ScriptedEngine(lambda text, j: "\\boxed{1}")
-    try:
-        summary = evaluate(
-            single(engine),
-            task,
-            problems,
-            tmp_path,
-            n=1,
-            sampling=SamplingParams(seed=0),
-            n_boot=20,
-            progress=False,
-            audit=lambda records, by_id: audit("arith", by_id, records, READER),
-        )
-    finally:
-        task.close()
+    summary = _audited(single(engine), task, problems, tmp_path, 1, READER)
     assert summary["audit"]["habit_steps"] == 0
     row = {"op": "-", "operands": [4], "arith_rate": 1.0, "code_rate": 0.0}
     config = {"toy": {"models": {"B": {"mistake": row}}}}

@@ -78,17 +78,24 @@ def test_own_targets_are_the_readers_own_work_whatever_the_drafts(tasks, kind):
 def test_own_targets_never_copy_a_wrong_draft(tasks, kind):
     """Drafts with the rival's habit, readers taught to anchor (copy_wrong 1): `draft` targets
     copy wrong steps, `own` targets of a reader without a habit are always right."""
-    task = tasks["arith" if kind.startswith("arith") else "toycode"]
     cfg = {"draft_clean": 0.0, "draft_slip": 0.3, "arith_copy_wrong": 1.0, "code_copy_wrong": 1.0}
-    wrong = {"draft": 0, "own": 0}
-    for mode in wrong:
+    wrong = _wrong_targets(tasks, kind, cfg, ("draft", "own"))
+    assert wrong["draft"] > 0 and wrong["own"] == 0
+
+
+def _wrong_targets(tasks, kind, cfg, modes) -> dict[str, int]:
+    """Per mode, how many of 60 targets of ``kind`` are not the gold solution: a reader
+    without a habit reads drafts written with :data:`HABIT` (and ``cfg``'s slips)."""
+    task = tasks["arith" if kind.startswith("arith") else "toycode"]
+    wrong = dict.fromkeys(modes, 0)
+    for mode in modes:
         for i in range(60):
             problem = task.sample(random.Random(f"p{i}"), task.levels)
             _, target = make_example(
                 kind, problem, task, random.Random(i), NONE, HABIT, {**cfg, "targets": mode}
             )
             wrong[mode] += target != _gold(task, problem)
-    assert wrong["draft"] > 0 and wrong["own"] == 0
+    return wrong
 
 
 @pytest.mark.parametrize("kind", ("arith_solve", *READ_KINDS, "code_solve"))
@@ -128,7 +135,7 @@ def _habit_steps_right(task, kind, examples) -> tuple[int, int]:
         if kind.startswith("arith"):
             steps = parse_arith_steps(target)
             value = problem.meta["start"]
-            for step, (op, k) in zip(steps, ops):
+            for step, (op, _) in zip(steps, ops):
                 if op == "*" and value != 0:
                     seen += 1
                     right += step.correct
@@ -161,16 +168,8 @@ def test_follow_takes_aligned_draft_steps_at_its_rate(tasks, kind):
 def test_follow_takes_wrong_steps_too_and_draft_mode_never_does(tasks, kind):
     """Drafts with the rival's habit, a reader without one: `follow` copies wrong steps as
     readily as right ones, so some targets are wrong; `draft` (copy_wrong 0) never copies one."""
-    task = tasks["arith" if kind.startswith("arith") else "toycode"]
     cfg = {"draft_clean": 0.0, "draft_slip": 0.3, "follow": 0.5}
-    wrong = {"draft": 0, "follow": 0}
-    for mode in wrong:
-        for i in range(60):
-            problem = task.sample(random.Random(f"p{i}"), task.levels)
-            _, target = make_example(
-                kind, problem, task, random.Random(i), NONE, HABIT, {**cfg, "targets": mode}
-            )
-            wrong[mode] += target != _gold(task, problem)
+    wrong = _wrong_targets(tasks, kind, cfg, ("draft", "follow"))
     assert wrong["draft"] == 0 and wrong["follow"] > 10
 
 
