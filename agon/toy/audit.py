@@ -30,15 +30,13 @@ from typing import Any
 from agon.tasks.code import extract_code
 from agon.toy.chain import (
     ArithStep,
-    answer_of,
     apply_op,
-    arith_answer,
     misread,
     parse_arith_steps,
 )
+from agon.toy.habits import writes_right
 from agon.toy.mistake import Mistake
-from agon.toy.sft_data import written_arith_steps, written_code_lines
-from agon.toy.toycode import parse_code_lines, reference_output, same_line
+from agon.toy.toycode import parse_code_lines, same_line
 
 TASKS = ("arith", "toycode")  # the tasks whose samples can be audited
 KEYS = (
@@ -102,14 +100,9 @@ def wrong_work(task: str, problem: Any, completion: str) -> bool:
 def oracle_right(task: str, problem: Any, draft: str, reader: Mistake, rng: random.Random) -> bool:
     """Whether a reader with ``reader``'s habits that keeps the draft's right aligned steps
     (program lines) and writes the others itself answers ``problem`` right."""
-    ops = problem.meta["ops"]
     if task == "arith":
-        keep = [parse_arith_steps(draft)]
-        steps = written_arith_steps(problem.meta["start"], ops, rng, reader, keep=keep)
-        return arith_answer(steps, answer_of(problem)) == problem.answer
-    keep = [parse_code_lines(extract_code(draft) or "")]
-    lines = written_code_lines(ops, rng, reader, keep=keep)
-    return all(reference_output(lines, i) == o for i, o in problem.meta["tests"])
+        return writes_right(problem, rng, reader, keep=[parse_arith_steps(draft)])
+    return writes_right(problem, rng, reader, keep=[parse_code_lines(extract_code(draft) or "")])
 
 
 def _step_right(step: ArithStep, op: str, k: int, value: int) -> bool:

@@ -7,6 +7,7 @@ base models land close to it, since they learn the habits' rates.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import replace
 
 from agon.toy.chain import answer_of, arith_answer
@@ -47,13 +48,20 @@ def habits_pass(task, problems, mistake: Mistake, n: int, seed: int = 0) -> dict
     for name, (writer, draws) in writers.items():
         right = 0
         for p in problems:
-            ops = p.meta["ops"]
             for _ in range(draws):
-                if "tests" in p.meta:
-                    lines = written_code_lines(ops, rng, writer)
-                    right += all(reference_output(lines, i) == o for i, o in p.meta["tests"])
-                else:
-                    steps = written_arith_steps(p.meta["start"], ops, rng, writer)
-                    right += arith_answer(steps, answer_of(p)) == p.answer
+                right += writes_right(p, rng, writer)
         out[name] = right / (len(problems) * draws)
     return out
+
+
+def writes_right(problem, rng: random.Random, writer: Mistake, keep: Sequence = ()) -> bool:
+    """Whether ``writer`` answers ``problem`` right, writing it with its habits as the SFT data
+    does (``keep``: drafts whose right aligned steps or lines it keeps, the steps parsed as
+    :class:`agon.toy.chain.ArithStep` lists, the lines as (op, operand) lists); toycode's
+    answer is checked on its hidden tests by computing what the written lines print."""
+    ops = problem.meta["ops"]
+    if "tests" in problem.meta:
+        lines = written_code_lines(ops, rng, writer, keep=keep)
+        return all(reference_output(lines, i) == o for i, o in problem.meta["tests"])
+    steps = written_arith_steps(problem.meta["start"], ops, rng, writer, keep=keep)
+    return arith_answer(steps, answer_of(problem)) == problem.answer
