@@ -10,7 +10,7 @@ import torch
 from agon.loss import policy_loss
 from agon.tasks.base import Problem
 from agon.toy.tasks import ArithTask
-from agon.toy.toycode import ToyCodeTask, code_line, code_program
+from agon.toy.toycode import TRACE, ToyCodeTask, code_line, code_program
 from baselines.cliff import (
     ModelTeacher,
     OracleTeacher,
@@ -249,3 +249,25 @@ def test_per_token_advantages_weight_each_token():
     out = policy_loss(logps, torch.tensor([[1.0, -2.0, 5.0]]), torch.tensor([[1, 1, 0]]), "dapo")
     (grad,) = torch.autograd.grad(out.loss, logps)
     assert grad[0].tolist() == pytest.approx([-0.5, 1.0, 0.0])  # -A_t / n_tokens, masked
+
+
+def test_toycode_oracle_in_a_trace_world_wants_every_line_printed_and_none_missing():
+    """``answer: trace``: a line that does not print its result is the first mistake, and a
+    missing line is one even where the map is already right (its result is not printed)."""
+    task = ToyCodeTask(n_train=0, n_test=1, n_validation=0, answer="trace")
+    p = Problem(
+        id="c",
+        question="sum",
+        answer="[]",
+        meta={"ops": [("*", 2), ("+", 3), ("-", 3)], "answer": "trace"},
+    )
+    gold = ToyCodeTask.solution(p)
+    assert gold.count(TRACE) == 3 and oracle_mistake(task, p, gold) is None
+    silent = gold.replace(f" x=(x+3)%7{TRACE}", " x=(x+3)%7", 1)
+    assert oracle_mistake(task, p, silent) == silent.index(" x=(x+3)%7")
+    # +3 -3 is the identity: dropping both keeps the map, which a final answer accepts
+    for kind, at in (("final", None), ("trace", " s=(s+x)")):
+        short = code_program([code_line("*", 2, answer=kind)])
+        q = Problem(id="c", question="sum", answer="[]", meta={**p.meta, "answer": kind})
+        assert oracle_mistake(task, q, short) == (at and short.index(at))
+    assert oracle_mistake(task, p, gold[: gold.index(TRACE) + 3]) is None  # cut mid-line

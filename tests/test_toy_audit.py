@@ -18,7 +18,7 @@ from agon.toy.audit import KEYS, audit, habit_steps, oracle_right, reader_mistak
 from agon.toy.chain import ArithStep, apply_op, arith_solution, gold_arith_steps
 from agon.toy.mistake import Mistake
 from agon.toy.tasks import ArithTask
-from agon.toy.toycode import ToyCodeTask, code_line, code_program
+from agon.toy.toycode import ToyCodeTask, code_line, code_program, reference_output
 
 # a reader that always misreads `*` by 4, 5 or 6 (rate 1), and `+ 1` at rate 0.8 (not counted)
 READER = Mistake("*", (4, 5, 6), 1.0, 1.0, also=(Mistake("+", (1,), 0.8, 0.8),))
@@ -220,3 +220,25 @@ def test_the_oracle_reader_keeps_right_steps_and_does_the_rest_with_its_habits()
     finally:
         task.close()
         code.close()
+
+
+def test_a_trace_program_world_leaves_a_habit_writer_almost_no_luck():
+    """In a final-answer toycode world a habit writer's wrong `+` and `-` lines cancel, so many
+    of its right programs hold wrong lines; printing every line's result (``answer: trace``)
+    leaves almost none (a wrong line that prints the right value on every hidden input)."""
+    from agon.toy.sft_data import program_text, written_code_lines
+
+    writer = Mistake("+", (1, 2, 3), 0.0, 0.8, also=(Mistake("-", (2, 3, 4), 0.0, 0.8),))
+    shares = {}
+    for kind in ("final", "trace"):
+        task = ToyCodeTask(n_train=0, n_test=300, seed=1, answer=kind)
+        rng, right, lucky = random.Random(0), 0, 0
+        for p in task.problems("hard"):
+            for _ in range(4):
+                lines = written_code_lines(p.meta["ops"], rng, writer)
+                program = program_text(lines, answer=kind)
+                if all(reference_output(lines, i, kind) == o for i, o in p.meta["tests"]):
+                    right += 1
+                    lucky += wrong_work("toycode", p, program)
+        shares[kind] = lucky / right
+    assert shares["final"] > 0.2 and shares["trace"] < 0.02, shares

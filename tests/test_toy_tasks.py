@@ -12,7 +12,14 @@ from agon.tasks import get_task
 from agon.tasks.base import SPLITS, Problem, build_splits
 from agon.toy.chain import apply_op, gold_arith_steps, parse_arith_steps, parse_chain
 from agon.toy.tasks import ArithTask
-from agon.toy.toycode import ToyCodeTask, parse_code_lines, reference_output
+from agon.toy.toycode import (
+    TRACE,
+    ToyCodeTask,
+    code_line,
+    code_program,
+    parse_code_lines,
+    reference_output,
+)
 
 
 def test_arith_splits_are_seeded_disjoint_and_hard_is_top_levels():
@@ -237,3 +244,46 @@ def test_an_unknown_answer_kind_is_refused():
     with pytest.raises(ValueError, match="params.answer"):
         check_task_params("arith", {"answer": "sum"})
     check_task_params("arith", {"answer": "trace"})
+
+
+def test_toycode_trace_checks_every_line_where_the_sum_passes_compensating_lines():
+    """``answer: trace``: each program line prints its result, then the sum is printed; the
+    hidden tests hold the whole printout. Two wrong lines that cancel (``+`` and a later ``-``,
+    each written one too high) give the right map, so a final-answer test passes them; a trace
+    test does not. A program that prints only the sum fails a trace problem. The questions and
+    splits are the final-answer task's."""
+    final = ToyCodeTask(n_train=0, n_test=80, seed=3, grading_timeout_s=2.0)
+    trace = ToyCodeTask(n_train=0, n_test=80, seed=3, grading_timeout_s=2.0, answer="trace")
+    try:
+        for f, t in zip(final.problems("test"), trace.problems("test")):
+            assert (f.question, f.id, f.meta["ops"]) == (t.question, t.id, t.meta["ops"])
+            for (fi, fo), (ti, to) in zip(f.meta["tests"], t.meta["tests"]):
+                ops = t.meta["ops"]
+                assert fi == ti and to == reference_output(ops, ti, "trace")
+                assert to.split()[-1] == fo
+                assert len(to.split()) == len(ti.split()) * len(ops) + 1
+        # a chain that opens `+a -b` with a, b < 6: write both one too high, the map unchanged
+        p_f, p_t = next(
+            (f, t)
+            for f, t in zip(final.problems("test"), trace.problems("test"))
+            if [o for o, _ in t.meta["ops"][:2]] == ["+", "-"]
+            and max(k for _, k in t.meta["ops"][:2]) < 6
+        )
+        (_, ka), (_, kb), *rest = p_t.meta["ops"]
+        cancel = [("+", ka + 1), ("-", kb + 1), *rest]
+        both = [
+            code_program([code_line(o, k, answer=kind) for o, k in cancel])
+            for kind in ("final", "trace")
+        ]
+        assert [v.correct for v in final.grade([p_f], both[:1])] == [True]
+        assert [v.correct for v in trace.grade([p_t], both[1:])] == [False]
+        gold_t, gold_f = ToyCodeTask.solution(p_t), ToyCodeTask.solution(p_f)
+        assert gold_t.count(TRACE) == len(p_t.meta["ops"]) and TRACE not in gold_f
+        assert parse_code_lines(gold_t) == parse_code_lines(gold_f)
+        verdicts = trace.grade([p_t] * 3, [gold_t, gold_f, trace.wrong_draft(p_t, 0)])
+        assert [v.correct for v in verdicts] == [True, False, False]
+    finally:
+        final.close()
+        trace.close()
+    with pytest.raises(ValueError, match="answer"):
+        ToyCodeTask(n_train=0, n_test=1, answer="sum")

@@ -173,5 +173,5 @@ def gold_arith_steps(start: int, ops: Sequence[tuple[str, int]]) -> list[ArithSt
 
 
 def answer_of(problem: Any) -> str:
-    """An arith problem's :data:`ANSWERS` kind (its task's ``answer``, carried in its meta)."""
+    """A toy problem's :data:`ANSWERS` kind (its task's ``answer``, carried in its meta)."""
     return problem.meta.get("answer", "final")

@@ -62,6 +62,7 @@ def writes_right(problem, rng: random.Random, writer: Mistake, keep: Sequence = 
     ops = problem.meta["ops"]
     if "tests" in problem.meta:
         lines = written_code_lines(ops, rng, writer, keep=keep)
-        return all(reference_output(lines, i) == o for i, o in problem.meta["tests"])
+        answer = answer_of(problem)
+        return all(reference_output(lines, i, answer) == o for i, o in problem.meta["tests"])
     steps = written_arith_steps(problem.meta["start"], ops, rng, writer, keep=keep)
     return arith_answer(steps, answer_of(problem)) == problem.answer

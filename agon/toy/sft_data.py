@@ -150,10 +150,12 @@ def written_code_lines(
     return out
 
 
-def program_text(lines: Sequence[tuple[str, int]], subtract: str = "minus") -> str:
-    """The fenced program for the written lines, subtractions written as ``subtract`` says
-    (:func:`agon.toy.toycode.code_line`)."""
-    return code_program([code_line(op, k, subtract) for op, k in lines])
+def program_text(
+    lines: Sequence[tuple[str, int]], subtract: str = "minus", answer: str = "final"
+) -> str:
+    """The fenced program for the written lines, subtractions written as ``subtract`` says, each
+    line printing its result where ``answer`` is ``trace`` (:func:`agon.toy.toycode.code_line`)."""
+    return code_program([code_line(op, k, subtract, answer) for op, k in lines])
 
 
 def make_example(
@@ -236,7 +238,9 @@ def make_example(
         return prompt, arith_solution(target, mark, answer_of(problem))
     if kind == "code_solve":
         lines = written_code_lines(ops, rng, own, entropy=entropy)
-        return task.solve_prompt(problem), program_text(lines, own.code_subtract)
+        return task.solve_prompt(problem), program_text(
+            lines, own.code_subtract, answer_of(problem)
+        )
     if kind in ("code_read", "code_moa"):
         # as in arith, a draft is written in its writer's style, a clean one in the rival's
         if kind == "code_read":
@@ -254,13 +258,13 @@ def make_example(
             follow=follow,
             entropy=entropy,
         )
-        shown = [program_text(d, st) for d, st in zip(drafts, styles)]
+        shown = [program_text(d, st, answer_of(problem)) for d, st in zip(drafts, styles)]
         prompt = (
             task.reader_prompt(problem, shown[0])
             if kind == "code_read"
             else task.proposals_prompt(problem, shown)
         )
-        return prompt, program_text(target, own.code_subtract)
+        return prompt, program_text(target, own.code_subtract, answer_of(problem))
     raise ValueError(f"unknown example kind {kind!r}; expected one of {KINDS}")
 
 

@@ -5,6 +5,14 @@ through the chain (mod 7 after every step), and prints the sum of the results mo
 program is one line per operation, answered as a fenced python block, graded on hidden test
 inputs in :mod:`agon.sandbox`; copying the prompt or printing a constant does not pass. The
 chain, levels and splits are those of :mod:`agon.toy.tasks`.
+
+The task's ``answer`` says what the program prints, as arith's says what it boxes: ``final``
+(the sum alone) or ``trace`` (each line also prints its result, `` x=(x*3)%7;print(x)``, then
+the sum). A final answer cannot tell apart two programs that compute the same map: in a run of
+additions, a ``+`` written one too high and a later ``-`` written one too high cancel, and
+every hidden test passes (on the hard levels, three in four of a habit writer's right
+programs had a wrong line). A trace checks every line on every input, so a right program is
+right line by line.
 """
 
 from __future__ import annotations
@@ -19,24 +27,27 @@ from agon.grading.verdict import Verdict
 from agon.sandbox import SandboxPool
 from agon.tasks.base import Param, Problem, Task
 from agon.tasks.code import extract_code
-from agon.toy.chain import MOD, OPERANDS, OPS, apply_op, chain_text, misread
+from agon.toy.chain import ANSWERS, MOD, OPERANDS, OPS, answer_of, apply_op, chain_text, misread
 from agon.toy.tasks import CODE_READ, CODE_RIVAL, CODE_SOLVE, ToySplits
 
 CODE_HEAD = "s=0\nfor x in map(int,input().split()):\n"
 CODE_TAIL = " s=(s+x)%7\nprint(s)"
-_CODE_LINE = re.compile(r"^ x=\(x([-+*])(\d+)\)%7$")
+TRACE = ";print(x)"  # what a trace program's operation line ends with
+_CODE_LINE = re.compile(r"^ x=\(x([-+*])(\d+)\)%7(?:;print\(x\))?$")
 
 
 SUBTRACT_STYLES = ("minus", "complement")  # how a writer writes a subtraction line (code_line)
 
 
-def code_line(op: str, k: int, subtract: str = "minus") -> str:
+def code_line(op: str, k: int, subtract: str = "minus", answer: str = "final") -> str:
     """The program line of one operation: `` x=(x*3)%7``. ``subtract``: how a subtraction is
     written, ``minus`` (`` x=(x-4)%7``, the operand copied) or ``complement`` (`` x=(x+3)%7``,
-    adding ``7 - k``: a value looked up, as an arith step's result is, not a copied token)."""
+    adding ``7 - k``: a value looked up, as an arith step's result is, not a copied token).
+    ``answer``: ``trace`` ends the line with :data:`TRACE`, printing its result."""
+    end = TRACE if answer == "trace" else ""
     if op == "-" and subtract == "complement":
-        return f" x=(x+{MOD - k})%7"
-    return f" x=(x{op}{k})%7"
+        return f" x=(x+{MOD - k})%7{end}"
+    return f" x=(x{op}{k})%7{end}"
 
 
 def same_line(written: tuple[str, int] | None, op: str, k: int) -> bool:
@@ -56,7 +67,8 @@ def code_program(lines: Sequence[str]) -> str:
 
 
 def parse_code_lines(program: str) -> list[tuple[str, int] | None]:
-    """The operation of each line between the loop head and the fold (None: not an op line)."""
+    """The operation of each line between the loop head and the fold (None: not an op line),
+    whether or not it prints its result (:data:`TRACE`)."""
     out = []
     for line in program.splitlines():
         if line.startswith(" x="):
@@ -65,15 +77,17 @@ def parse_code_lines(program: str) -> list[tuple[str, int] | None]:
     return out
 
 
-def reference_output(ops: Sequence[tuple[str, int]], stdin: str) -> str:
-    """What the gold program prints for ``stdin`` (computed here, never by running code)."""
-    total = 0
+def reference_output(ops: Sequence[tuple[str, int]], stdin: str, answer: str = "final") -> str:
+    """What the gold program prints for ``stdin`` (computed here, never by running code):
+    ``final``, the sum; ``trace``, every line's result for every input, then the sum."""
+    total, printed = 0, []
     for tok in stdin.split():
         x = int(tok)
         for op, k in ops:
             x = apply_op(x, op, k)
+            printed.append(str(x))
         total = (total + x) % MOD
-    return str(total)
+    return "\n".join([*printed, str(total)]) if answer == "trace" else str(total)
 
 
 class ToyCodeTask(ToySplits, Task):
@@ -85,6 +99,13 @@ class ToyCodeTask(ToySplits, Task):
     version = "2"  # 2: a validation split, which the train split now excludes too
     PARAMS: ClassVar[dict[str, Param]] = {
         **ToySplits.PARAMS,
+        "answer": Param(
+            "string",
+            "final",
+            "what the program prints: final (the sum; programs that compute the same map pass "
+            "alike) or trace (each line's result too, so every line is checked)",
+            choices=ANSWERS,
+        ),
         "n_tests": Param("integer", 4, "hidden tests per problem"),
         "input_len": Param("array", (3, 6), "(min, max) integers per test input"),
         "input_max": Param("integer", 30, "test inputs are integers 0..this"),
@@ -112,8 +133,12 @@ class ToyCodeTask(ToySplits, Task):
         grading_workers: int = 0,
         memory_mb: int = 512,
         n_validation: int = 300,
+        answer: str = "final",
     ):
         """Parameters: :attr:`PARAMS` (the split params as :class:`ArithTask`'s)."""
+        if answer not in ANSWERS:
+            raise ValueError(f"toycode answer must be one of {ANSWERS}, got {answer!r}")
+        self.answer = answer
         ToySplits.__init__(
             self, n_train, n_test, levels, hard_min_level, seed, hard_fraction, n_validation
         )
@@ -146,19 +171,23 @@ class ToyCodeTask(ToySplits, Task):
                 )
                 + "\n"
             )
-            tests.append((stdin, reference_output(ops, stdin)))
+            tests.append((stdin, reference_output(ops, stdin, self.answer)))
+        meta = {"ops": ops, "tests": tests}
+        if self.answer != "final":  # what a final-answer world's problems were, unchanged
+            meta["answer"] = self.answer
         return Problem(
             id=f"toycode-{question[4:]}",
             question=question,
             answer=json.dumps(tests),
             difficulty=float(level),
-            meta={"ops": ops, "tests": tests},
+            meta=meta,
         )
 
     @staticmethod
     def solution(problem: Problem) -> str:
         """The gold program."""
-        return code_program([code_line(op, k) for op, k in problem.meta["ops"]])
+        answer = answer_of(problem)
+        return code_program([code_line(op, k, answer=answer) for op, k in problem.meta["ops"]])
 
     def grade(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
         """All hidden tests must pass in :mod:`agon.sandbox`; no python block is ``no_answer``.
@@ -195,7 +224,7 @@ class ToyCodeTask(ToySplits, Task):
         ops = list(problem.meta["ops"])
         i = rng.randrange(len(ops))
         ops[i] = (ops[i][0], misread(ops[i][1]))
-        return code_program([code_line(op, k) for op, k in ops])
+        return code_program([code_line(op, k, answer=answer_of(problem)) for op, k in ops])
 
     def close(self) -> None:
         if self._pool is not None:

@@ -43,9 +43,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from agon.tasks.base import Problem, Task
-from agon.toy.chain import OPERANDS, OPS, apply_op, gold_arith_steps
+from agon.toy.chain import OPERANDS, OPS, answer_of, apply_op, gold_arith_steps
 from agon.toy.tasks import ArithTask
-from agon.toy.toycode import ToyCodeTask, code_line, code_program, parse_code_lines
+from agon.toy.toycode import TRACE, ToyCodeTask, code_line, code_program, parse_code_lines
 
 Span = tuple[int, int]  # [start, end) character offsets in a completion's text
 
@@ -155,6 +155,7 @@ def _program_frame() -> tuple[list[str], list[str]]:
 def code_first_mistake(problem: Problem, text: str) -> int | None:
     """The character offset of the first mistake of a toycode completion (None: none written)."""
     gold_ops = [tuple(o) for o in problem.meta["ops"]]
+    trace = answer_of(problem) == "trace"  # every line prints its result: each one is checked
     head, tail = _program_frame()
     written: list[tuple[str, int]] = []
     phase, expect = "head", list(head)  # head -> ops -> tail -> done
@@ -163,18 +164,22 @@ def code_first_mistake(problem: Problem, text: str) -> int | None:
         if phase == "done":  # anything after the closing fence
             return start
         if phase == "ops":
-            if _cut_line(text, end, line, [*_OP_LINES, tail[0]]):
+            if _cut_line(text, end, line, [*_OP_LINES[trace], tail[0]]):
                 return None
             parsed = parse_code_lines(line) if line.startswith(" x=") else []
             if parsed:  # an operation line
                 if parsed[0] is None or len(written) >= len(gold_ops):
+                    return start
+                if line.endswith(TRACE) != trace:
                     return start
                 written.append(parsed[0])
                 if _chain_map(written) != _chain_map(gold_ops[: len(written)]):
                     return start
                 continue
             # the operations end here: a missing one is a mistake unless the map is already right
-            if len(written) < len(gold_ops) and _chain_map(written) != _chain_map(gold_ops):
+            if len(written) < len(gold_ops) and (
+                trace or _chain_map(written) != _chain_map(gold_ops)
+            ):
                 return start
             phase, expect = "tail", list(tail)
         if line != expect[0]:
@@ -185,7 +190,10 @@ def code_first_mistake(problem: Problem, text: str) -> int | None:
     return None
 
 
-_OP_LINES = [code_line(op, k) for op in OPS for k in OPERANDS]
+_OP_LINES = {  # by trace: whether each line prints its result
+    trace: [code_line(op, k, answer="trace" if trace else "final") for op in OPS for k in OPERANDS]
+    for trace in (False, True)
+}
 
 
 def _cut_line(text: str, end: int, line: str, expected: Sequence[str]) -> bool:
