@@ -6,6 +6,7 @@
 #   snakemake --cores all results/related.csv                     # Cliff, GAR, ... beside it
 #   snakemake --cores all results/regime.csv                      # can the world show the claims?
 #   snakemake --cores all results/control.csv                     # the positive control
+#   snakemake --cores all results/budget.csv                      # table 1 at 1x, 4x, 16x steps
 #   snakemake --cores all all_tables                              # every table above (hours)
 #   agon report --docs                                            # then docs/results.md
 #   snakemake -n results/table1.csv --configfile config/paper.yaml  # the paper's DAG
@@ -42,6 +43,7 @@ include: "workflow/rules/table1_jobs.smk"
 include: "workflow/rules/ablations_jobs.smk"
 include: "workflow/rules/regime_jobs.smk"
 include: "workflow/rules/control_jobs.smk"
+include: "workflow/rules/budget_jobs.smk"
 # the rules
 include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/data.smk"
@@ -51,6 +53,7 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/ablations.smk"
 include: "workflow/rules/control.smk"
 include: "workflow/rules/regime.smk"
+include: "workflow/rules/budget.smk"
 include: "workflow/rules/plan.smk"
 
 
@@ -61,10 +64,11 @@ rule all:
 
 
 # `snakemake --cores all all_tables`: every toy-world table the project publishes (table 1, the
-# regime, the positive control, the ablations, the related methods), then `agon report --docs`
+# regime, the positive control, the ablations, the related methods, the budget curve), then
+# `agon report --docs`
 # gathers them into docs/results.md. Not the default target: it takes hours. The control's
 # pilot (committed, never rebuilt) and its exploratory arm 2 are built by name only.
 rule all_tables:
     input:
-        [LAYOUT.table_files(name).csv for name in ("table1", "regime", "control", "ablations", "related")],
+        [LAYOUT.table_files(name).csv for name in ("table1", "regime", "control", "ablations", "related", "budget")],
     localrule: True

@@ -110,6 +110,44 @@ class Layout:
     def ablation_eval_samples(self, family: str, task: str, variant: str, seed: int | str) -> str:
         return f"{self.ablation_eval_dir(family, task, variant, seed)}/samples.jsonl"
 
+    # results/budget.csv (agon.budget_curve): table 1's trained systems at a multiple of its
+    # training budget; scale 1 is table 1's own runs and evaluations, every other scale has its
+    # own folders
+    def budget_snapshot(self, family: str, task: str, scale: int | str) -> str:
+        return f"{self.out_dir}/{family}/{task}/config/budget/x{scale}.yaml"
+
+    def budget_train_dir(
+        self, family: str, task: str, scale: int | str, method: str, seed: int | str
+    ) -> str:
+        if str(scale) == "1":
+            return self.train_dir(family, task, method, seed)
+        return f"{self.out_dir}/{family}/{task}/budget/x{scale}/train/{method}/seed{seed}"
+
+    def budget_train_summary(
+        self, family: str, task: str, scale: int | str, method: str, seed: int | str
+    ) -> str:
+        return f"{self.budget_train_dir(family, task, scale, method, seed)}/summary.json"
+
+    def budget_eval_dir(
+        self, family: str, task: str, scale: int | str, system: str, seed: int | str
+    ) -> str:
+        if str(scale) == "1":
+            return self.eval_dir(family, task, system, seed)
+        return f"{self.out_dir}/{family}/{task}/budget/x{scale}/eval/{system}/seed{seed}"
+
+    def budget_eval_summary(
+        self, family: str, task: str, scale: int | str, system: str, seed: int | str
+    ) -> str:
+        return f"{self.budget_eval_dir(family, task, scale, system, seed)}/summary.json"
+
+    def budget_eval_samples(
+        self, family: str, task: str, scale: int | str, system: str, seed: int | str
+    ) -> str:
+        return f"{self.budget_eval_dir(family, task, scale, system, seed)}/samples.jsonl"
+
+    def budget_figures(self) -> list[str]:
+        return [f"{self.figures_dir}/budget.{ext}" for ext in FIGURE_FORMATS]
+
     # results/regime.csv: table 1's baselines on the regime's split, GRPO at a budget fixed up
     # front (agon.regime), each in a folder of its own beside table 1's runs and evaluations
     def regime_train_dir(self, family: str, task: str, method: str, seed: int | str) -> str:

@@ -273,6 +273,39 @@ def test_the_regime_needs_no_agon_run(tmp_path):
     assert not any(r.startswith("regime") for r in default)
 
 
+def test_the_budget_curve_reuses_table_1_at_scale_1_and_matches_grpo_at_each_scale(tmp_path):
+    """results/budget.csv: each scale but 1 trains agon, agon_independent and GRPO (waiting for
+    agon's run of its scale and seed) with scale x train.steps; scale 1 is table 1's own runs
+    and evaluations; not part of the default target."""
+    from agon.budget_curve import SYSTEMS, TRAINED
+
+    wd = workdir_with(tmp_path)
+    cfg = load(wd / "config" / "config.yaml")
+    b = cfg["budget"]
+    jobs = dry_run_jobs(wd, "results/budget.csv")
+    counts = Counter(j["rule"] for j in jobs)
+    others, seeds = [x for x in b["scales"] if x != 1], b["seeds"]
+    n = len(cfg["families"]) * len(b["tasks"]) * len(others) * len(seeds)
+    assert counts["budget_train"] == n * len(TRAINED)
+    assert counts["budget_evaluate"] == n * len(SYSTEMS) and counts["budget_report"] == 1
+    assert counts["train"] == len(b["tasks"]) * len(seeds) * len(TRAINED)  # table 1's, scale 1
+    assert counts["budget_config"] == len(b["tasks"]) * len(others)
+    x = others[-1]
+    grpo = next(
+        j
+        for j in jobs
+        if j["rule"] == "budget_train" and f"x{x}/train/grpo/seed{seeds[-1]}/A" in j["output"][0]
+    )
+    assert f"results/toy/arith/budget/x{x}/train/agon/seed{seeds[-1]}/summary.json" in grpo["input"]
+    snaps = [f"results/toy/arith/config/budget/x{x}.yaml", "results/toy/arith/config/train.yaml"]
+    assert snakemake(wd, "--cores", "1", *snaps).returncode == 0
+    scaled, table1 = (load(wd / p) for p in snaps)
+    assert scaled["train"].pop("steps") == x * table1["train"].pop("steps")
+    assert scaled == table1  # nothing else of table 1's training changes
+    default = Counter(j["rule"] for j in dry_run_jobs(wd))
+    assert not any(r.startswith("budget") for r in default)
+
+
 def test_related_methods_are_one_target_away(tmp_path):
     """results/related.csv: each related method trained per (family, task, seed) against the
     agon run of its seed, evaluated in its three columns; the toy teacher is built only for

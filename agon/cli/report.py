@@ -3,6 +3,7 @@
 `agon report --config C --related`: the related methods' table and its compute figure;
 `agon report --config C --control`: the positive control's table;
 `agon report --config C --regime`: table 1's baselines against the regime (results/regime.csv);
+`agon report --config C --budget`: table 1's trained systems against training budget;
 `agon report --docs [--results DIR] [--out PATH]`: docs/results.md, every published table with
 its provenance (the config, default config/config.yaml, gives DIR and the commands)."""
 
@@ -12,6 +13,7 @@ import argparse
 
 from agon.config import load_config
 from agon.report.ablations import build_ablations_report
+from agon.report.budget_curve import build_budget_report
 from agon.report.control import build_control_report
 from agon.report.control_measures import TABLES
 from agon.report.docs import DEFAULT_CONFIG, DEFAULT_OUT, write_results_page
@@ -58,6 +60,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "default), control_pilot (its pilot) or control_curriculum (arm 2)",
     )
     p.add_argument(
+        "--budget",
+        action="store_true",
+        help="write results/budget.csv and .md: table 1's trained systems at each multiple of "
+        "its training budget (the config's budget section), and the figure",
+    )
+    p.add_argument(
         "--regime",
         action="store_true",
         help="write results/regime.csv and .md: table 1's baselines on the regime's split "
@@ -86,11 +94,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _cli(args: argparse.Namespace) -> int:
-    reports = args.ablations + args.related + args.regime + (args.control is not None) + args.docs
+    reports = (
+        args.ablations + args.related + args.regime + args.budget + (args.control is not None)
+    ) + args.docs
     if reports > 1:
         raise SystemExit(
-            "agon report: --ablations, --related, --regime, --control and --docs are reports; "
-            "pass one"
+            "agon report: --ablations, --related, --regime, --budget, --control and --docs are "
+            "reports; pass one"
         )
     if args.docs:
         config_path = args.config or DEFAULT_CONFIG
@@ -103,6 +113,8 @@ def _cli(args: argparse.Namespace) -> int:
     layout = Layout(config["out_dir"], args.figures or config["figures_dir"])
     if args.regime:
         written = build_regime_report(config, layout)
+    elif args.budget:
+        written = build_budget_report(config, layout)
     elif args.control:
         written = build_control_report(config, layout, args.control)
     elif args.ablations:

@@ -58,17 +58,19 @@ TABLES = (
     ("control_curriculum", "The positive control's arm 2 (exploratory)", EXPLORATORY),
     ("ablations", "Ablations: the Agon variants", PUBLISHED),
     ("related", "Related methods", PUBLISHED),
+    ("budget", "Budget: table 1's trained systems at multiples of its steps", PUBLISHED),
 )
 
 # A results file (relative to its out_dir, its summary.json's folder) -> the Snakemake
 # benchmark of the job that wrote it (relative to out_dir/benchmarks, no .tsv): the
-# `benchmark:` paths of workflow/rules/{train,evaluate,ablations,regime,control}.smk
+# `benchmark:` paths of workflow/rules/{train,evaluate,ablations,regime,budget,control}.smk
 _FT = r"(?P<f>[^/]+)/(?P<t>[^/]+)"  # a family's and a task's folders
 BENCHMARK_OF = (
     (r"control/(?P<rest>.+)", "control/{rest}"),
     (_FT + r"/(?P<kind>train|eval)/(?P<x>[^/]+)/(?P<s>seed\d+)", "{kind}/{f}/{t}/{x}/{s}"),
     (_FT + r"/ablations/(?P<rest>.+)", "ablations/{f}/{t}/{rest}"),
     (_FT + r"/regime/(?P<rest>.+)", "regime/{f}/{t}/{rest}"),
+    (_FT + r"/budget/(?P<x>x\d+)/(?P<rest>.+)", "budget/{f}/{t}/{x}/{rest}"),
 )
 
 
