@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agon.methods import trained_methods_for
+from agon.training.settings import TrainSettings
 
 # what each scale evaluates: the cascades and, for cascade minus reader, the readers alone
 SYSTEMS = ("agon", "agon_single_b", "agon_independent", "grpo", "grpo_b", "grpo_cascade")
@@ -47,7 +48,12 @@ def budget_section(config: Mapping[str, Any]) -> dict[str, Any]:
 def budget_changes(config: Mapping[str, Any], scale: int) -> dict[str, Any]:
     """What a scale's training changes of table 1's train snapshot: ``scale x train.steps``
     (GRPO's step cap, ``max_steps_factor x steps``, scales with it)."""
-    return {"train": {"steps": int(scale) * int(config["train"]["steps"])}}
+    return {"train": {"steps": int(scale) * table1_steps(config)}}
+
+
+def table1_steps(config: Mapping[str, Any]) -> int:
+    """Table 1's optimizer steps per model (``train.steps``), which each scale multiplies."""
+    return int(TrainSettings.from_config(config).steps)
 
 
 def budget_config(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agon.budget_curve import SYSTEMS, TRAINED, budget_config, budget_section
+from agon.budget_curve import SYSTEMS, TRAINED, budget_config, budget_section, table1_steps
 from agon.config import config_hash
 from agon.report.compare import systems_rows
 from agon.report.compute import train_compute
@@ -54,7 +54,7 @@ def build_budget_table(config: dict, layout: Layout) -> list[dict]:
         ):
             f, t = row["family"], row["task"]
             out = {"family": f, "task": t, "scale": scale}
-            out["steps"] = scale * int(config["train"]["steps"])
+            out["steps"] = scale * table1_steps(config)
             out |= {k: v for k, v in row.items() if k not in ("family", "task")}
             out |= comparison_columns(p, rates, n_boot)
             for m in TRAINED:
