@@ -296,6 +296,8 @@ def test_benchmark_names_match_the_rules():
         (lay.ablation_eval_summary("F", "T", "v1", 0), {"variant": "v1"}),
         (lay.regime_train_summary("F", "T", "grpo", 0), {"rmethod": "grpo"}),
         (lay.regime_eval_summary("F", "T", "moa", 0), {"system": "moa"}),
+        (lay.budget_train_summary("F", "T", 4, "grpo", 0), {"scale": 4, "bmethod": "grpo"}),
+        (lay.budget_eval_summary("F", "T", 16, "agon", 0), {"scale": 16, "system": "agon"}),
         (lay.control_train_summary("drafter", "agon", 0), {"scheme": "agon"}),
         (lay.control_eval_summary("drafter", "agon", "cascade_AB", 0), {"scheme": "agon"}),
     ]
@@ -316,7 +318,7 @@ def test_all_tables_target_builds_every_toy_table(tmp_path):
     (the pilot, committed and never rebuilt, aside)."""
     jobs = dry_run_jobs(workdir_with(tmp_path), "all_tables")
     outputs = {o for j in jobs for o in j["output"]}
-    for name in ("table1", "regime", "control", "ablations", "related"):
+    for name in ("table1", "regime", "control", "ablations", "related", "budget"):
         assert f"results/{name}.csv" in outputs, name
     assert "results/control_pilot.csv" not in outputs
     assert sum(j["rule"] == "all_tables" for j in jobs) == 1
