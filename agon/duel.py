@@ -42,6 +42,7 @@ from agon import rl
 from agon.engines.base import Completion, Engine, PromptTooLongError, fit_tail
 from agon.rl import Advantages, group_advantages, problem_groups
 from agon.tasks.base import Problem, Task, apply_draft_view
+from agon.toy import audit
 from agon.training import logbook
 from agon.training import metrics as mk
 from agon.training.policy import Policy
@@ -279,6 +280,13 @@ def duel_step(
         row.update({f"{d}->{r}/{k}": v for k, v in outcomes.items()})
         # the mechanism: how wrong drafts went wrong, and how often they mislead their reads
         row.update(logbook.reader_metrics(r, c_draft_per_read.ravel(), c_read.ravel()))
+        if policies[r].habits is not None and task.name in audit.TASKS:  # a toy reader
+            texts = [[c.text for c in per_problem] for per_problem in ro.drafts]
+            read_texts = [[[x.text for x in per] for per in pp] for pp in ro.reads]
+            seen, taken = audit.rollout_take_up(
+                task.name, ro.problems, texts, read_texts, policies[r].habits
+            )
+            row.update(logbook.take_up_metrics(r, seen, taken))
         styles = rl.wrong_styles(task, ro.problems, ro.drafts, c_draft)
         row.update(logbook.style_metrics(d, styles, r_draft[c_draft == 0]))
         fingerprint.extend([*drafts, *reads])

@@ -268,3 +268,43 @@ def test_train_roles_drafter_leaves_the_reader_as_it_was(roles, tmp_path):
     # under role_schedule both each model drafts every step: both train on their drafts alone
     both = duel.DuelSettings(problems_per_step=2, role_schedule="both", train_roles=roles)
     assert duel.training_models(0, both, ["A", "B"], 2) == ["A", "B"]
+
+
+def test_a_toy_reader_logs_its_take_up_each_step_and_the_run_sums_it(tmp_path, monkeypatch):
+    """A reader with habits (a pretrained toy model) on a toy task: the step logs its take-up
+    counts (agon.toy.audit.rollout_take_up over the step's drafts and reads) and their rate; a
+    reader without habits logs none. The run's summary weighs each step's rate by its count,
+    over the run and in its first and last quarter."""
+    from agon.toy import audit
+    from agon.toy.mistake import Mistake
+    from agon.toy.tasks import ArithTask
+    from agon.training.logbook import mechanism_summary
+
+    seen = []
+
+    def counts(task, problems, drafts, reads, reader):
+        seen.append((task, len(problems), len(drafts[0]), len(reads[0][0]), reader))
+        return 5, 2
+
+    s = duel.DuelSettings(problems_per_step=2, num_generations=4, num_reads=2, max_new_tokens=6)
+    task = ArithTask(n_train=20, n_test=10, n_validation=5, answer="trace")
+    policies = tiny_policies("qwen3", tmp_path, s)
+    habits = Mistake("*", (4, 5, 6), 1.0, 1.0)
+    policies["B"].habits = habits
+    m = duel.duel_step(task, policies, task.problems("train")[:2], s, step=0)  # the real count
+    assert m["B/reader/habit_steps"] >= m["B/reader/habit_steps_taken"] >= 0
+    monkeypatch.setattr(audit, "rollout_take_up", counts)
+    m = duel.duel_step(task, policies, task.problems("train")[:2], s, step=0)  # A drafts, B reads
+    assert seen == [("arith", 2, 4, 2, habits)]
+    assert (m["B/reader/habit_steps"], m["B/reader/habit_steps_taken"]) == (5.0, 2.0)
+    assert m["B/reader/take_up"] == pytest.approx(0.4)
+    policies["B"].habits = None
+    m = duel.duel_step(task, policies, task.problems("train")[:2], s, step=0)
+    assert "B/reader/habit_steps" not in m and len(seen) == 1
+
+    rows = [{"B/reader/habit_steps": n, "B/reader/take_up": r} for n, r in
+            [(10, 0.1), (30, 0.2), (0, float("nan")), (10, 0.5), (10, 0.6)]]  # fmt: skip
+    out = mechanism_summary(rows, "B")
+    assert out["B/take_up"] == pytest.approx((1 + 6 + 5 + 6) / 60)
+    assert out["B/take_up_first"] == pytest.approx(0.1)  # a quarter of the 4 counted steps
+    assert out["B/take_up_last"] == pytest.approx(0.6)

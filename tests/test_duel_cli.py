@@ -13,13 +13,25 @@ from tests.duel_helpers import tiny_config
 
 @pytest.fixture
 def no_model_loads(monkeypatch):
-    """Any attempt to load a model fails the test: config errors must come first."""
-    from agon.engines import hf
+    """Any attempt to load a model fails the test: config errors must come first. Patched in
+    every module that imports ``load_model`` by name too: patching ``hf`` alone would leave
+    their own reference (and a module first imported under the patch would keep ``boom``)."""
+    import importlib
 
     def boom(*a, **k):
         raise AssertionError("a model was loaded before the config was checked")
 
-    monkeypatch.setattr(hf, "load_model", boom)
+    modules = [  # all imported before any is patched
+        importlib.import_module(name)
+        for name in (
+            "agon.engines.hf",
+            "agon.training.shell",
+            "baselines.grpo.trainer",
+            "baselines.opd_then_rl.trainer",
+        )
+    ]
+    for module in modules:
+        monkeypatch.setattr(module, "load_model", boom)
 
 
 @pytest.mark.parametrize(

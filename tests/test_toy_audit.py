@@ -242,3 +242,37 @@ def test_a_trace_program_world_leaves_a_habit_writer_almost_no_luck():
                     lucky += wrong_work("toycode", p, program)
         shares[kind] = lucky / right
     assert shares["final"] > 0.2 and shares["trace"] < 0.02, shares
+
+
+def test_a_duel_steps_take_up_sums_every_read_and_habits_come_from_the_pretraining_report(
+    tmp_path,
+):
+    """What the duel logs of a toy reader's take-up is :func:`habit_steps` summed over every
+    read of every draft; the reader's habits are those its pretraining report says it was
+    trained with (none for a model without one)."""
+    from agon.toy.audit import model_habits, rollout_take_up
+
+    ops = [("*", 4), ("+", 1), ("*", 5), ("-", 2)]
+    p = _problem(3, ops)
+    right = arith_solution(_steps(3, ops))
+    own = arith_solution(_steps(3, ops, wrong={0}))
+    reads = [[[right, own], [own, own]]]
+    expected = [
+        habit_steps("arith", p, d, r, READER) for d, rs in zip([right, own], reads[0]) for r in rs
+    ]
+    assert (
+        rollout_take_up("arith", [p], [[right, own]], reads, READER)
+        == tuple(map(sum, zip(*expected)))
+        == (2 + 1, 2 + 0)
+    )
+
+    pair = tmp_path / "seed0"
+    (pair / "A").mkdir(parents=True)
+    assert model_habits(pair / "A") is None  # no report beside it
+    mistake = {"op": "*", "operands": [4, 5, 6], "arith_rate": 1.0, "code_rate": 1.0}
+    report = {"provenance": {"config": {"toy": {"models": {"A": {"mistake": mistake}}}}}}
+    (pair / "report.json").write_text(json.dumps(report))
+    assert model_habits(pair / "A") == Mistake.from_config(mistake)
+    assert model_habits(pair / "B") is None  # the report names no B
+    (pair / "report.json").write_text("{not json")
+    assert model_habits(pair / "A") is None

@@ -4,7 +4,9 @@ From each trained method's runs (``summary.json``: :func:`agon.training.metrics.
 mechanism_summary`; ``metrics.jsonl``: the rollout fingerprints), the mean over seeds of:
 
 - per model as a reader: its correctness after right drafts and after wrong ones over the run
-  (the gap is how often a wrong draft misleads), and its pass@1 reading a fixed wrong draft of
+  (the gap is how often a wrong draft misleads), a toy reader's take-up of right draft steps on
+  its always-wrong habits in the first and the last quarter of its reads (:mod:`agon.toy.audit`:
+  was reading learned while training), and its pass@1 reading a fixed wrong draft of
   each validation probe problem before training and after (its robustness; the same drafts for
   every method, GRPO's models included);
 - per model as a drafter: the hidden share of its wrong drafts in the first and the last
@@ -33,6 +35,8 @@ from agon.training.metrics import MODELS, ROLLOUT_SHA, STEP
 SUMMARY_KEYS = {
     "read_after_right": "read_after_right",
     "read_after_wrong": "read_after_wrong",
+    "take_up_first": "take_up_first",
+    "take_up_last": "take_up_last",
     "first_robust_pass@1": "robust_before",
     "last_robust_pass@1": "robust_after",
     "hidden_share_first": "hidden_first",
@@ -106,6 +110,8 @@ def _finite(d: dict, key: str) -> bool:
 MECHANISM_COLUMNS = (
     ("read_after_right", "read right after a right draft"),
     ("read_after_wrong", "read right after a wrong draft"),
+    ("take_up_first", "take-up of right draft steps, first quarter"),
+    ("take_up_last", "... last quarter"),
     ("robust_before", "reading fixed wrong drafts, before"),
     ("robust_after", "... after"),
     ("hidden_first", "hidden share of wrong drafts, first quarter"),

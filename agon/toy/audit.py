@@ -23,8 +23,10 @@ regime's criteria (:mod:`agon.regime`) and table 1's mechanism columns read them
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from agon.tasks.code import extract_code
@@ -133,6 +135,40 @@ def audit(
             out["reads"] += 1
             out["oracle_right"] += oracle_right(task, problem, drafts[0], reader, rng)
     return out
+
+
+def rollout_take_up(
+    task: str,
+    problems: Sequence[Any],
+    drafts: Sequence[Sequence[str]],
+    reads: Sequence[Sequence[Sequence[str]]],
+    reader: Mistake,
+) -> tuple[int, int]:
+    """A duel step's take-up counts for one direction (:func:`habit_steps` summed over every
+    read of every draft): ``drafts[i][g]`` is problem ``i``'s ``g``-th draft text,
+    ``reads[i][g][k]`` its ``k``-th read."""
+    seen = taken = 0
+    for p, row, per_draft in zip(problems, drafts, reads):
+        for draft, texts in zip(row, per_draft):
+            for text in texts:
+                s, t = habit_steps(task, p, draft, text, reader)
+                seen, taken = seen + s, taken + t
+    return seen, taken
+
+
+def model_habits(model: str | Path) -> Mistake | None:
+    """The habits toy model folder ``model`` (``.../seed0/A``) was pretrained with, from the
+    pretraining report beside it (``report.json``: the config it ran with); None for a model
+    that is not a pretrained toy model."""
+    path = Path(model)
+    report = path.parent / "report.json"
+    if not report.is_file():
+        return None
+    try:
+        config = json.loads(report.read_text())["provenance"]["config"]
+        return reader_mistake(config, path.name)
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def reader_mistake(config: Mapping[str, Any], row: str) -> Mistake | None:

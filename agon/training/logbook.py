@@ -24,6 +24,8 @@ from agon.training.metrics import (
     EVAL_ROW_KEYS,
     EVAL_S,
     GPU_S,
+    HABIT_STEPS,
+    HABIT_TAKEN,
     HARD_PASS1,
     HIDDEN_SHARE,
     LR,
@@ -52,6 +54,7 @@ from agon.training.metrics import (
     STYLE_REWARD_GAP,
     STYLED,
     SUMMED,
+    TAKE_UP,
     TOKENS,
     TRAINED_TOKENS,
     UPDATE_S,
@@ -117,6 +120,16 @@ def reader_metrics(
         key(READ_AFTER_WRONG, model=reader): _nanmean(after_wrong),
         key(READS_AFTER_RIGHT, model=reader): float(after_right.size),
         key(READS_AFTER_WRONG, model=reader): float(after_wrong.size),
+    }
+
+
+def take_up_metrics(reader: str, seen: int, taken: int) -> dict[str, float]:
+    """A toy reader's take-up of right draft steps on its always-wrong habits this step
+    (:func:`agon.toy.audit.rollout_take_up`): the counts and their rate (NaN: none seen)."""
+    return {
+        key(HABIT_STEPS, model=reader): float(seen),
+        key(HABIT_TAKEN, model=reader): float(taken),
+        key(TAKE_UP, model=reader): taken / seen if seen else float("nan"),
     }
 
 
@@ -327,6 +340,13 @@ def mechanism_summary(rows: Sequence[Mapping[str, Any]], name: str) -> dict[str,
         out[f"{name}/read_after_wrong"] = _weighted(
             reads, key(READ_AFTER_WRONG, model=name), key(READS_AFTER_WRONG, model=name)
         )
+    audited = [r for r in rows if r.get(key(HABIT_STEPS, model=name))]
+    if audited:  # a toy reader's take-up over the run, and in its first and last quarter
+        q = max(1, len(audited) // 4)
+        rate, weight = key(TAKE_UP, model=name), key(HABIT_STEPS, model=name)
+        out[f"{name}/take_up"] = _weighted(audited, rate, weight)
+        out[f"{name}/take_up_first"] = _weighted(audited[:q], rate, weight)
+        out[f"{name}/take_up_last"] = _weighted(audited[-q:], rate, weight)
     styled = [r for r in rows if key(HIDDEN_SHARE, model=name) in r]
     if styled:
         q = max(1, len(styled) // 4)

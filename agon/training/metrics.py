@@ -58,6 +58,11 @@ READ_AFTER_RIGHT = "{model}/reader/correct_after_right_draft"
 READ_AFTER_WRONG = "{model}/reader/correct_after_wrong_draft"
 READS_AFTER_RIGHT = "{model}/reader/reads_after_right_draft"  # the denominators of the rates
 READS_AFTER_WRONG = "{model}/reader/reads_after_wrong_draft"
+# a toy reader's take-up (agon.toy.audit): of the steps where a draft shows one of the reader's
+# always-wrong habits done right, aligned with its own work, how many it wrote right
+HABIT_STEPS = "{model}/reader/habit_steps"
+HABIT_TAKEN = "{model}/reader/habit_steps_taken"
+TAKE_UP = "{model}/reader/take_up"  # HABIT_TAKEN / HABIT_STEPS
 HIDDEN_SHARE = "{model}/drafter/hidden_share"  # hidden / (hidden + visible) wrong drafts
 STYLED = "{model}/drafter/styled_wrong"  # wrong drafts classified visible or hidden
 # what the drafter is paid for a hidden over a visible wrong draft (mean reward of the one
@@ -186,6 +191,9 @@ KEYS: tuple[Key, ...] = (
     Key(READS_AFTER_WRONG, "sum"),
     _rate(READ_AFTER_RIGHT, READS_AFTER_RIGHT),
     _rate(READ_AFTER_WRONG, READS_AFTER_WRONG),
+    Key(HABIT_STEPS, "sum"),
+    Key(HABIT_TAKEN, "sum"),
+    _rate(TAKE_UP, HABIT_STEPS),
     Key(STYLED, "sum"),
     _rate(HIDDEN_SHARE, STYLED),
     Key(STYLE_GAP_WEIGHT, "sum"),

@@ -46,6 +46,9 @@ class Policy:
     # the weights and AdamW's moments staying float32; None: no autocast
     autocast_dtype: torch.dtype | None = None
     engine_asleep: bool = False  # the engine sleeps through this policy's update
+    # a pretrained toy model's habits (agon.toy.audit.model_habits), which the duel reads its
+    # take-up of right draft steps against; None for any other model
+    habits: Any = None
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """The forward's precision: autocast to :attr:`autocast_dtype` on the model's device,

@@ -37,6 +37,7 @@ from agon.provenance import atomic_write_text
 from agon.registry import ReadsSettings
 from agon.tasks import task_from_config
 from agon.tasks.base import Task
+from agon.toy.audit import model_habits
 from agon.training import logbook
 from agon.training import metrics as mk
 from agon.training.budget import from_settings
@@ -72,6 +73,8 @@ def family_policies(
         engine = rollout_engine(options, fam, name, model, tok, autocast, part)
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         policy = make_policy(name, model, engine, settings, pad, autocast_dtype=autocast)
+        if fam.get("toy"):
+            policy.habits = model_habits(row["model"])
         distribute(policy, accelerator)  # shard / replicate each model with its own optimizer
         policies[name] = policy
         tokenizers[name] = tok
