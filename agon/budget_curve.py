@@ -64,3 +64,22 @@ def budget_config(config: Mapping[str, Any]) -> dict[str, Any]:
     out["tasks"] = [t for t in config["tasks"] if t["name"] in b["tasks"]]
     out["seeds"] = b["seeds"]
     return out
+
+
+def budget_summaries(config: Mapping[str, Any], layout: Any) -> tuple[list[str], list[str]]:
+    """Every summary the budget table reads (the workflow's inputs, the report's provenance):
+    each system's evaluation and each method's run at every scale and seed of the section
+    (``layout``: an :class:`agon.results.Layout`)."""
+    b = budget_section(config)
+    keys = [(f["name"], t) for f in config["families"] for t in b["tasks"]]
+
+    def every(path_of, names):
+        return [
+            path_of(f, t, x, n, k)
+            for f, t in keys
+            for x in b["scales"]
+            for n in names
+            for k in b["seeds"]
+        ]
+
+    return every(layout.budget_eval_summary, SYSTEMS), every(layout.budget_train_summary, TRAINED)

@@ -14,7 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agon.budget_curve import SYSTEMS, TRAINED, budget_config, budget_section, table1_steps
+from agon.budget_curve import (
+    SYSTEMS,
+    TRAINED,
+    budget_config,
+    budget_section,
+    budget_summaries,
+    table1_steps,
+)
 from agon.config import config_hash
 from agon.report.compare import systems_rows
 from agon.report.compute import train_compute
@@ -188,22 +195,7 @@ def build_budget_report(config: dict, layout: Layout) -> dict[str, list[Path]]:
     rows = build_budget_table(config, layout)
     meta = figure_meta(config, "agon report --budget")
     figs = plot_budget(rows, layout.figures_dir, meta) if rows else []
-    cfg = budget_config(config)
-    keys = [(f["name"], t["name"]) for f in cfg["families"] for t in cfg["tasks"]]
-    inputs = [
-        layout.budget_eval_summary(f, t, x, s, k)
-        for f, t in keys
-        for x in b["scales"]
-        for s in SYSTEMS
-        for k in b["seeds"]
-    ]
-    runs = [
-        layout.budget_train_summary(f, t, x, m, k)
-        for f, t in keys
-        for x in b["scales"]
-        for m in TRAINED
-        for k in b["seeds"]
-    ]
+    inputs, runs = budget_summaries(config, layout)
     return write_table(
         layout.table_files("budget"),
         rows,

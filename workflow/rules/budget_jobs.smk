@@ -3,9 +3,9 @@
 # and the summaries results/budget.csv is built from. Scale 1 is table 1's own runs: its paths
 # are table 1's (agon.results.Layout.budget_*), so no rule here makes them.
 
-from agon.budget_curve import SYSTEMS as BUDGET_SYSTEMS, TRAINED as BUDGET_TRAINED, budget_changes, budget_section
+from agon.budget_curve import TRAINED as BUDGET_TRAINED, budget_changes, budget_section, budget_summaries
 
-BUDGET = budget_section(config)
+budget_section(config)  # its checks, when the DAG is built (a bad task or seed fails here)
 
 
 def budget_snapshot_params(wildcards):
@@ -62,11 +62,6 @@ def budget_eval_command(wildcards, input):
 
 
 def budget_results():
-    """Every summary results/budget.csv is built from: each system's evaluation and each
-    method's run at every scale and seed of the budget section."""
-    keys = [(f, t) for f in FAMILIES for t in BUDGET["tasks"]]
-    evals = [LAYOUT.budget_eval_summary(f, t, x, s, k) for f, t in keys for x in BUDGET["scales"]
-             for s in BUDGET_SYSTEMS for k in BUDGET["seeds"]]
-    runs = [LAYOUT.budget_train_summary(f, t, x, m, k) for f, t in keys for x in BUDGET["scales"]
-            for m in BUDGET_TRAINED for k in BUDGET["seeds"]]
+    """Every summary results/budget.csv is built from (agon.budget_curve.budget_summaries)."""
+    evals, runs = budget_summaries(config, LAYOUT)
     return evals + runs
