@@ -513,8 +513,8 @@ import os, signal, sys, time
 from agon.engines import process as ep
 ep._OWNED[:] = [sys.argv[1]]
 signal.signal(signal.SIGTERM, ep._on_sigterm)
-print("ready", flush=True)
 try:
+    print("ready", flush=True)  # in the try: a signal right after it still reaches the finally
     time.sleep(60)  # serve's loop or its cleanup: wherever the signal lands
 finally:
     time.sleep(60)  # a cleanup that never reaches the staged files itself
