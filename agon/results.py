@@ -119,9 +119,16 @@ class Layout:
     def budget_train_dir(
         self, family: str, task: str, scale: int | str, method: str, seed: int | str
     ) -> str:
+        return self._budget_dir("train", family, task, scale, method, seed)
+
+    def _budget_dir(
+        self, kind: str, family: str, task: str, scale: int | str, name: str, seed: int | str
+    ) -> str:
+        """A budget run's (``kind`` train) or evaluation's (eval) folder: table 1's at scale 1."""
         if str(scale) == "1":
-            return self.train_dir(family, task, method, seed)
-        return f"{self.out_dir}/{family}/{task}/budget/x{scale}/train/{method}/seed{seed}"
+            table1 = self.train_dir if kind == "train" else self.eval_dir
+            return table1(family, task, name, seed)
+        return f"{self.out_dir}/{family}/{task}/budget/x{scale}/{kind}/{name}/seed{seed}"
 
     def budget_train_summary(
         self, family: str, task: str, scale: int | str, method: str, seed: int | str
@@ -131,9 +138,7 @@ class Layout:
     def budget_eval_dir(
         self, family: str, task: str, scale: int | str, system: str, seed: int | str
     ) -> str:
-        if str(scale) == "1":
-            return self.eval_dir(family, task, system, seed)
-        return f"{self.out_dir}/{family}/{task}/budget/x{scale}/eval/{system}/seed{seed}"
+        return self._budget_dir("eval", family, task, scale, system, seed)
 
     def budget_eval_summary(
         self, family: str, task: str, scale: int | str, system: str, seed: int | str
