@@ -302,7 +302,8 @@ def ceilings(p: Mapping[str, float], regime: Mapping) -> list[Ceiling]:
     :data:`RATIOS` (1 / its denominator's pass@1: ``agon / grpo``, 1 / grpo; over several
     models, 1 / the larger), ``(agon - base) / (moa - base)`` ((1 - base) / (moa - base), not
     defined when MoA's gain is not positive) and its difference form against 0 ((1 - base) -
-    k (moa - base), k the claimed gain ratio)."""
+    k (moa - base), k the claimed gain ratio; not meaningful when MoA's gain is not
+    positive: :func:`moa_gain_no_bar`)."""
     claims = regime["claims"]
     out = []
     for ratio in RATIOS:
@@ -317,13 +318,23 @@ def ceilings(p: Mapping[str, float], regime: Mapping) -> list[Ceiling]:
         if gain > 0:
             out.append(Ceiling(key, room / gain, k))
         else:
-            note = (
-                f"not defined: MoA's gain over base is {100 * gain:+.1f} points; read the "
-                "difference form"
-            )
+            note = f"not defined: MoA's gain over base is {100 * gain:+.1f} points"
             out.append(Ceiling(key, None, k, note))
-        out.append(Ceiling(DIFFERENCE, room - k * gain, 0.0))
+        if gain > 0:
+            out.append(Ceiling(DIFFERENCE, room - k * gain, 0.0))
+        else:
+            out.append(Ceiling(DIFFERENCE, None, 0.0, moa_gain_no_bar(gain, k)))
     return out
+
+
+def moa_gain_no_bar(gain: float, k: float) -> str:
+    """Why ``(agon - base) - k (moa - base)`` says nothing when MoA's gain is not positive:
+    ``k`` times a gain of 0 or less is no bar, and any Agon at or above base would read
+    "shown"."""
+    return (
+        f"not meaningful: MoA's gain over base is {100 * gain:+.1f} points, and {k:g} times "
+        "that is no bar"
+    )
 
 
 # ----------------------------------------------------------------------------- the regime's runs

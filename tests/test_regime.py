@@ -115,7 +115,9 @@ def test_ceilings_say_what_this_world_cannot_show():
     flat = {c.key: c for c in ceilings({"base": 0.1, "moa": 0.1}, REGIME)}
     assert flat["agon_gain_over_moa_gain"].ceiling is None
     assert flat["agon_gain_over_moa_gain"].verdict.startswith("not defined")
-    assert flat[DIFFERENCE].verdict == "representable"
+    # k times a gain of 0 (or a loss) is no bar: the difference form says nothing there
+    assert flat[DIFFERENCE].ceiling is None
+    assert flat[DIFFERENCE].verdict.startswith("not meaningful: MoA's gain over base is +0.0")
 
 
 def test_ceilings_over_either_grpo_model_and_the_stronger():
@@ -393,6 +395,32 @@ def test_the_gates_read_the_regimes_criteria_not_the_ones_that_contradicted_it()
     assert not any(".regime." in k for k in control)
 
 
+def test_difference_form_after_a_moa_that_loses_is_not_meaningful():
+    """MoA below base: (agon - base) - 8 (moa - base) is above 0 for any Agon that does not
+    lose, so its interval reads nothing of the claim; the note, the ceiling's verdict and the
+    section's claim column say so (a 'shown' there once rewarded MoA's loss, not Agon)."""
+    from agon.report.compare import SeedRates
+    from agon.report.regime import DIFFERENCE, ceiling_lines, difference_form
+
+    rng = np.random.default_rng(0)
+    rates = {
+        s: SeedRates({0: {f"p{i}": float(rng.random() < q) for i in range(60)}})
+        for s, q in (("agon", 0.5), ("moa", 0.1), ("base", 0.3))
+    }
+    p = {s: float(np.mean(list(r.per_seed[0].values()))) for s, r in rates.items()}
+    assert p["moa"] < p["base"] <= p["agon"]
+    out = difference_form(p, rates, 200, 8.0)
+    assert out[f"{DIFFERENCE}_lo"] > 0  # would read "shown" without the rule
+    assert out[f"{DIFFERENCE}_note"].startswith("not meaningful: MoA's gain over base is -")
+    row = {"family": "fam1", "task": "arith", **out}
+    for c in ceilings(p, REGIME):
+        row |= {f"{c.key}_ceiling": c.ceiling, f"{c.key}_claim": c.claim}
+        row[f"{c.key}_verdict"] = c.verdict
+    line = next(ln for ln in ceiling_lines([row], True) if "(agon-base) - 8" in ln)
+    assert "shown" not in line and line.endswith("| not meaningful |")
+    assert "| n/a | >= 0 | not meaningful: MoA's gain" in line
+
+
 def test_difference_form_with_every_system_at_zero_is_not_meaningful():
     """Every sample of agon, MoA and base at 0 (the real tier at its sizes): each replicate of
     the difference form is 0, so it has no interval, no MDE, and no reading of the claim (not
@@ -405,7 +433,7 @@ def test_difference_form_with_every_system_at_zero_is_not_meaningful():
     out = difference_form(p, {s: zero for s in p}, 200, 8.0)
     assert out[DIFFERENCE] == 0.0 and out[f"{DIFFERENCE}_lo"] is None
     assert out[f"{DIFFERENCE}_mde"] is None
-    assert out[f"{DIFFERENCE}_note"].startswith("not meaningful: every bootstrap replicate is +0")
+    assert out[f"{DIFFERENCE}_note"].startswith("not meaningful")  # MoA's gain is 0 too
     assert claim_reading(out[f"{DIFFERENCE}_lo"], out[f"{DIFFERENCE}_hi"], 0.0) == ""
 
 

@@ -31,6 +31,7 @@ from agon.regime import (
     ceilings,
     claim_reading,
     criteria,
+    moa_gain_no_bar,
     planned_grpo_steps,
     readers_note,
     share_criteria,
@@ -97,7 +98,8 @@ def difference_form(
     p: Mapping[str, float], rates: Mapping[str, SeedRates | None], n_boot: int, k: float
 ) -> dict[str, Any]:
     """``(agon - base) - k (moa - base)`` with its paired interval and MDE: above 0, Agon's
-    gain is more than ``k`` times MoA's; defined whatever MoA's gain, unlike the ratio."""
+    gain is more than ``k`` times MoA's; computed whatever MoA's gain, unlike the ratio, but
+    not meaningful (its note says so) when MoA's gain is not positive."""
     names = ("agon", "moa", "base")
     reps = paired_replicates([rates.get(s) for s in names], n_boot, RNG["eight_times"])
     value = {"d": (p["agon"] - p["base"]) - k * (p["moa"] - p["base"]), "zero": 0.0}
@@ -106,7 +108,9 @@ def difference_form(
         agon, moa, base = reps
         pair = [(agon - base) - k * (moa - base), 0.0 * agon]
     out = difference_columns(DIFFERENCE, "d", "zero", value, pair, f"gain {k:g} times MoA's")
-    if out[f"{DIFFERENCE}_hi"] is not None and out[f"{DIFFERENCE}_hi"] < 0:
+    if p["moa"] - p["base"] <= 0:
+        out[f"{DIFFERENCE}_note"] = moa_gain_no_bar(p["moa"] - p["base"], k)
+    elif out[f"{DIFFERENCE}_hi"] is not None and out[f"{DIFFERENCE}_hi"] < 0:
         out[f"{DIFFERENCE}_note"] = (
             f"below {k:g} times: Agon's gain is shown smaller than {k:g} times MoA's "
             "(the 95% interval is below 0)"
@@ -205,7 +209,8 @@ def ceiling_lines(rows: Sequence[dict], with_values: bool) -> list[str]:
             cells.append(r[f"{key}_verdict"])
             if with_values:
                 lo, hi = r.get(f"{key}_lo"), r.get(f"{key}_hi")
-                cells.append(claim_reading(lo, hi, claim))
+                meaningless = str(r.get(f"{key}_note") or "").startswith("not meaningful")
+                cells.append("not meaningful" if meaningless else claim_reading(lo, hi, claim))
             lines.append(table_row(cells))
     return lines
 
@@ -226,7 +231,9 @@ def regime_markdown(rows: Sequence[dict], config: dict, with_values: bool = True
         "Ceilings: the largest value this world allows each comparison (`agon / grpo`: 100 / "
         "grpo; the gain ratio: (100 - base) / (moa - base); its difference form: (100 - base) - "
         "k (moa - base)). Where a ceiling is below the paper's claim, the claim cannot be shown "
-        "in this world, whatever Agon does."
+        "in this world, whatever Agon does. Where MoA's gain over base is not positive, both "
+        "forms of the eight times say nothing (the ratio is not defined; k times a loss is no "
+        "bar, so the difference is not meaningful)."
         + (
             " Where it is above, the last column reads the comparison's 95% interval against "
             "the claim: shown (at or above it), excluded (below it) or neither."
