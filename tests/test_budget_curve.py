@@ -31,6 +31,16 @@ def _config(tmp_path, **budget):
     return cfg
 
 
+def _give_drafts(samples: Path, every: int) -> None:
+    """Each sample of ``samples`` reads one draft; every ``every``-th (0: none) has no boxed
+    answer."""
+    rows = [json.loads(ln) for ln in samples.read_text().splitlines()]
+    for i, r in enumerate(rows):
+        bad = every and i % every == 0
+        r["drafts"] = ["1+2=3 3*4=5 ***+*5" if bad else "1+2=3 3*4=5 \\boxed{35}"]
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
 def test_the_section_is_checked_against_the_config():
     cfg = {"tasks": [{"name": "arith"}], "seeds": [0, 1], "train": {"steps": 40}}
     assert budget_section(cfg | {"budget": {}}) == {
@@ -82,6 +92,9 @@ def test_the_report_reads_each_scale_and_the_audit(tmp_path):
                     "oracle_right": 9,
                 }
                 (d / "summary.json").write_text(json.dumps(summary))
+                if s in ("agon", "agon_independent"):  # a cascade reads one draft a sample
+                    garbled = scale == 4 and s == "agon" and seed == 0
+                    _give_drafts(d / "samples.jsonl", every=2 if garbled else 0)
         for m in TRAINED:
             for seed in (0, 1):
                 run = Path(lay.budget_train_summary("fam1", "arith", scale, m, seed))
@@ -106,8 +119,17 @@ def test_the_report_reads_each_scale_and_the_audit(tmp_path):
         assert float(r["agon_take_up"]) == pytest.approx((3 + 4) / (2 * 10 * scale))
         assert float(r["agon_luck"]) == pytest.approx(2 / 16)
         assert r["agon_over_max_grpo"] != ""
+        # agon's drafter at x4, seed 0, wrote every other draft without a boxed answer
+        garbled = 0.5 if scale == 4 else 0.0
+        assert float(r["agon_drafts_unanswered_seed0"]) == pytest.approx(garbled)
+        assert float(r["agon_drafts_unanswered"]) == pytest.approx(garbled / 2)
+        assert float(r["agon_independent_drafts_unanswered"]) == 0.0
+        assert r["agon_drafts_n"] == str(2 * 20 * 4) and "grpo_drafts_n" not in r
     md = Path(lay.table_files("budget").md).read_text()
     assert f"| fam1 | arith | x4 | {4 * steps} |" in md and "take-up agon" in md
+    reading = md.split("## What reading did")[1]
+    x4 = next(ln for ln in reading.splitlines() if ln.startswith("| fam1 | arith | x4 |"))
+    assert "| 25.0 (50.0, 0.0) | 0.0 (0.0, 0.0) |" in x4
     assert [p.name for p in written["figures"]] == ["budget.png", "budget.pdf"]
     assert all(p.stat().st_size > 0 for p in written["figures"])
     prov = json.loads(Path(lay.table_files("budget").provenance).read_text())

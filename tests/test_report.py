@@ -633,11 +633,14 @@ def test_each_cascade_is_read_against_its_reader_alone_on_the_same_problems():
     row = {"family": "toy", "task": "arith", **out}
     row |= {"agon_audit_habit_steps": 40, "agon_audit_habit_steps_taken": 10}
     row |= {"agon_audit_right": 20, "agon_audit_right_with_wrong_work": 1, "agon_oracle": 0.45}
+    row |= {"agon_drafts_unanswered": 0.125, "agon_drafts_unanswered_seed0": 0.25}
+    row |= {"agon_drafts_unanswered_seed1": 0.0}
     row |= {"base_b_audit_habit_steps": 0, "base_b_audit_habit_steps_taken": 0}
     row |= {"base_b_audit_right": 0, "base_b_audit_right_with_wrong_work": 0}
     md = "\n".join(reading_markdown([row], ["base_b", "agon"], CASCADE_READERS))
     lo, hi = (100 * out[f"agon_minus_reader_{x}"] for x in ("lo", "hi"))
     gain = f"{100 * out['agon_minus_reader']:+.1f} [{lo:+.1f}, {hi:+.1f}]"
     assert "| toy | arith | agon | 25.0 [" in md and f"(40) | {gain} | 45.0 | 5.0 (1/20) |" in md
-    assert "| toy | arith | base_b |  |  |  | no right answer |" in md
+    assert "| 5.0 (1/20) | 12.5 (25.0, 0.0) |" in md  # the unanswered drafts, each seed's
+    assert "| toy | arith | base_b |  |  |  | no right answer |  |" in md
     assert reading_markdown([{"family": "toy", "task": "arith"}], ["agon"], CASCADE_READERS) == []

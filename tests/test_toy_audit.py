@@ -14,7 +14,16 @@ from agon.engines import SamplingParams
 from agon.evaluation import evaluate
 from agon.systems import cascade, single
 from agon.tasks.base import Problem
-from agon.toy.audit import KEYS, audit, habit_steps, oracle_right, reader_mistake, wrong_work
+from agon.toy.audit import (
+    KEYS,
+    audit,
+    draft_counts,
+    gives_answer,
+    habit_steps,
+    oracle_right,
+    reader_mistake,
+    wrong_work,
+)
 from agon.toy.chain import ArithStep, apply_op, arith_solution, gold_arith_steps
 from agon.toy.mistake import Mistake
 from agon.toy.tasks import ArithTask
@@ -69,6 +78,27 @@ def test_take_up_on_program_lines():
     assert habit_steps("toycode", p, draft, took_one, READER) == (2, 1)
     wrong_draft = code_program([code_line("*", 5), code_line("-", 2), code_line("*", 6)])
     assert habit_steps("toycode", p, wrong_draft, draft, READER) == (1, 1)
+
+
+def test_a_draft_without_an_answer_the_task_could_grade_is_counted_per_cascade_sample():
+    """What a sabotaging drafter writes (seen in a trained arith drafter's drafts): symbols
+    with no boxed answer, or no program; a wrong but complete draft still gives an answer."""
+    ops = [("*", 4), ("-", 2)]
+    right = arith_solution(_steps(3, ops))
+    wrong = arith_solution(_steps(3, ops, wrong={1}))
+    assert gives_answer("arith", right) and gives_answer("arith", wrong)
+    assert not gives_answer("arith", "5******+*5****3*3616}")
+    program = code_program([code_line(op, k) for op, k in ops])
+    assert gives_answer("toycode", program)
+    assert not gives_answer("toycode", "x=int(input())\nx=(x*3)%7")  # no fenced program
+    records = [
+        {"drafts": [right]},
+        {"drafts": ["5******+*5****3*3616}"]},
+        {"drafts": [wrong]},
+        {"drafts": ["***", right]},  # MoA's proposals: not a cascade's draft
+        {"completion": right},  # a single model: no draft
+    ]
+    assert draft_counts("arith", records) == (3, 1)
 
 
 def test_wrong_work_is_any_departure_from_the_question():

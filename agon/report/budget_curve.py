@@ -26,6 +26,7 @@ from agon.config import config_hash
 from agon.report.compare import systems_rows
 from agon.report.compute import train_compute
 from agon.report.figures import color_of, grid, paper_style, save
+from agon.report.mechanism import TWINS, unanswered_cell
 from agon.report.render import INTERVAL_TEXT, _estimate, _finite, head, table_row
 from agon.report.table1 import comparison_columns
 from agon.report.write import figure_meta, write_table
@@ -114,7 +115,8 @@ def budget_markdown(rows: list[dict], config_hash_: str) -> str:
         "Take-up: of the steps where a draft shows one of the reader's always-wrong habits done "
         "right, the share the reader wrote right (the action the duel would reinforce). "
         "Cascade - reader: the cascade minus its reader alone on the same problems (points, "
-        "paired). Luck: right answers with a wrong step.",
+        "paired). Luck: right answers with a wrong step. Unanswered drafts: of a cascade's "
+        "drafts, the share that hold no answer the task could grade, pooled (each seed's).",
         "",
         *head(
             [
@@ -126,6 +128,7 @@ def budget_markdown(rows: list[dict], config_hash_: str) -> str:
                 "grpo_cascade - grpo_b",
                 "agon - agon_independent",
                 "luck agon (%)",
+                *(f"unanswered drafts {s} (%)" for s in TWINS),
                 "agon / max(grpo, grpo_b)",
             ]
         ),
@@ -140,6 +143,7 @@ def budget_markdown(rows: list[dict], config_hash_: str) -> str:
         ):
             cells.append(_estimate(r, key, 100, "{:+.1f}", "{:.1f}", missing="n/a"))
         cells.append(_share(r, "agon", "luck", "right"))
+        cells += [unanswered_cell(r, s) or "n/a" for s in TWINS]
         cells.append(_estimate(r, "agon_over_max_grpo", 1, "{:.2f}", "{:.2f}", missing="n/a"))
         lines.append(table_row(cells))
     return "\n".join(lines) + "\n"

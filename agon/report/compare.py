@@ -31,8 +31,10 @@ import numpy as np
 
 from agon.config import seeded_bases
 from agon.methods import eval_seeds
-from agon.results import problem_counts
+from agon.results import problem_counts, read_jsonl
 from agon.stats import minimal_detectable_effect, percentile_interval, two_level_bootstrap
+from agon.toy.audit import TASKS as AUDITED_TASKS
+from agon.toy.audit import draft_counts
 
 # fixed bootstrap seeds, one per comparison, so every interval is reproducible on its own; a
 # new comparison takes a new number at the end, so that no existing interval's draw changes
@@ -143,10 +145,12 @@ def systems_columns(
     summary: Callable[[str, int], str],
     n_boot: int,
     row: dict[str, Any],
+    task: str | None = None,
 ) -> tuple[dict[str, float], dict[str, SeedRates | None]]:
     """Each system's pass@1 over the seeds it is evaluated at (:func:`system_stats`;
     :func:`agon.methods.eval_seeds`), from its files ``samples(system, seed)`` and
-    ``summary(system, seed)``, its columns added to ``row``; returns the point estimates and
+    ``summary(system, seed)``, its columns added to ``row`` (with, for a toy ``task``, its
+    drafts without an answer: :func:`draft_columns`); returns the point estimates and
     the per-(seed, problem) rates."""
     p: dict[str, float] = {}
     rates: dict[str, SeedRates | None] = {}
@@ -161,6 +165,8 @@ def systems_columns(
         row["n_problems"] = stats.get("n_problems")
         row.update(stats_columns(f"{s}_", stats))
         row.update(audit_columns(f"{s}_", [summary(s, k) for k in ss]))
+        if task in AUDITED_TASKS:
+            row.update(draft_columns(f"{s}_", task, {k: samples(s, k) for k in ss}))
         p[s] = stats["pass@1"]
     return p, rates
 
@@ -186,6 +192,28 @@ def audit_columns(prefix: str, summaries: Sequence[str | Path]) -> dict[str, Any
     out: dict[str, Any] = {f"{prefix}audit_{k}": v for k, v in total.items()}
     for name, (part, whole) in AUDIT_SHARES.items():
         out[f"{prefix}{name}"] = total[part] / total[whole] if total.get(whole) else None
+    return out
+
+
+def draft_columns(prefix: str, task: str, samples: Mapping[int, str | Path]) -> dict[str, Any]:
+    """A cascade's drafts without an answer (:func:`agon.toy.audit.draft_counts`), from its
+    seeds' ``samples.jsonl``: the counts pooled (``{prefix}drafts_n``,
+    ``{prefix}drafts_unanswered_n``), the pooled share (``{prefix}drafts_unanswered``) and each
+    seed's (``{prefix}drafts_unanswered_seed{k}``); nothing for a system that reads no single
+    draft or whose samples are missing."""
+    per_seed = {}
+    for seed, path in samples.items():
+        if not Path(path).is_file():
+            return {}
+        per_seed[seed] = draft_counts(task, read_jsonl(path))
+    n = sum(d for d, _ in per_seed.values())
+    if not n:
+        return {}
+    bad = sum(u for _, u in per_seed.values())
+    out: dict[str, Any] = {f"{prefix}drafts_n": n, f"{prefix}drafts_unanswered_n": bad}
+    out[f"{prefix}drafts_unanswered"] = bad / n
+    for seed, (d, u) in per_seed.items():
+        out[f"{prefix}drafts_unanswered_seed{seed}"] = u / d if d else None
     return out
 
 
@@ -231,6 +259,7 @@ def systems_rows(
                 partial(summary, f, t),
                 n_boot,
                 row,
+                task=t,
             )
             yield fam, row, p, rates
 

@@ -158,6 +158,18 @@ def mechanism_markdown(rows: list[dict], trained: Sequence[str]) -> list[str]:
     return lines
 
 
+def unanswered_cell(r: dict, system: str) -> str:
+    """A cascade's drafts without an answer (:func:`agon.report.compare.draft_columns`) in %:
+    pooled, then each seed's in parentheses (one seed's drafter can learn them alone)."""
+    share = r.get(f"{system}_drafts_unanswered")
+    if share is None:
+        return ""
+    head_ = f"{system}_drafts_unanswered_seed"
+    seeds = sorted((int(k[len(head_) :]), v) for k, v in r.items() if k.startswith(head_))
+    each = ", ".join("n/a" if v is None else f"{100 * v:.1f}" for _, v in seeds)
+    return f"{100 * share:.1f} ({each})" if len(seeds) > 1 else f"{100 * share:.1f}"
+
+
 def reading_markdown(rows: list[dict], systems: Sequence[str], pairs: Sequence[tuple]) -> list[str]:
     """What the evaluations' samples show of reading (:mod:`agon.toy.audit`), per system that
     has an audit: the reader's take-up of right draft steps on its own always-wrong habits (a
@@ -178,10 +190,22 @@ def reading_markdown(rows: list[dict], systems: Sequence[str], pairs: Sequence[t
         "reader's alone (B, trained as in the cascade) on the same problems, points, paired 95% "
         "interval; oracle: the pass@1 of a reader with the reader's habits that kept every right "
         "step of the same drafts and wrote the rest itself (what reading could reach with them); "
-        "luck: the share of right answers with a wrong step.",
+        "luck: the share of right answers with a wrong step; unanswered drafts: of the "
+        "cascade's drafts, the share that hold no answer the task could grade (arith: no boxed "
+        "answer; toycode: no program), pooled (each seed's): such a draft never helps a reader "
+        "and can derail it.",
         "",
         *head(
-            ["family", "task", "system", "take-up (steps)", "cascade - reader", "oracle", "luck"]
+            [
+                "family",
+                "task",
+                "system",
+                "take-up (steps)",
+                "cascade - reader",
+                "oracle",
+                "luck",
+                "unanswered drafts (%)",
+            ]
         ),
     ]
     for r, s in shown:
@@ -200,5 +224,6 @@ def reading_markdown(rows: list[dict], systems: Sequence[str], pairs: Sequence[t
         right, lucky = r.get(f"{s}_audit_right", 0), r.get(f"{s}_audit_right_with_wrong_work", 0)
         luck = f"{100 * lucky / right:.1f} ({lucky}/{right})" if right else "no right answer"
         oracle = "" if r.get(f"{s}_oracle") is None else f"{100 * r[f'{s}_oracle']:.1f}"
-        lines.append(table_row([r["family"], r["task"], s, take, diff, oracle, luck]))
+        cells = [r["family"], r["task"], s, take, diff, oracle, luck, unanswered_cell(r, s)]
+        lines.append(table_row(cells))
     return lines

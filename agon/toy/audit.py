@@ -19,16 +19,23 @@ Two counts per evaluation, from its samples and the world's habits (``toy.models
 
 ``agon eval`` writes them into an evaluation's summary (``audit``) for the toy tasks; the
 regime's criteria (:mod:`agon.regime`) and table 1's mechanism columns read them.
+
+- **unanswered drafts** (:func:`draft_counts`): of a cascade's drafts, how many hold no answer
+  the task could grade (arith: no boxed answer; toycode: no program). Such a draft never helps
+  a reader and can derail it: a drafter paid for its reader's failures (Agon's rival term) may
+  learn to write them. The reports count them from ``samples.jsonl``, so every evaluation on
+  record has them.
 """
 
 from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agon.grading.math import extract_answer
 from agon.tasks.code import extract_code
 from agon.toy.chain import (
     ArithStep,
@@ -135,6 +142,26 @@ def audit(
             out["reads"] += 1
             out["oracle_right"] += oracle_right(task, problem, drafts[0], reader, rng)
     return out
+
+
+def gives_answer(task: str, draft: str) -> bool:
+    """Whether ``draft`` holds an answer ``task`` could grade: arith, a boxed answer; toycode,
+    a program."""
+    if task == "arith":
+        return extract_answer(draft) is not None
+    return bool(extract_code(draft))
+
+
+def draft_counts(task: str, records: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
+    """(drafts, drafts without an answer: :func:`gives_answer`) over the sample ``records``
+    that read one draft (a cascade's; MoA's several proposals are not counted)."""
+    drafts = unanswered = 0
+    for r in records:
+        shown = r.get("drafts") or []
+        if len(shown) == 1 and isinstance(shown[0], str):
+            drafts += 1
+            unanswered += not gives_answer(task, shown[0])
+    return drafts, unanswered
 
 
 def rollout_take_up(
