@@ -231,15 +231,16 @@ def regime_markdown(rows: Sequence[dict], config: dict, with_values: bool = True
         "Ceilings: the largest value this world allows each comparison (`agon / grpo`: 100 / "
         "grpo; the gain ratio: (100 - base) / (moa - base); its difference form: (100 - base) - "
         "k (moa - base)). Where a ceiling is below the paper's claim, the claim cannot be shown "
-        "in this world, whatever Agon does. Where MoA's gain over base is not positive, both "
-        "forms of the eight times say nothing (the ratio is not defined; k times a loss is no "
-        "bar, so the difference is not meaningful)."
+        "in this world, whatever Agon does."
         + (
             " Where it is above, the last column reads the comparison's 95% interval against "
             "the claim: shown (at or above it), excluded (below it) or neither."
             if with_values
             else ""
-        ),
+        )
+        + " Where MoA's gain over base is not positive, neither form of the eight times says "
+        "anything (the ratio is not defined; k times a loss is no bar, so the difference is not "
+        "meaningful).",
         "",
         *ceiling_lines(rows, with_values),
         *oracle_lines(rows),
