@@ -336,7 +336,8 @@ def test_all_tables_target_builds_every_toy_table(tmp_path):
 # out: every table of the section); each the heading's text or the start of only one. The row
 # is the one whose first cells are the key cells; ``column`` a header, its text or the start
 # of only one. ``parts``: which numbers of the cell the paragraph quotes, in its order (see
-# PARTS). The line must name exactly one cell of the page.
+# PARTS: ``seedK`` is the K-th of the per-seed values a cell lists after its pooled one, as in
+# ``21.4 (0.3, 0.0, 64.0)``). The line must name exactly one cell of the page.
 
 RESULTS_PAGE = "docs/results.md"  # the page a cells comment that names none reads
 DURATION = r"\d+ h \d+ min|\d+ min \d+ s"
@@ -348,6 +349,8 @@ PARTS = {
     "hi": rf", ({NUMBER})\]",
     "mde": rf"\(MDE ({NUMBER})\)",
     "ceiling": rf"\(ceiling ({NUMBER})\)",
+    # the k-th number of the list in parentheses after the value: a share's value per seed
+    **{f"seed{k}": rf"^(?:{NUMBER}) \((?:(?:{NUMBER}), ){{{k}}}({NUMBER})[,)]" for k in range(10)},
 }
 
 
@@ -504,6 +507,12 @@ PAGE = """# Results
 |---|---|---|---|
 | toy | arith | moa_gain | -0.9 [-2.0, 0.9] |
 
+### Reading
+
+| family | task | system | unanswered drafts (%) |
+|---|---|---|---|
+| toy | arith | agon | 21.4 (0.3, 0.0, 64.0) |
+
 ## Regenerating everything
 
 | results tree | job time, summed | size on disk |
@@ -512,7 +521,7 @@ PAGE = """# Results
 """
 README = """<!-- status:t -->
 Base 0.9 [0.5, 1.2], the ratio 0.87 (MDE 0.57) of at most 3.35, MoA's gain −0.9; 2 h
-27 min and 1.7 GB.
+27 min and 1.7 GB. One seed's drafts: 64.0% unanswered (21.4% pooled).
 <!-- /status:t -->
 <!-- cells:t (docs/results.md: section > table | row | column | parts)
 Table 1 > Table 1 | toy | arith | base | value lo hi
@@ -520,6 +529,8 @@ Table 1 > Table 1 | toy | arith | agon / grpo | value mde ceiling
 Table 1 > Regime | toy | arith | moa_gain | value | value
 Regenerating everything | `results` | job time | value
 Regenerating everything | `results` | size | value
+Table 1 > Reading | toy | arith | agon | unanswered | seed2
+Table 1 > Reading | toy | arith | agon | unanswered | value
 -->
 """
 
@@ -541,9 +552,12 @@ def test_the_readme_check_matches_each_number_to_its_cell():
     ]
     # a number the comment does not name, or a part its cell does not have
     (problem,) = readme_mismatches(README.replace(" and 1.7 GB", ", 1.7 GB, 2.0 MB"), PAGE)
-    assert "quotes 10 numbers, its cells comment names 9" in problem
+    assert "quotes 12 numbers, its cells comment names 11" in problem
     (problem,) = readme_mismatches(README.replace("value mde ceiling", "value lo ceiling"), PAGE)
     assert "0.57 is not the lo of" in problem
+    # a seed's value is the K-th of the list after the pooled one
+    (problem,) = readme_mismatches(README.replace("| seed2", "| seed1"), PAGE)
+    assert "64.0 is not the seed1 of" in problem
 
 
 def test_the_readme_check_refuses_a_line_that_names_no_cell_or_several():
