@@ -159,7 +159,7 @@ def mechanism_markdown(rows: list[dict], trained: Sequence[str]) -> list[str]:
 
 
 def unanswered_cell(r: dict, system: str) -> str:
-    """A cascade's drafts without an answer (:func:`agon.report.compare.draft_columns`) in %:
+    """A cascade's drafts without an answer (:func:`agon.report.audit_columns.draft_columns`) in %:
     pooled, then each seed's in parentheses (one seed's drafter can learn them alone)."""
     share = r.get(f"{system}_drafts_unanswered")
     if share is None:

@@ -36,10 +36,10 @@ from agon.regime import (
     readers_note,
     share_criteria,
 )
+from agon.report.audit_columns import audit_counts
 from agon.report.compare import (
     RNG,
     SeedRates,
-    audit_counts,
     difference_columns,
     paired_replicates,
     rate_stats,
@@ -69,7 +69,7 @@ def regime_columns(
 ) -> dict[str, Any]:
     """The criteria, the ceilings and (with ``agon``) the difference form of one row, from the
     systems' pass@1 ``p`` and per-(seed, problem) ``rates``, and the criteria on shares from
-    the systems' audit ``counts`` (:func:`agon.report.compare.audit_counts`)."""
+    the systems' audit ``counts`` (:func:`agon.report.audit_columns.audit_counts`)."""
     present = [s for s in REGIME_SYSTEMS if s in p]
     intervals = {
         s: (st["pass@1_lo"], st["pass@1_hi"])

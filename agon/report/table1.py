@@ -44,10 +44,10 @@ from agon.methods import (
     trained_methods_for,
 )
 from agon.regime import RATIOS
+from agon.report.audit_columns import audit_counts
 from agon.report.compare import (
     RNG,
     SeedRates,
-    audit_counts,
     difference_columns,
     empty_columns,
     holds,
