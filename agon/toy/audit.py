@@ -133,15 +133,22 @@ def audit(
         if r["correct"] is True:
             out["right"] += 1
             out["right_with_wrong_work"] += wrong_work(task, problem, r["completion"])
-        drafts = r.get("drafts") or []  # a cascade's: one draft; MoA's: its layers' proposals
-        if reader is not None and len(drafts) == 1 and isinstance(drafts[0], str):
-            seen, taken = habit_steps(task, problem, drafts[0], r["completion"], reader)
+        draft = cascade_draft(r)
+        if reader is not None and draft is not None:
+            seen, taken = habit_steps(task, problem, draft, r["completion"], reader)
             out["habit_steps"] += seen
             out["habit_steps_taken"] += taken
             rng = random.Random(f"oracle-{r['problem_id']}-{r.get('sample', 0)}")
             out["reads"] += 1
-            out["oracle_right"] += oracle_right(task, problem, drafts[0], reader, rng)
+            out["oracle_right"] += oracle_right(task, problem, draft, reader, rng)
     return out
+
+
+def cascade_draft(record: Mapping[str, Any]) -> str | None:
+    """The draft a sample read, if it read one (a cascade's); None for a single model's sample
+    or MoA's, whose ``drafts`` are its layers' proposals."""
+    drafts = record.get("drafts") or []
+    return drafts[0] if len(drafts) == 1 and isinstance(drafts[0], str) else None
 
 
 def gives_answer(task: str, draft: str) -> bool:
@@ -155,13 +162,8 @@ def gives_answer(task: str, draft: str) -> bool:
 def draft_counts(task: str, records: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
     """(drafts, drafts without an answer: :func:`gives_answer`) over the sample ``records``
     that read one draft (a cascade's; MoA's several proposals are not counted)."""
-    drafts = unanswered = 0
-    for r in records:
-        shown = r.get("drafts") or []
-        if len(shown) == 1 and isinstance(shown[0], str):
-            drafts += 1
-            unanswered += not gives_answer(task, shown[0])
-    return drafts, unanswered
+    shown = [d for d in map(cascade_draft, records) if d is not None]
+    return len(shown), sum(not gives_answer(task, d) for d in shown)
 
 
 def rollout_take_up(
