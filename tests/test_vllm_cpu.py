@@ -352,15 +352,51 @@ def test_a_duel_trains_through_vllm_engines(tmp_path, monkeypatch):
 
 
 def test_grpo_through_trl_with_colocated_vllm(tmp_path, monkeypatch):
-    """GRPO on TRL (``grpo.use_vllm``, colocate mode: vLLM in the trainer process) takes a
-    step. Not on a CPU: TRL 1.16 (made for vLLM 0.22 to 0.31) syncs weights by calling the
-    model's ``load_weights`` tensor by tensor, into parameters vLLM's CPU build has already
-    repacked for its kernels (plain parameters without a ``weight_loader``)."""
-    if not torch.cuda.is_available():
-        pytest.skip(
-            "TRL 1.16's colocated vLLM fails its first weight sync on vLLM's CPU build: it "
-            "loads each tensor into parameters vLLM already repacked for its CPU kernels "
-            "(AttributeError: 'Parameter' object has no attribute 'weight_loader')"
-        )
-    path = _duel_config(tmp_path, steps=1, grpo={"use_vllm": True, "vllm_mode": "colocate"})
-    assert run(path, "tiny", "parity", "grpo", 0, tmp_path / "run")["steps"] == 1
+    """Two steps of GRPO on TRL (``grpo.use_vllm``, colocate mode: vLLM in the trainer
+    process), A then B, each sampling from its engine; after every weight sync the engine's
+    log-probs of a fixed text are the trainer's, and between an engine's first and last sync
+    they moved by more than that tolerance (an engine left at its first weights would fail).
+
+    TRL's own sync loads tensor by tensor into parameters vLLM's CPU build has repacked for
+    its kernels ('Parameter' object has no attribute 'weight_loader'); the trainer syncs
+    through vLLM's in-place reload (:func:`agon.engines.vllm.reload_in_place`), and without it
+    this test fails so. TRL builds its engine in the checkpoint's dtype as vLLM resolves it
+    (bfloat16 on a CPU for a float32 checkpoint), so the tolerance is that dtype's."""
+    import baselines.grpo.trainer as grpo_trainer
+    from agon.engines.vllm import reload_in_place
+
+    path = _duel_config(tmp_path, grpo={"use_vllm": True, "vllm_mode": "colocate"})
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    synced: dict[str, list[list[float]]] = {}
+
+    def reload_and_check(generation):
+        reload_in_place(generation)
+        sync = generation.sync_weights
+        ids = generation.processing_class(TEXT, add_special_tokens=False)["input_ids"]
+        dtype = str(generation.llm.llm_engine.model_config.dtype).removeprefix("torch.")
+        seen = synced.setdefault(f"{generation.model.name_or_path} ({dtype})", [])
+
+        def sync_and_check():
+            sync()
+            # temperature 1: TRL's engine reports processed log-probs, here the raw ones
+            params = vllm.SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0)
+            prompt = {"prompt_token_ids": ids}
+            (out,) = generation.llm.generate([prompt], params, use_tqdm=False)
+            got = [float(s[t].logprob) for s, t in zip(out.prompt_logprobs[1:], ids[1:])]
+            # a plain forward: TRL's model carries its own fused head, left as TRL set it
+            with torch.no_grad():
+                logits = generation.model(input_ids=torch.tensor([ids])).logits[0, :-1]
+            rows = logits.float().log_softmax(-1)
+            want = rows.gather(1, torch.tensor(ids[1:])[:, None])[:, 0].tolist()
+            assert got == pytest.approx(want, abs=TOL[dtype]), f"sync {len(seen)} ({dtype})"
+            seen.append(got)
+
+        generation.sync_weights = sync_and_check
+
+    monkeypatch.setattr(grpo_trainer, "reload_in_place", reload_and_check)
+    assert run(path, "tiny", "parity", "grpo", 0, tmp_path / "run")["steps"] == 2
+    assert len(synced) == 2, synced.keys()  # A's engine, then B's
+    for name, seen in synced.items():
+        dtype = name.rsplit("(", 1)[1].rstrip(")")
+        moved = max(abs(a - b) for a, b in zip(seen[0], seen[-1]))
+        assert len(seen) >= 2 and moved > TOL[dtype], (name, len(seen), moved)

@@ -23,9 +23,10 @@ torchvision, whose wheel from PyPI is built for a CUDA torch and does not load b
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -222,11 +223,8 @@ class StagedWeights:
     names onto vLLM's fused layers: the file holds the names of the checkpoint vLLM loaded,
     :func:`agon.engines.process.stage_weights`).
 
-    vLLM may have turned a layer's weights into a kernel's format once loaded (its CPU build
-    repacks every linear layer for oneDNN, leaving the checkpoint-shaped parameter empty; a
-    quantized layer on a GPU likewise), so the load goes through vLLM's in-place reload: each
-    layer back in checkpoint form, loaded, processed again (``model_loader.reload``, the
-    path of its ``reload_weights``; a vLLM without it loads into the parameters directly)."""
+    The load goes through vLLM's in-place reload (:func:`reloading`): vLLM may have turned
+    a layer's weights into a kernel's format once loaded."""
 
     def agon_load_staged(self, path: str) -> list[str]:
         """Load the file at ``path``; the names of the parameters it reached."""
@@ -235,25 +233,71 @@ class StagedWeights:
 
         model = self.model_runner.get_model()
         with safe_open(path, framework="pt", device="cpu") as f:
-            weights = ((k, f.get_tensor(k)) for k in f.keys())
-            try:
-                # lazy: vllm: only a vLLM worker reloads, inside vLLM's own process
-                from vllm.model_executor.model_loader.reload import (
-                    finalize_layerwise_reload,
-                    initialize_layerwise_reload,
-                )
-            except ImportError:  # an older vLLM, without in-place reloading
-                loaded = model.load_weights(weights)
-            else:
-                initialize_layerwise_reload(model)
-                loaded = model.load_weights(weights)
-                finalize_layerwise_reload(model, self.model_runner.model_config)
-                _process_tied(model, set(loaded or ()))
-        return sorted(loaded or ())
+            with reloading(model, self.model_runner.model_config) as loaded:
+                model.load_weights((k, f.get_tensor(k)) for k in f.keys())
+        return sorted(loaded)
 
     def agon_parameter_names(self) -> list[str]:
         """The names of the parameters of the model this worker holds."""
         return sorted(name for name, _ in self.model_runner.get_model().named_parameters())
+
+
+@contextlib.contextmanager
+def reloading(model: Any, model_config: Any) -> Iterator[set[str]]:
+    """Load weights into a built vLLM ``model`` in place, inside the block, by as many calls
+    to its ``load_weights`` as the caller likes; yields the names those calls reached.
+
+    vLLM may have turned a layer's weights into a kernel's format once loaded (its CPU build
+    repacks every linear layer for oneDNN, leaving the checkpoint-shaped parameter without a
+    ``weight_loader``; a quantized layer on a GPU likewise), so a plain ``load_weights`` would
+    fail there or miss the kernel's copy. The block runs inside vLLM's in-place reload (its
+    ``reload_weights``' path): each layer back in checkpoint form, loaded, processed again
+    when the block ends, tied layers too (:func:`_process_tied`). A vLLM without in-place
+    reloading loads into the parameters directly. Used by the staged engines
+    (:class:`StagedWeights`) and by TRL's colocated engine (:func:`reload_in_place`)."""
+    loaded: set[str] = set()
+    load = model.load_weights
+
+    def recorded(weights: Any) -> Any:
+        names = load(weights)
+        loaded.update(names or ())
+        return names
+
+    try:
+        # lazy: vllm: only a vLLM worker reloads, inside vLLM's own process
+        from vllm.model_executor.model_loader.reload import (
+            finalize_layerwise_reload,
+            initialize_layerwise_reload,
+        )
+    except ImportError:  # an older vLLM, without in-place reloading
+        initialize_layerwise_reload = finalize_layerwise_reload = None
+    model.load_weights = recorded  # on the instance: every caller's load goes through it
+    try:
+        if initialize_layerwise_reload is not None:
+            initialize_layerwise_reload(model)
+        yield loaded
+        if finalize_layerwise_reload is not None:
+            finalize_layerwise_reload(model, model_config)
+            _process_tied(model, loaded)
+    finally:
+        del model.load_weights
+
+
+def reload_in_place(generation: Any) -> None:
+    """Make the weight sync of TRL's colocated vLLM (``trainer.vllm_generation``, colocate
+    mode) load through :func:`reloading`: TRL loads each tensor with the model's
+    ``load_weights`` directly, which fails on vLLM's CPU build (its linear layers repacked,
+    ``'Parameter' object has no attribute 'weight_loader'``) and, on a GPU, is right only
+    for layers vLLM keeps in checkpoint form. TRL's own sync still walks the parameters
+    (gathering FSDP, DeepSpeed and PEFT ones) and resets the prefix cache."""
+    sync = generation.sync_weights
+
+    def sync_weights() -> None:
+        runner = generation.llm.llm_engine.model_executor.driver_worker.model_runner
+        with reloading(runner.get_model(), runner.model_config):
+            sync()
+
+    generation.sync_weights = sync_weights
 
 
 def _process_tied(model: Any, loaded: set[str]) -> None:

@@ -44,6 +44,7 @@ import torch
 from agon.engines import engine_options
 from agon.engines.hf import HFEngine, load_model, load_tokenizer
 from agon.engines.placement import POLICIES, Placement, place, visible_gpus
+from agon.engines.vllm import reload_in_place
 from agon.provenance import atomic_write_text
 from agon.registry import Trainer
 from agon.tasks import task_from_config
@@ -231,6 +232,8 @@ def train_grpo(
         processing_class=tok,
         callbacks=[callback],
     )
+    if settings.use_vllm and settings.vllm_mode == "colocate":
+        reload_in_place(trainer.vllm_generation)
     # train.bf16_update on 16-bit weights: the Trainer builds that AdamW (its own parameter
     # groups, lr, betas and eps); plain, or float32 weights: TRL's own AdamW, as before
     adamw, extra = adamw_class(settings.bf16_update, {p.dtype for p in model.parameters()})
