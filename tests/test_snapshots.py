@@ -152,6 +152,15 @@ def test_editing_train_reruns_every_training_run(tree):
     assert not BASE_MODELS & set(counts), counts
 
 
+def test_editing_resources_reruns_nothing(tree):
+    """`resources` (threads, memory, runtime per rule) never changes a result: editing every
+    rule's runtime reruns no job, the control's training runs included (their snapshots once
+    held every section but `eval`)."""
+    wd, _ = tree
+    edit = {f"resources.{rule}.runtime": 999 for rule in ("train", "evaluate", "pretrain")}
+    assert rerun(wd, "resources_edited", edit) == Counter()
+
+
 def test_a_toy_evaluation_snapshot_holds_the_worlds_habits(tmp_path):
     """The audit of a toy evaluation (agon.toy.audit) reads the readers' habits from its
     config: the eval snapshot carries `toy.models` as the config has them (table 1's world's,

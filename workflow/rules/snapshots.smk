@@ -109,17 +109,18 @@ def snapshot_params(wildcards):
 # learning rate, say) neither retrains its base pair nor remeasures it
 CONTROL_SNAPSHOT_KEEP = ["out_dir", "cpu_kernels", "families", "tasks", "methods", "grading"]
 CONTROL_SNAPSHOT_SECTIONS = {"pretrain": ["toy"], "eval": ["eval"]}
+# a training stage's (a scheme, or the pilot's lr{i}): the duel reads the world's toy section,
+# train and agon; not eval (editing control.eval remeasures the pairs and retrains none), not
+# resources, and none of the schema's other sections, whose defaults control_config fills in
+# (a section the schema gains would otherwise retrain every control run)
+CONTROL_TRAIN_SECTIONS = ["toy", "train", "agon"]
 
 
 def control_snapshot_params(wildcards):
-    """An arm's config for one stage: ``pretrain`` or ``eval`` (only the sections those read),
-    or a training stage's (a scheme, or the pilot's ``lr{i}``: all but ``eval``, which no
-    training code reads, so that editing control.eval remeasures the pairs and retrains none)."""
+    """An arm's config for one stage, cut to the sections that stage reads: ``pretrain``,
+    ``eval``, or a training stage's (a scheme, or the pilot's ``lr{i}``)."""
     stage = wildcards.cstage
     scheme, lr = control_stage(config, "base" if stage in CONTROL_SNAPSHOT_SECTIONS else stage)
     cfg = control_config(config, LAYOUT.control_models(wildcards.arm), scheme, wildcards.arm, lr)
-    if stage in CONTROL_SNAPSHOT_SECTIONS:
-        cfg = {k: cfg[k] for k in CONTROL_SNAPSHOT_KEEP + CONTROL_SNAPSHOT_SECTIONS[stage] if k in cfg}
-    else:
-        cfg = {k: v for k, v in cfg.items() if k != "eval"}
-    return _canonical(cfg)
+    read = CONTROL_SNAPSHOT_SECTIONS.get(stage, CONTROL_TRAIN_SECTIONS)
+    return _canonical({k: cfg[k] for k in CONTROL_SNAPSHOT_KEEP + read if k in cfg})
