@@ -1,7 +1,8 @@
-"""Training through real vLLM on CPU (its CPU build; ``pytest -m vllm`` where it is installed,
-as tests/test_vllm_cpu.py): the duel with ``train.backend: vllm`` (an engine process per
-policy) and GRPO on TRL's colocated vLLM, each checked after every weight sync: the engine's
-log-probs of a fixed text are the trainer's."""
+"""Training and evaluation through real vLLM on CPU (its CPU build; ``pytest -m vllm`` where it
+is installed, as tests/test_vllm_cpu.py): the duel with ``train.backend: vllm`` (an engine
+process per policy) and GRPO on TRL's colocated vLLM, each checked after every weight sync
+(the engine's log-probs of a fixed text are the trainer's); a cascade evaluated with
+``eval.backend: vllm``, its two engines in one process, as ``agon eval`` builds them."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from test_vllm_cpu import TEXT, TOL, text_logprobs
+from test_vllm_cpu import MAX_LEN, TEXT, TOL, text_logprobs
 
+from agon.config import load_config
 from agon.engines.hf import load_tokenizer
 from agon.engines.process import EngineProcess
+from agon.evaluation.from_config import evaluate_from_config
 from agon.random_models import build_tiny_model
 from agon.training.run import run
 
@@ -136,3 +139,25 @@ def test_grpo_through_trl_with_colocated_vllm(tmp_path, monkeypatch):
         dtype = name.rsplit("(", 1)[1].rstrip(")")
         moved = max(abs(a - b) for a, b in zip(seen[0], seen[-1]))
         assert len(seen) >= 2 and moved > TOL[dtype], (name, len(seen), moved)
+
+
+def test_a_cascade_evaluates_through_two_vllm_engines_in_one_process(tmp_path, monkeypatch):
+    """``agon eval``'s path with ``eval.backend: vllm`` on the base cascade: A drafts and B
+    reads, each a vLLM engine built in this process (vLLM runs each engine's core in a process
+    of its own); every sample's reader prompt holds the draft A's engine wrote."""
+    ev = {"split": "test", "n_samples": 1, "k": [1], "temperature": 0.0, "max_problems": 6}
+    path = _duel_config(tmp_path, eval=ev | {"bootstrap": 100})
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    config = load_config(path)
+    out = tmp_path / "eval"
+    summary = evaluate_from_config(
+        config, "tiny", "parity", "base_cascade", out, backend="vllm", progress=False,
+        engine_kwargs={"enforce_eager": True, "max_model_len": MAX_LEN},
+    )  # fmt: skip
+    rows = [json.loads(line) for line in (out / "samples.jsonl").open()]
+    assert len(rows) == 6 and {r["system"] for r in rows} == {"base_cascade"}
+    for row in rows:
+        (draft,) = row["drafts"]
+        assert row["draft_tokens"] > 0 and draft in row["prompt"][-1]["content"], row
+        assert row["completion_tokens"] > 0 and isinstance(row["correct"], bool), row
+    assert summary["backend"] == "vllm" and len(summary["models"]["fingerprints"]) == 2
