@@ -180,3 +180,40 @@ def test_accelerate_path_steps_and_roundtrips(tmp_path):
     state = ckpt.load_checkpoint(path, pols, accelerator=acc)
     assert state["data"] == {"pos": 2}
     assert all(torch.equal(v, pols["B"].model.state_dict()[k]) for k, v in saved.items())
+
+
+class _Ranks:
+    """A stand-in for accelerate's Accelerator on one of several ranks: gathering returns the
+    model's weights, and a wait records that the rank waited."""
+
+    def __init__(self, main: bool):
+        self.is_main_process, self.waited = main, False
+
+    def get_state_dict(self, model):
+        return model.state_dict()
+
+    def unwrap_model(self, model):
+        return model
+
+    def wait_for_everyone(self):
+        self.waited = True
+
+
+@pytest.mark.parametrize("main", [True, False], ids=["rank0", "rank1"])
+def test_a_final_model_is_written_by_rank_0_alone(tmp_path, main):
+    """Under several processes every rank reaches the final save (the duel's shell, GRPO on
+    TRL): rank 0 writes the folder from the gathered weights, the others write nothing and
+    wait; two ranks writing one folder raced (one's rename could leave it without weights)."""
+    from agon.training.shell import save_final
+
+    model = torch.nn.Linear(2, 2)
+    writes: list[tuple] = []
+    ranks = _Ranks(main)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("agon.training.shell.save_model", lambda *a, **k: writes.append((a, k)))
+        save_final(model, "tokenizer", tmp_path / "A", ranks)
+    assert ranks.waited
+    assert len(writes) == (1 if main else 0)
+    if main:
+        (m, tok, path), kw = writes[0]
+        assert m is model and path == tmp_path / "A" and set(kw["state_dict"]) == {"weight", "bias"}

@@ -132,14 +132,20 @@ def save_policies(
     """Each policy's final model into ``OUT/<name>``; under several processes every rank calls
     this, the full weights are gathered (FSDP2 shards them) and saved once."""
     for name, pol in policies.items():
-        if accelerator is None:
-            save_model(pol.model, tokenizers[name], out / name)
-        else:
-            state = accelerator.get_state_dict(pol.model)
-            if accelerator.is_main_process:
-                model = accelerator.unwrap_model(pol.model)
-                save_model(model, tokenizers[name], out / name, state_dict=state)
-            accelerator.wait_for_everyone()
+        save_final(pol.model, tokenizers[name], out / name, accelerator)
+
+
+def save_final(model: Any, tokenizer: Any, path: Path, accelerator: Any = None) -> None:
+    """A trained model's final folder. Under several processes (``accelerator`` given) every
+    rank calls this: the full weights are gathered (FSDP2 shards them) and rank 0 alone writes
+    the folder, the others waiting for it; two ranks writing one folder would race."""
+    if accelerator is None:
+        save_model(model, tokenizer, path)
+        return
+    state = accelerator.get_state_dict(model)
+    if accelerator.is_main_process:
+        save_model(accelerator.unwrap_model(model), tokenizer, path, state_dict=state)
+    accelerator.wait_for_everyone()
 
 
 def close_policies(policies: dict[str, Policy], accelerator: Any) -> None:

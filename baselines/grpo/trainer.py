@@ -52,11 +52,11 @@ from agon.tasks.base import Task
 from agon.training import logbook
 from agon.training import metrics as mk
 from agon.training.budget import from_settings
-from agon.training.checkpoint import save_model, truncate_jsonl
+from agon.training.checkpoint import truncate_jsonl
 from agon.training.policy import adamw_class, distributed_info
 from agon.training.probe import describe, hard_pass1, hard_problems, wrong_drafts
 from agon.training.settings import TrainSettings, setting
-from agon.training.shell import master_precision, run_summary
+from agon.training.shell import master_precision, run_summary, save_final
 from baselines.grpo.data import make_reward_fn, prompt_dataset
 from baselines.grpo.metrics import _metrics_callback
 
@@ -242,7 +242,9 @@ def train_grpo(
         kwargs = {**extra, "lr": args.learning_rate, "betas": betas, "eps": args.adam_epsilon}
         trainer.optimizer_cls_and_kwargs = (adamw, kwargs)  # GRPOTrainer's init does not take it
     trainer.train(resume_from_checkpoint=last)
-    save_model(trainer.model, tok, out_model)
+    # every rank gets here; under several processes rank 0 alone writes the folder
+    acc = trainer.accelerator
+    save_final(trainer.model, tok, out_model, acc if acc.num_processes > 1 else None)
     if trainer.accelerator.is_main_process:
         info = distributed_info(trainer.accelerator)
         (work_dir / "distributed.json").write_text(json.dumps(info))
