@@ -13,7 +13,10 @@ once on two GPUs, one after the other on one. One process seeing several GPUs wo
 transformers' Trainer wrap the model in ``nn.DataParallel``, which TRL's GRPOTrainer refuses;
 and a process holds one colocated vLLM (TRL's colocate mode), torn down when the process exits.
 Under ``accelerate launch`` the ranks train A, then B, themselves (A's engine torn down first,
-:func:`release_engine`); on the CPU, one process trains A, then B, as it always has.
+:func:`release_engine`); on the CPU, one process trains A, then B, as it always has. The
+colocated engine takes each update through vLLM's in-place reload
+(:func:`agon.engines.vllm.reload_in_place`): TRL's own tensor-by-tensor load fails where vLLM
+has repacked a layer for its kernels (every linear layer of its CPU build).
 
 Metrics: TRL's logs of every step go to ``metrics.jsonl`` (and to TensorBoard / W&B through
 ``train.report_to``), with the duel trainer's names added (``A/drafter/correct``,
