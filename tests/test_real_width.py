@@ -442,7 +442,7 @@ def test_step_memory_matches_the_planner(case):
     ratios were 0.98, 1.01, 0.98 and 0.94. At one or two layers the vocabulary-sized tensors
     dominate (the tied embedding's gradient, the head's V x h float32 accumulator; AdamW's
     moments and its step's temporaries): this checks those and the step's transients;
-    activations are a few per cent here, and their model is checked by ``tests/test_plan.py``.
+    activations are a few per cent here, and their model is checked by ``tests/test_plan_dims.py``.
     The tolerance, 10%, holds the worst ratio seen (0.94) with room for another allocator.
     """
     if not _peak_rss_resettable():
