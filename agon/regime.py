@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agon.config import regime_section
-from agon.stats import percentile_interval, wilson_interval
+from agon.stats import NOT_MEANINGFUL, percentile_interval, wilson_interval
 from agon.toy.sft_data import reader_targets
 from agon.training.settings import DuelSettings
 
@@ -332,7 +332,7 @@ def moa_gain_no_bar(gain: float, k: float) -> str:
     ``k`` times a gain of 0 or less is no bar, and any Agon at or above base would read
     "shown"."""
     return (
-        f"not meaningful: MoA's gain over base is {100 * gain:+.1f} points, and {k:g} times "
+        f"{NOT_MEANINGFUL}: MoA's gain over base is {100 * gain:+.1f} points, and {k:g} times "
         "that is no bar"
     )
 

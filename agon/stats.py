@@ -15,6 +15,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+# the first words of every note that says a number means nothing (an interval that cannot be
+# stated, a bar that is no bar): the reports recognise such a note by them
+NOT_MEANINGFUL = "not meaningful"
+
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k for one problem with ``n`` samples, ``c`` of them correct."""

@@ -33,7 +33,12 @@ from agon.config import seeded_bases
 from agon.methods import eval_seeds
 from agon.report.audit_columns import audit_columns, draft_columns
 from agon.results import problem_counts
-from agon.stats import minimal_detectable_effect, percentile_interval, two_level_bootstrap
+from agon.stats import (
+    NOT_MEANINGFUL,
+    minimal_detectable_effect,
+    percentile_interval,
+    two_level_bootstrap,
+)
 from agon.toy.audit import TASKS as AUDITED_TASKS
 
 # fixed bootstrap seeds, one per comparison, so every interval is reproducible on its own; a
@@ -251,7 +256,7 @@ def no_spread_note(replicates: np.ndarray, scale: float = 1.0, unit: str = "") -
     if x.size < 2 or np.ptp(x) > 0:
         return None
     return (
-        f"not meaningful: every bootstrap replicate is {scale * x[0]:+.3g}{unit} (the systems "
+        f"{NOT_MEANINGFUL}: every bootstrap replicate is {scale * x[0]:+.3g}{unit} (the systems "
         "compared scored alike on every problem and seed resampled), so no interval or "
         "detectable effect can be stated"
     )

@@ -48,6 +48,7 @@ from agon.report.compare import (
 from agon.report.render import INTERVAL_TEXT, head, table_row
 from agon.report.write import summaries_read, write_table
 from agon.results import Layout
+from agon.stats import NOT_MEANINGFUL
 from agon.toy.sft_data import reader_targets
 
 # how the Markdown names each comparison whose ceiling it gives
@@ -209,8 +210,8 @@ def ceiling_lines(rows: Sequence[dict], with_values: bool) -> list[str]:
             cells.append(r[f"{key}_verdict"])
             if with_values:
                 lo, hi = r.get(f"{key}_lo"), r.get(f"{key}_hi")
-                meaningless = str(r.get(f"{key}_note") or "").startswith("not meaningful")
-                cells.append("not meaningful" if meaningless else claim_reading(lo, hi, claim))
+                meaningless = str(r.get(f"{key}_note") or "").startswith(NOT_MEANINGFUL)
+                cells.append(NOT_MEANINGFUL if meaningless else claim_reading(lo, hi, claim))
             lines.append(table_row(cells))
     return lines
 
