@@ -43,7 +43,6 @@ from agon.plan.workload import MeasuredLengths
 from agon.registry import TRAINERS, Helper, Method
 
 PAPER = REPO / "config" / "paper.yaml"
-PUBLISHED_CONFIGS = REPO / "tests" / "fixtures" / "published_configs"
 SMALL = REPO / "config" / "small-gpu.yaml"
 
 

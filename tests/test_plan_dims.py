@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
 from dataclasses import replace
 from types import SimpleNamespace
 
 import huggingface_hub
 import pytest
 import torch
+from test_plan import PAPER, job
 from test_workflow import REPO
 
 from agon.config import load_config
@@ -44,9 +44,7 @@ from agon.plan.published import (
     load_dims,
 )
 
-PAPER = REPO / "config" / "paper.yaml"
 PUBLISHED_CONFIGS = REPO / "tests" / "fixtures" / "published_configs"
-SMALL = REPO / "config" / "small-gpu.yaml"
 
 # A made-up decoder small enough to count by hand: hidden 8, MLP 16, 2 layers, 2 query heads
 # and 1 KV head of 4, vocabulary 10, tied embeddings, Qwen3's layout (q/k norms, 2 norms/layer).
@@ -62,14 +60,6 @@ TINY = ModelDims(
     vocab_size=10,
     tied_embeddings=True,
 )
-
-
-def by_rule(p) -> Counter:
-    return Counter(j.job.rule for j in p.jobs)
-
-
-def job(p, label: str):
-    return next(j for j in p.jobs if j.job.label == label)
 
 
 # ----------------------------------------------------------------------------- by hand
